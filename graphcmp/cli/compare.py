@@ -1,0 +1,52 @@
+"""`graphcmp compare NPU BENCH -o cmp.json`: match two runs, compare them, write the annotated result."""
+
+from __future__ import annotations
+
+import argparse
+
+from graphcmp.cli.options import add_format, add_json, add_quiet
+from graphcmp.cli.output import emit
+from graphcmp.cli.progress import stages
+from graphcmp.cli.render import render_summary
+from graphcmp.core.compare import compare_graphs
+from graphcmp.core.readers import read_graph
+from graphcmp.core.report import save_report
+from graphcmp.core.rules import load_thresholds
+from graphcmp.core.tensorcmp import tensor_metrics_for
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("compare", help="compare an npu run with its bench run", description=__doc__)
+    parser.add_argument("npu", help="the run under test (msprobe rank folder, graph file ...)")
+    parser.add_argument("bench", help="the baseline run")
+    parser.add_argument("-o", "--output", default="cmp.json", help="output JSON (default: cmp.json)")
+    parser.add_argument("--fuzzy", action="store_true",
+                        help="also match calls whose call counters differ (an extra op early in a run)")
+    parser.add_argument("--thresholds", metavar="FILE", help="TOML or JSON file overriding the default thresholds")
+    parser.add_argument("--no-tensors", action="store_true",
+                        help="compare statistics only, even when both runs dumped real tensors")
+    add_format(parser)
+    add_json(parser)
+    add_quiet(parser)
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    thresholds = load_thresholds(args.thresholds) if args.thresholds else None
+    with stages(4, "compare", quiet=args.quiet) as bar:
+        bar.set_postfix_str("reading npu")
+        npu = read_graph(args.npu, args.format)
+        bar.update()
+        bar.set_postfix_str("reading bench")
+        bench = read_graph(args.bench, args.format)
+        bar.update()
+        bar.set_postfix_str("comparing")
+        tensors = None if args.no_tensors else tensor_metrics_for(npu, bench)
+        report = compare_graphs(npu, bench, fuzzy=args.fuzzy, thresholds=thresholds, tensor_metrics=tensors)
+        bar.update()
+        bar.set_postfix_str("writing")
+        save_report(report, args.output)
+        bar.update()
+    summary = {**report.summary(), "output": args.output}
+    emit(summary, render_summary(summary) + f"\nwritten: {args.output}", args.json)
+    return 0 if report else 1

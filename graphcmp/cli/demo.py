@@ -1,0 +1,39 @@
+"""`graphcmp demo`: compare the bundled sample pair and print what was found."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from graphcmp.cli.output import emit
+from graphcmp.cli.render import render_summary
+from graphcmp.core.compare import compare_paths
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.report import save_report
+from graphcmp.samples import sample_pair
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("demo", help="compare the bundled sample dumps and print the summary",
+                            description=__doc__)
+    parser.add_argument("-o", "--output", help="where to write the result (default: a temporary folder)")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    npu, bench = sample_pair()
+    if not npu.is_dir():
+        raise DumpFormatError(f"{npu}: bundled samples not found; reinstall graphcmp")
+    output = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="graphcmp-demo-")) / "cmp.json"
+    report = compare_paths(npu, bench)
+    save_report(report, output)
+    summary = {**report.summary(), "output": str(output)}
+    text = "\n".join([
+        "graphcmp demo: a 3-layer transformer whose encoder.layers.1.linear1 weight was perturbed on the npu side",
+        render_summary(summary),
+        f"written: {output}",
+    ])
+    emit(summary, text, args.json)
+    return 0

@@ -1,0 +1,50 @@
+"""Entry point: subcommand dispatch, the exit-code contract, and one-line errors for bad input.
+
+Exit codes: 0 all pass; 1 divergence or invalid values found (as ``diff`` does); 2 bad input
+(`GraphcmpError`, one line on stderr); anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from graphcmp._version import __version__
+from graphcmp.cli import build, compare, demo, info
+from graphcmp.core.errors import GraphcmpError
+
+__all__ = ["main", "run"]
+
+COMMANDS = (build, compare, info, demo)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="graphcmp",
+        description="Find where a model's numerics diverge between an NPU run and its baseline.",
+    )
+    parser.add_argument("--version", action="version", version=f"graphcmp {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand and return its exit code."""
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except GraphcmpError as err:
+        print(f"graphcmp: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("graphcmp: interrupted", file=sys.stderr)
+        return 130
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

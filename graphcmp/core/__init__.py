@@ -1,0 +1,1 @@
+"""graphcmp's library: records, readers, matching, metrics, verdicts and reports. No CLI, no web app."""

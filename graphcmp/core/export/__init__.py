@@ -1,0 +1,1 @@
+"""Writers of graphcmp's own JSON documents (and, later, of other viewers' formats)."""

@@ -1,0 +1,248 @@
+"""`judge`: the one place that decides pass / warning / error, per tensor pair and per node.
+
+Metrics measure and rules bin; `judge` applies the rules of each pair's task mode, adds the
+checks no single metric expresses (overflow, shape and precision changes, "inputs agree but
+outputs differ"), lifts pair levels to their nodes and rolls them up the hierarchy so a module
+shows its worst descendant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphcmp.core.dtypes import precision_changed
+from graphcmp.core.matching import MatchTable
+from graphcmp.core.metrics import is_nonfinite
+from graphcmp.core.pairing import TensorPairs
+from graphcmp.core.records import STAT_NAMES, DumpGraph, NodeKind, Role, TensorTable
+from graphcmp.core.rules import ERROR, PASS, WARNING, Thresholds
+
+__all__ = ["SKIP", "STATUS_NAMES", "UNMATCHED", "NodeVerdicts", "Verdict", "judge", "status_code"]
+
+SKIP, UNMATCHED = -1, -2
+STATUS_NAMES = {PASS: "pass", WARNING: "warning", ERROR: "error", SKIP: "skip", UNMATCHED: "unmatched"}
+_OUTPUT_ROLES = (Role.OUTPUT, Role.PARAM_GRAD)
+
+
+def status_code(name: str) -> int:
+    """Code of a status name (inverse of `STATUS_NAMES`)."""
+    return {v: k for k, v in STATUS_NAMES.items()}[name]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The judgement of one npu node."""
+
+    node: str
+    status: str  # pass, warning, error, skip, unmatched
+    severity: float
+    reason: str = ""
+    worst: str = "pass"  # worst status in the node's subtree
+
+    def __bool__(self) -> bool:
+        return self.status != "error"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdicts:
+    """Verdict columns over the npu rows, plus the level of every tensor pair.
+
+    `severity` is the driving metric of the node's outputs (relative error of statistics,
+    Euclidean relative distance of tensors, 1.0 for an md5 difference); `input_severity` the same
+    over its inputs and parameters. `worst`/`worst_severity` roll both up over the subtree.
+    """
+
+    status: np.ndarray  # int8
+    severity: np.ndarray  # float64
+    input_severity: np.ndarray  # float64
+    inputs_identical: np.ndarray  # bool
+    reason: tuple[str, ...]
+    worst: np.ndarray  # int8
+    worst_severity: np.ndarray  # float64
+    unmatched_below: np.ndarray  # int32
+    pair_level: np.ndarray  # int8 per tensor pair
+    pair_severity: np.ndarray  # float64 per tensor pair
+
+    def verdict(self, graph: DumpGraph, node_id: str) -> Verdict:
+        """The `Verdict` record of one npu node."""
+        row = graph.row(node_id)
+        return Verdict(node_id, STATUS_NAMES[int(self.status[row])], float(self.severity[row]),
+                       self.reason[row], STATUS_NAMES[int(self.worst[row])])
+
+    def histogram(self) -> dict[str, int]:
+        """Number of npu nodes per status name."""
+        codes, counts = np.unique(self.status, return_counts=True)
+        return {STATUS_NAMES[int(c)]: int(n) for c, n in zip(codes, counts)}
+
+
+def judge(
+    npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: TensorPairs, thresholds: Thresholds
+) -> NodeVerdicts:
+    """Judge every tensor pair and every npu node; see the module docstring for the checks."""
+    level, severity, notes = _pair_levels(npu, bench, pairs, thresholds)
+    n = len(npu)
+    node = npu.tensors.node[pairs.npu]
+    is_out = np.isin(npu.tensors.role[pairs.npu], _OUTPUT_ROLES)
+    status = np.full(n, SKIP, np.int8)
+    np.maximum.at(status, node[is_out], level[is_out])
+    node_sev = np.zeros(n)
+    np.maximum.at(node_sev, node[is_out], np.nan_to_num(severity[is_out], nan=np.inf))
+    in_sev = np.zeros(n)
+    np.maximum.at(in_sev, node[~is_out], np.nan_to_num(severity[~is_out], nan=np.inf))
+    identical = _inputs_identical(npu, pairs, node, is_out)
+    same_in = identical & (status == PASS) & (node_sev > thresholds.same_input_rel)
+    status[same_in] = WARNING
+    unpaired = _unpaired_outputs(npu, pairs, matches)
+    status[unpaired & (status == PASS)] = WARNING
+    status[matches.npu_to_bench < 0] = UNMATCHED
+    reason = _reasons(npu, bench, pairs, status, level, severity, notes, same_in, unpaired)
+    worst, worst_sev, unmatched = _roll_up(npu, status, node_sev)
+    return NodeVerdicts(status, node_sev, in_sev, identical, reason, worst, worst_sev, unmatched, level, severity)
+
+
+def _pair_levels(
+    npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, thresholds: Thresholds
+) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+    m = pairs.metrics
+    nt, bt = npu.tensors, bench.tensors
+    level = _rule_levels(thresholds, "statistics", m)
+    severity = m["rel_err"].astype(np.float64).copy()
+    if "cosine" in m:
+        use = ~np.isnan(m["cosine"])
+        level[use] = _rule_levels(thresholds, "tensor", m)[use]
+        severity[use] = np.where(np.isnan(m["euc_rel"][use]), 1.0 - m["cosine"][use], m["euc_rel"][use])
+    use_md5 = ~np.isnan(m["md5_diff"]) & (npu.info.task == "md5")
+    level[use_md5] = _rule_levels(thresholds, "md5", m)[use_md5]
+    severity[use_md5] = m["md5_diff"][use_md5]
+    notes = _pair_notes(nt, bt, pairs)
+    nonfinite = is_nonfinite(nt.stats[pairs.npu], nt.present[pairs.npu]) | is_nonfinite(
+        bt.stats[pairs.bench], bt.present[pairs.bench])
+    level[nonfinite] = ERROR
+    for k, note in notes.items():
+        if not nonfinite[k]:
+            level[k] = ERROR if note.startswith("shape") else max(int(level[k]), WARNING)
+    return level, severity, notes
+
+
+def _pair_notes(nt: TensorTable, bt: TensorTable, pairs: TensorPairs) -> dict[int, str]:
+    """Overflow, shape and precision notes of the pairs that have one, by pair index."""
+    i, j = pairs.npu, pairs.bench
+    notes: dict[int, str] = {}
+    for k in np.flatnonzero(_column(nt.dtype, i) != _column(bt.dtype, j)).tolist():
+        a, b = nt.dtype[i[k]], bt.dtype[j[k]]
+        if a and b and precision_changed(a, b):
+            notes[k] = f"dtype {a} vs {b}"
+    shape_a, shape_b = _column(nt.shape, i), _column(bt.shape, j)
+    for k in np.flatnonzero((shape_a != shape_b) & (shape_a != "") & (shape_b != "")).tolist():
+        notes[k] = f"shape {shape_a[k]} vs {shape_b[k]}"
+    bad = is_nonfinite(nt.stats[i], nt.present[i]) | is_nonfinite(bt.stats[j], bt.present[j])
+    for k in np.flatnonzero(bad).tolist():
+        notes[k] = _nonfinite_text(nt, int(i[k]), "npu") or _nonfinite_text(bt, int(j[k]), "bench")
+    return notes
+
+
+def _column(values: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
+    return np.array(values, dtype=object)[rows] if len(values) else np.zeros(0, object)
+
+
+def _rule_levels(thresholds: Thresholds, task: str, metrics: dict[str, np.ndarray]) -> np.ndarray:
+    rules = thresholds.rules[task]
+    return np.maximum.reduce([rule.levels(metrics[rule.metric]) for rule in rules]).astype(np.int8)
+
+
+def _nonfinite_text(table, row: int, side: str) -> str:
+    bad = [f"{name.capitalize()}={table.stats[row, k]}" for k, name in enumerate(STAT_NAMES)
+           if table.present[row, k] and not np.isfinite(table.stats[row, k])]
+    return f"overflow on {side}: {', '.join(bad)}" if bad else ""
+
+
+def _inputs_identical(npu: DumpGraph, pairs: TensorPairs, node: np.ndarray, is_out: np.ndarray) -> np.ndarray:
+    n = len(npu)
+    ident = pairs.metrics["identical"] & (pairs.metrics["md5_diff"] != 1.0)
+    all_same = np.ones(n, bool)
+    np.logical_and.at(all_same, node[~is_out], ident[~is_out])
+    paired_inputs = np.bincount(node[~is_out], minlength=n)
+    t = npu.tensors
+    inputs = np.bincount(t.node[~np.isin(t.role, _OUTPUT_ROLES)], minlength=n)
+    return all_same & (paired_inputs > 0) & (paired_inputs == inputs)
+
+
+def _unpaired_outputs(npu: DumpGraph, pairs: TensorPairs, matches: MatchTable) -> np.ndarray:
+    n = len(npu)
+    t = npu.tensors
+    has_shape = np.fromiter((bool(s) and s != "scalar" for s in t.shape), bool, len(t))
+    tensor_outputs = np.isin(t.role, _OUTPUT_ROLES) & has_shape
+    outputs = np.bincount(t.node[tensor_outputs], minlength=n)
+    paired = np.zeros(len(t), bool)
+    paired[pairs.npu] = True
+    paired_outputs = np.bincount(t.node[tensor_outputs & paired], minlength=n)
+    return (matches.npu_to_bench >= 0) & (outputs > paired_outputs)
+
+
+def _reasons(
+    npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, status: np.ndarray, level: np.ndarray,
+    severity: np.ndarray, notes: dict[int, str], same_in: np.ndarray, unpaired: np.ndarray,
+) -> tuple[str, ...]:
+    reason = [""] * len(npu)
+    for row in np.flatnonzero(status == UNMATCHED).tolist():
+        reason[row] = "no counterpart in the bench run"
+    for row in np.flatnonzero((status == SKIP) & (npu.nodes.kind != NodeKind.ROOT)).tolist():
+        reason[row] = "no output data to compare" if npu.nodes.has_data[row] else "not dumped (structure only)"
+    node = npu.tensors.node[pairs.npu]
+    is_out = np.isin(npu.tensors.role[pairs.npu], _OUTPUT_ROLES)
+    flagged = np.flatnonzero(status >= WARNING)
+    if not len(flagged):
+        return tuple(reason)
+    out_pairs = np.flatnonzero(is_out & np.isin(node, flagged))
+    best: dict[int, int] = {}
+    for k in out_pairs.tolist():
+        row = int(node[k])
+        if row not in best or (level[k], severity[k]) > (level[best[row]], severity[best[row]]):
+            best[row] = k
+    for row in flagged.tolist():
+        k = best.get(row)
+        text = _pair_reason(npu, pairs, k, notes.get(k, "")) if k is not None else ""
+        if same_in[row]:
+            text = f"inputs agree, outputs differ ({text})" if text else "inputs agree, outputs differ"
+        elif unpaired[row] and not text:
+            text = "an output has no counterpart in the bench run"
+        reason[row] = text
+    return tuple(reason)
+
+
+def _pair_reason(npu: DumpGraph, pairs: TensorPairs, k: int, note: str) -> str:
+    t = int(pairs.npu[k])
+    where = f"{Role(int(npu.tensors.role[t])).name.lower()}.{npu.tensors.slot[t]}"
+    if note:
+        return f"{where}: {note}"
+    m = pairs.metrics
+    if "cosine" in m and not np.isnan(m["cosine"][k]):
+        return f"{where}: cosine {m['cosine'][k]:.6f}, euclidean rel {m['euc_rel'][k]:.3g}"
+    if npu.info.task == "md5" and m["md5_diff"][k] == 1.0:
+        return f"{where}: md5 differs"
+    rel = m["rel_errs"][k]
+    s = int(np.argmax(rel))
+    return f"{where}: {STAT_NAMES[s].capitalize()} rel err {rel[s]:.3g}"
+
+
+def _roll_up(npu: DumpGraph, status: np.ndarray, severity: np.ndarray) -> tuple[np.ndarray, ...]:
+    parent = npu.nodes.parent
+    depth = _depths(parent)
+    worst = np.maximum(status, PASS).astype(np.int8)
+    worst_sev = severity.copy()
+    unmatched = (status == UNMATCHED).astype(np.int32)
+    for d in range(int(depth.max(initial=0)), 0, -1):
+        rows = np.flatnonzero(depth == d)
+        np.maximum.at(worst, parent[rows], worst[rows])
+        np.maximum.at(worst_sev, parent[rows], worst_sev[rows])
+        np.add.at(unmatched, parent[rows], unmatched[rows])
+    return worst, worst_sev, unmatched
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    depth = np.zeros(len(parent), np.int32)
+    for row in range(1, len(parent)):  # pre-order: a parent's row is smaller than its children's
+        depth[row] = depth[parent[row]] + 1
+    return depth

@@ -1,0 +1,92 @@
+"""Metrics between paired tensor statistics: pure, vectorised functions over (n, 4) stat columns.
+
+Rows are tensor pairs; the four columns are max, min, mean, norm (`STAT_NAMES`). Each metric
+returns one value per pair (or per pair and statistic) and decides nothing: `judge` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = ["STAT_METRICS", "is_nonfinite", "stat_abs_diff", "stat_rel_error", "stat_rel_errors", "stats_identical"]
+
+
+def stat_abs_diff(npu: np.ndarray, bench: np.ndarray) -> np.ndarray:
+    """npu - bench per statistic, in float64.
+
+    >>> stat_abs_diff(np.array([[2.0, 0, 1, 3]]), np.array([[1.0, 0, 1, 3]])).tolist()
+    [[1.0, 0.0, 0.0, 0.0]]
+    """
+    return np.asarray(npu, np.float64) - np.asarray(bench, np.float64)
+
+
+def stat_rel_errors(
+    npu: np.ndarray, bench: np.ndarray, present: np.ndarray, *, atol: float, magnitude_floor: float
+) -> np.ndarray:
+    """Relative error per pair and statistic, shape (n, 4); 0 where a statistic is not recorded.
+
+    The denominator of a statistic is max(|bench value|, magnitude_floor * max(|bench Max|, |bench Min|)),
+    so a Mean near zero in a tensor of large values does not blow up. Differences of at most `atol`
+    count as zero. A non-finite value on either side, unless identical on both, gives inf.
+
+    Examples
+    --------
+    >>> bench = np.array([[3.0, -3.0, 1e-9, 10.0]])
+    >>> npu = np.array([[3.0, -3.0, 2e-9, 10.0]])   # the mean doubled, but it is ~0 next to |3|
+    >>> float(stat_rel_errors(npu, bench, np.ones((1, 4), bool), atol=0.0, magnitude_floor=1e-3).max()) < 1e-6
+    True
+    """
+    npu = np.asarray(npu, np.float64)
+    bench = np.asarray(bench, np.float64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = np.abs(npu - bench)
+        magnitude = np.maximum(np.abs(bench[:, 0]), np.abs(bench[:, 1]))
+        floor = np.where(np.isfinite(magnitude), magnitude * magnitude_floor, 0.0)
+        denom = np.maximum(np.abs(bench), floor[:, None])
+        rel = np.where(denom > 0, diff / np.where(denom > 0, denom, 1.0), np.where(diff > 0, np.inf, 0.0))
+    rel = np.where(diff <= atol, 0.0, rel)
+    same_special = (npu == bench) | (np.isnan(npu) & np.isnan(bench))
+    rel = np.where(~np.isfinite(npu) | ~np.isfinite(bench), np.where(same_special, 0.0, np.inf), rel)
+    return np.where(present, rel, 0.0)
+
+
+def stat_rel_error(
+    npu: np.ndarray, bench: np.ndarray, present: np.ndarray, *, atol: float, magnitude_floor: float
+) -> np.ndarray:
+    """Largest of `stat_rel_errors` per pair.
+
+    >>> bench = np.array([[3.0, -3.0, 1e-9, 10.0]])
+    >>> float(stat_rel_error(bench * 1.1, bench, np.ones((1, 4), bool), atol=0.0, magnitude_floor=1e-3)[0])
+    0.1
+    """
+    rel = stat_rel_errors(npu, bench, present, atol=atol, magnitude_floor=magnitude_floor)
+    return np.round(rel.max(axis=1, initial=0.0), 12)
+
+
+def stats_identical(npu: np.ndarray, bench: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """True per pair when every statistic both sides recorded is bit-equal (NaN equals NaN).
+
+    >>> stats_identical(np.array([[1.0, np.nan, 0, 0]]), np.array([[1.0, np.nan, 0, 0]]), np.ones((1, 4), bool))
+    array([ True])
+    """
+    equal = (npu == bench) | (np.isnan(npu) & np.isnan(bench)) | ~present
+    return equal.all(axis=1)
+
+
+def is_nonfinite(stats: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """True per row when any recorded statistic is inf or NaN.
+
+    >>> is_nonfinite(np.array([[1.0, 0, np.inf, 2]]), np.ones((1, 4), bool))
+    array([ True])
+    """
+    return (~np.isfinite(stats) & present).any(axis=1)
+
+
+STAT_METRICS: dict[str, Callable[..., np.ndarray]] = {
+    "abs_diff": stat_abs_diff,
+    "rel_err": stat_rel_error,
+    "rel_errs": stat_rel_errors,
+    "identical": stats_identical,
+}

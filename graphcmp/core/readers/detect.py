@@ -1,0 +1,44 @@
+"""Choosing the reader for a path: automatic detection, or the format the user names."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.readers import msprobe
+from graphcmp.core.records import DumpGraph
+
+__all__ = ["FORMATS", "detect_format", "read_graph"]
+
+FORMATS: dict[str, tuple[Callable[[str | os.PathLike[str]], bool], Callable[..., DumpGraph]]] = {
+    "msprobe": (msprobe.sniff, msprobe.read_msprobe),
+}
+"""Format name -> (sniff, read). Readers register here; the first whose sniff accepts a path wins."""
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """Name of the format of `path`.
+
+    Raises
+    ------
+    DumpFormatError
+        If the path does not exist or no reader recognises it.
+    """
+    if not Path(path).exists():
+        raise DumpFormatError(f"{path}: no such file or folder")
+    for name, (sniff, _) in FORMATS.items():
+        if sniff(path):
+            return name
+    known = ", ".join(FORMATS)
+    raise DumpFormatError(f"{path}: unknown input format (known: {known}); "
+                          "for msprobe, point at the rank folder that holds dump.json")
+
+
+def read_graph(path: str | os.PathLike[str], format: str | None = None) -> DumpGraph:
+    """Read one run from `path`, detecting its format unless `format` names it."""
+    name = format or detect_format(path)
+    if name not in FORMATS:
+        raise DumpFormatError(f"{path}: unknown format {name!r} (known: {', '.join(FORMATS)})")
+    return FORMATS[name][1](path)

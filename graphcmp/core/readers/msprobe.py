@@ -1,0 +1,353 @@
+"""Reader for msprobe dump folders (one rank): dump.json + construct.json + stack.json.
+
+`parse_msprobe` turns the three parsed documents into a `DumpGraph` and is what tests call;
+`read_msprobe` reads the files (salvaging a run killed mid-dump) and delegates. PyTorch
+(``Module``/``Functional``/``Tensor``/``Torch``/``Distributed``) and MindSpore (``Cell``/``Primitive``/
+``Mint``/``Jit``) naming are both read, as are both stack.json layouts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.hierarchy import HierarchyBuilder
+from graphcmp.core.jsonio import gc_paused, read_json
+from graphcmp.core.readers.naming import parse_node_id
+from graphcmp.core.records import DumpGraph, NodeKind, Role, RunInfo
+
+__all__ = ["parse_msprobe", "read_msprobe", "sniff"]
+
+DUMP_FILE, CONSTRUCT_FILE, STACK_FILE = "dump.json", "construct.json", "stack.json"
+_STAT_KEYS = ("Max", "Min", "Mean", "Norm")
+_ROLE_KEYS = (  # plain ints: enum access is slow in the per-leaf loop
+    ("input_args", int(Role.INPUT)),
+    ("input", int(Role.INPUT)),
+    ("input_kwargs", int(Role.INPUT)),
+    ("output", int(Role.OUTPUT)),
+    ("parameters", int(Role.PARAM)),
+)
+_PARAM_GRAD = int(Role.PARAM_GRAD)
+_SCALAR_FIELDS = {"type", "value", "requires_grad"}
+_NO_FILE = (None, "-1", -1)
+
+
+def sniff(path: str | os.PathLike[str]) -> bool:
+    """True when `path` is a folder holding an msprobe dump.json."""
+    return (Path(path) / DUMP_FILE).is_file()
+
+
+def read_msprobe(path: str | os.PathLike[str]) -> DumpGraph:
+    """Read one msprobe rank folder into a `DumpGraph`.
+
+    A missing construct.json or stack.json, or a file cut short, still loads what is there;
+    the loss is listed in ``graph.info.missing``.
+
+    Raises
+    ------
+    DumpFormatError
+        If the folder or its dump.json is missing, or a file is not msprobe JSON.
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        raise DumpFormatError(f"{folder}: no such folder" if not folder.exists() else
+                              f"{folder}: expected an msprobe dump folder, got a file")
+    if not (folder / DUMP_FILE).is_file():
+        raise DumpFormatError(f"{folder}: not an msprobe dump folder (no {DUMP_FILE}); "
+                              "point at the folder that holds dump.json, construct.json and stack.json")
+    missing: list[str] = []
+    with gc_paused():
+        dump = _read_part(folder / DUMP_FILE, missing, required=True)
+        construct = _read_part(folder / CONSTRUCT_FILE, missing)
+        stack = _read_part(folder / STACK_FILE, missing)
+        return parse_msprobe(dump, construct, stack, source=str(folder), missing=tuple(missing))
+
+
+def _read_part(path: Path, missing: list[str], *, required: bool = False) -> dict[str, Any]:
+    if not path.is_file() and not required:
+        missing.append(f"{path.name}: file not found")
+        return {}
+    loaded = read_json(path)
+    if loaded.truncated:
+        missing.append(loaded.truncated)
+    if not isinstance(loaded.value, dict):
+        raise DumpFormatError(f"{path}: expected a JSON object, got {type(loaded.value).__name__}")
+    return loaded.value
+
+
+def parse_msprobe(
+    dump: Mapping[str, Any],
+    construct: Mapping[str, Any] | None = None,
+    stack: Mapping[str, Any] | None = None,
+    *,
+    source: str = "<memory>",
+    missing: tuple[str, ...] = (),
+) -> DumpGraph:
+    """Build a run's hierarchy from parsed msprobe documents.
+
+    Parameters
+    ----------
+    dump : Mapping
+        dump.json: ``{"task", "level", "framework", "dump_data_dir", "data": {node_id: record}}``.
+    construct : Mapping, optional
+        construct.json: ``{node_id: parent_id or None}``.
+    stack : Mapping, optional
+        stack.json, either ``{"0": [[node ids], [frames]]}`` or ``{node_id: [frames]}``.
+    source : str
+        Folder the documents came from, for messages and `RunInfo.path`.
+    missing : tuple of str
+        What the caller could not load, recorded in `RunInfo.missing`.
+
+    Examples
+    --------
+    >>> g = parse_msprobe({"task": "statistics", "data": {
+    ...     "Functional.relu.0.forward": {"input_args": [], "output": [
+    ...         {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0,
+    ...          "Min": 0.0, "Mean": 0.5, "Norm": 1.0}]},
+    ...     "Module.act.ReLU.forward.0": {}}},
+    ...     {"Functional.relu.0.forward": "Module.act.ReLU.forward.0", "Module.act.ReLU.forward.0": None})
+    >>> g.nodes.ids
+    ('DefaultModel', 'Module.act.ReLU.forward.0', 'Functional.relu.0.forward')
+    >>> g.view("Functional.relu.0.forward").tensors[0].stats["mean"]
+    0.5
+    """
+    data = dump.get("data")
+    if not isinstance(data, Mapping):
+        raise DumpFormatError(f"{source}/{DUMP_FILE}: no \"data\" object; is this an msprobe dump.json?")
+    construct = construct or {}
+    notes = list(missing)
+    builder = HierarchyBuilder()
+    seq = _sequence(construct, data)
+    parents = _parents(construct, data, source, notes)
+    for node_id, position in seq.items():
+        kind, op, direction, _ = parse_node_id(node_id)
+        builder.add_node(node_id, kind, op, direction, parents.get(node_id), position,
+                         has_data=node_id in data)
+    leaves = _Leaves()
+    for node_id, record in data.items():
+        _collect_record(leaves, node_id, record, source)
+    _add_leaves(builder, leaves)
+    _attach_stacks(builder, stack or {}, source, notes)
+    step, rank = _step_rank(source)
+    info = RunInfo(
+        path=source, format="msprobe", framework=str(dump.get("framework") or ""),
+        task=_task(dump), level=str(dump.get("level") or ""), rank=rank, step=step, missing=tuple(notes),
+    )
+    return builder.build(info)
+
+
+def _task(dump: Mapping[str, Any]) -> str:
+    task = str(dump.get("task") or "statistics")
+    if task == "statistics" and _first_has_md5(dump["data"]):
+        return "md5"
+    return task
+
+
+def _first_has_md5(data: Mapping[str, Any]) -> bool:
+    for node_id, record in data.items():
+        leaves = _Leaves()
+        _collect_record(leaves, node_id, record, "")
+        for leaf in leaves.leaf:
+            if isinstance(leaf, dict) and "dtype" in leaf:
+                return "md5" in leaf
+    return False
+
+
+def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, float]:
+    """Order nodes by construct.json (creation order); dump-only nodes go after their dump predecessor."""
+    seq = {node_id: float(i) for i, node_id in enumerate(construct)}
+    previous, extra = -1.0, 0
+    step = 1.0 / (len(data) + 2)
+    for node_id in data:
+        if node_id in seq:
+            previous, extra = seq[node_id], 0
+        else:
+            extra += 1
+            seq[node_id] = previous + extra * step
+    return dict(sorted(seq.items(), key=lambda item: item[1]))
+
+
+def _parents(
+    construct: Mapping[str, Any], data: Mapping[str, Any], source: str, notes: list[str]
+) -> dict[str, str | None]:
+    parents: dict[str, str | None] = {}
+    for node_id, parent in construct.items():
+        if parent is not None and not isinstance(parent, str):
+            raise DumpFormatError(f"{source}/{CONSTRUCT_FILE}: {node_id!r}: parent is a "
+                                  f"{type(parent).__name__}, expected a node id or null")
+        parents[node_id] = parent
+    ids = set(construct) | set(data)
+    orphans = 0
+    for node_id in data:
+        if node_id in parents:
+            continue
+        kind = parse_node_id(node_id)[0]
+        if kind == NodeKind.PARAM_GRAD:
+            parents[node_id] = _param_grad_owner(node_id, ids)
+        elif construct:
+            orphans += 1
+    if orphans:
+        notes.append(f"{CONSTRUCT_FILE}: {orphans} node(s) of {DUMP_FILE} are not in it; shown at top level")
+    return parents
+
+
+_GRAD_SUFFIX = re.compile(r"\.parameters_grad(?:\.(\d+))?$")
+
+
+def _param_grad_owner(node_id: str, ids: set[str]) -> str | None:
+    """The backward call of the module whose parameter gradients these are (else its forward call)."""
+    m = _GRAD_SUFFIX.search(node_id)
+    stem, counter = node_id[: m.start()], m.group(1) or "0"
+    for candidate in (f"{stem}.backward.{counter}", f"{stem}.forward.{counter}"):
+        if candidate in ids:
+            return candidate
+    calls = sorted((i for i in ids if i.startswith(stem + ".backward.")), key=lambda i: int(i.rsplit(".", 1)[1]))
+    return calls[-1] if calls else None
+
+
+class _Leaves:
+    """Flattened leaves of every record: parallel lists, turned into columns in one go."""
+
+    __slots__ = ("leaf", "node", "role", "slot")
+
+    def __init__(self) -> None:
+        self.node: list[str] = []
+        self.role: list[int] = []
+        self.slot: list[str] = []
+        self.leaf: list[Any] = []
+
+    def collect(self, node_id: str, role: int, value: Any, prefix: str) -> None:
+        """Flatten nested args: lists by index, dicts without "type" by key."""
+        if type(value) is list:
+            for i, item in enumerate(value):
+                slot = f"{prefix}.{i}" if prefix else str(i)
+                if type(item) is dict and "type" in item:  # the common case, without recursion
+                    self.node.append(node_id)
+                    self.role.append(role)
+                    self.slot.append(slot)
+                    self.leaf.append(item)
+                elif item is not None:
+                    self.collect(node_id, role, item, slot)
+        elif isinstance(value, dict) and "type" not in value:
+            for key, item in value.items():
+                self.collect(node_id, role, item, f"{prefix}.{key}" if prefix else str(key))
+        elif value is not None:
+            self.node.append(node_id)
+            self.role.append(role)
+            self.slot.append(prefix or "0")
+            self.leaf.append(value)
+
+
+def _collect_record(leaves: _Leaves, node_id: str, record: Any, source: str) -> None:
+    if not isinstance(record, dict):
+        raise DumpFormatError(f"{source}/{DUMP_FILE}: {node_id!r}: record is a {type(record).__name__}, "
+                              "expected an object of inputs/outputs")
+    if parse_node_id(node_id)[0] == NodeKind.PARAM_GRAD:
+        for key, value in record.items():
+            single = value[0] if isinstance(value, list) and len(value) == 1 else value
+            leaves.collect(node_id, _PARAM_GRAD, single, str(key))
+        return
+    for role_key, role in _ROLE_KEYS:
+        value = record.get(role_key)
+        if value is None:
+            continue
+        if isinstance(value, dict) and "type" in value:
+            value = [value]
+        leaves.collect(node_id, role, value, "")
+
+
+def _add_leaves(builder: HierarchyBuilder, leaves: _Leaves) -> None:
+    rows = [_leaf_fields(leaf) for leaf in leaves.leaf]
+    if not rows:
+        return
+    dtype, shape, md5, file, value, *stats = (list(col) for col in zip(*rows))
+    raw = np.array(stats, dtype=object).T
+    present = raw != None  # noqa: E711 - elementwise test on an object array
+    try:
+        values = np.where(present, raw, 0.0).astype(np.float64)
+    except (TypeError, ValueError):
+        values = np.vectorize(_float, otypes=[np.float64])(np.where(present, raw, 0.0))
+    builder.add_tensors(leaves.node, leaves.role, leaves.slot, dtype=dtype, shape=shape, stats=values,
+                        present=present.astype(bool), md5=md5, file=file, value=value)
+
+
+def _leaf_fields(leaf: Any) -> tuple:
+    """(dtype, shape, md5, file, value, max, min, mean, norm) of one leaf; None for an unrecorded stat."""
+    if not isinstance(leaf, dict):
+        return type(leaf).__name__, "", "", "", _text(leaf), None, None, None, None
+    get = leaf.get
+    if "dtype" in leaf or "Max" in leaf:
+        shape = get("shape")
+        name = get("data_name")
+        return (str(get("dtype") or ""), str(shape) if shape is not None else "", str(get("md5") or ""),
+                "" if name in _NO_FILE else str(name), "", get("Max"), get("Min"), get("Mean"), get("Norm"))
+    kind = str(leaf.get("type", ""))
+    value = leaf.get("value")
+    if isinstance(value, (int, float)):  # bool included: True compares as 1.0
+        v = float(value)
+        return kind, "scalar", "", "", _text(value), v, v, v, None
+    text = _text(value) if "value" in leaf else _text({k: v for k, v in leaf.items() if k not in _SCALAR_FIELDS})
+    return kind, "", "", "", text, None, None, None, None
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(value, default=str).decode()
+
+
+def _attach_stacks(builder: HierarchyBuilder, stack: Mapping[str, Any], source: str, notes: list[str]) -> None:
+    unknown = 0
+    for key, entry in stack.items():
+        if _is_grouped_entry(entry):
+            ids, frames = entry
+            row = builder.add_stack([str(f) for f in frames])
+            targets = ids
+        elif isinstance(entry, list):
+            row = builder.add_stack([str(f) for f in entry])
+            targets = [key]
+        else:
+            raise DumpFormatError(f"{source}/{STACK_FILE}: entry {key!r} is a {type(entry).__name__}, "
+                                  "expected a list of frames or [[node ids], [frames]]")
+        for node_id in targets:
+            if node_id in builder:
+                builder.set_stack(node_id, row)
+            else:
+                unknown += 1
+    if unknown:
+        notes.append(f"{STACK_FILE}: {unknown} stack entr{'y' if unknown == 1 else 'ies'} name nodes not in the dump")
+
+
+def _is_grouped_entry(entry: Any) -> bool:
+    return isinstance(entry, list) and len(entry) == 2 and all(isinstance(part, list) for part in entry) and (
+        not entry[0] or isinstance(entry[0][0], str)) and not (entry[0] and entry[0][0].startswith("File "))
+
+
+_STEP = re.compile(r"^step(\d+)$")
+_RANK = re.compile(r"^rank(\d*)$")
+
+
+def _step_rank(source: str) -> tuple[int | None, int | None]:
+    parts = Path(source).parts
+    rank = step = None
+    if parts and (m := _RANK.match(parts[-1])):
+        rank = int(m.group(1)) if m.group(1) else 0
+        if len(parts) > 1 and (s := _STEP.match(parts[-2])):
+            step = int(s.group(1))
+    return step, rank
+

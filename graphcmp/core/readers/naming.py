@@ -1,0 +1,72 @@
+"""Parsing msprobe node ids into kind, operator, direction and call counter.
+
+PyTorch ids: ``Module.<path>.<Class>.<forward|backward>.<n>``, ``Module.<path>.<Class>.parameters_grad[.<n>]``,
+``<Api>.<name>.<n>.<forward|backward>`` (Api = Functional, Tensor, Torch, Distributed, NPU, Aten, VF ...).
+MindSpore ids use ``Cell`` for modules and ``Primitive.<attr>.<Class>``, ``Mint``, ``Jit`` ... for APIs.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from graphcmp.core.records import Direction, NodeKind
+
+__all__ = ["MODULE_PREFIXES", "parse_node_id", "strip_counter"]
+
+MODULE_PREFIXES = ("Module", "Cell")
+
+_MODULE = re.compile(r"^(Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward)\.(?P<n>\d+)$")
+_PARAM_GRAD = re.compile(r"^(Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.parameters_grad(?:\.(?P<n>\d+))?$")
+_API = re.compile(r"^(?P<api>[A-Za-z_][\w]*)\.(?P<name>.+)\.(?P<n>\d+)\.(?P<dir>forward|backward)$")
+_DIRECTION = {"forward": Direction.FORWARD, "backward": Direction.BACKWARD}
+
+
+@cache
+def parse_node_id(node_id: str) -> tuple[NodeKind, str, Direction, int]:
+    """Return (kind, op, direction, call counter) of an msprobe node id.
+
+    The op is the class name for modules and the API's own name for API calls (the last
+    dotted part, so ``Primitive.matmul.MatMul`` gives ``MatMul``). Unknown shapes are API nodes
+    named by their id, with direction NONE and counter -1.
+
+    Examples
+    --------
+    >>> parse_node_id("Module.encoder.layers.0.linear1.Linear.forward.0")
+    (<NodeKind.MODULE: 1>, 'Linear', <Direction.FORWARD: 0>, 0)
+    >>> parse_node_id("Functional.linear.3.backward")
+    (<NodeKind.API: 2>, 'linear', <Direction.BACKWARD: 1>, 3)
+    >>> parse_node_id("Cell.fc1.Dense.parameters_grad.0")
+    (<NodeKind.PARAM_GRAD: 3>, 'Dense', <Direction.BACKWARD: 1>, 0)
+    """
+    m = _MODULE.match(node_id)
+    if m:
+        return NodeKind.MODULE, m["cls"], _DIRECTION[m["dir"]], int(m["n"])
+    m = _PARAM_GRAD.match(node_id)
+    if m:
+        return NodeKind.PARAM_GRAD, m["cls"], Direction.BACKWARD, int(m["n"] or 0)
+    m = _API.match(node_id)
+    if m:
+        return NodeKind.API, m["name"].rsplit(".", 1)[-1], _DIRECTION[m["dir"]], int(m["n"])
+    return NodeKind.API, node_id, Direction.NONE, -1
+
+
+@cache
+def strip_counter(node_id: str) -> str:
+    """The id without its call counter: the name a call keeps when earlier calls shift counters.
+
+    >>> strip_counter("Functional.linear.3.forward")
+    'Functional.linear.forward'
+    >>> strip_counter("Module.fc.Linear.forward.2")
+    'Module.fc.Linear.forward'
+    """
+    m = _API.match(node_id)
+    if m:
+        return f"{m['api']}.{m['name']}.{m['dir']}"
+    m = _MODULE.match(node_id)
+    if m:
+        return node_id[: m.start("n") - 1]
+    m = _PARAM_GRAD.match(node_id)
+    if m and m["n"] is not None:
+        return node_id[: m.start("n") - 1]
+    return node_id

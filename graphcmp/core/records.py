@@ -1,0 +1,272 @@
+"""Frozen records of one run: node columns, tensor columns, run info and the graph that ties them.
+
+A run is held as numpy columns (one row per node, one row per tensor) plus a networkx tree
+for the hierarchy. Hot loops work on the columns; the tree serves navigation and users.
+Small per-node views (`NodeView`, `TensorView`) are built on demand, never in hot loops.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+__all__ = [
+    "STAT_NAMES",
+    "Direction",
+    "DumpGraph",
+    "NodeKind",
+    "NodeTable",
+    "NodeView",
+    "Role",
+    "RunInfo",
+    "TensorTable",
+    "TensorView",
+]
+
+STAT_NAMES: tuple[str, ...] = ("max", "min", "mean", "norm")
+"""Order of the statistic columns in `TensorTable.stats`."""
+
+
+class NodeKind(enum.IntEnum):
+    """What a node stands for in the hierarchy."""
+
+    ROOT = 0
+    MODULE = 1  # a torch Module / MindSpore Cell call (forward or backward)
+    API = 2  # an API or kernel call: Functional.*, Tensor.*, Primitive.*, a GE op ...
+    PARAM_GRAD = 3  # the parameter gradients of a module
+    GROUP = 4  # a synthetic group of top-level API calls between modules
+
+
+class Direction(enum.IntEnum):
+    """Pass a node belongs to."""
+
+    NONE = -1
+    FORWARD = 0
+    BACKWARD = 1
+
+
+class Role(enum.IntEnum):
+    """Where a tensor sits on its node."""
+
+    INPUT = 0
+    OUTPUT = 1
+    PARAM = 2
+    PARAM_GRAD = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """Where a run came from and what it holds.
+
+    `missing` lists what could not be loaded (a partial dump), one human-readable line each.
+    """
+
+    path: str
+    format: str = "msprobe"
+    framework: str = ""
+    task: str = "statistics"
+    level: str = ""
+    rank: int | None = None
+    step: int | None = None
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTable:
+    """One row per node, in execution order (row 0 is the root).
+
+    Attributes
+    ----------
+    ids : tuple of str
+        Node ids as the dump names them (unique).
+    parent : ndarray of int32
+        Row of the parent; -1 for the root.
+    kind : ndarray of int8
+        `NodeKind` codes.
+    op : tuple of str
+        Operator or class name without call counters (``linear``, ``Linear``, ``MatMul``).
+    direction : ndarray of int8
+        `Direction` codes.
+    micro_step : ndarray of int16
+        Micro-step (gradient-accumulation pass) the node belongs to.
+    stack : ndarray of int32
+        Row in `DumpGraph.stacks`, -1 when the dump has no stack for the node.
+    has_data : ndarray of bool
+        True when the dump recorded data for the node (construct-only nodes have none).
+    """
+
+    ids: tuple[str, ...]
+    parent: np.ndarray
+    kind: np.ndarray
+    op: tuple[str, ...]
+    direction: np.ndarray
+    micro_step: np.ndarray
+    stack: np.ndarray
+    has_data: np.ndarray
+    attrs: tuple[tuple[tuple[str, str], ...], ...] = ()
+    """Optional extra string attributes per row (e.g. a fused op's original names); empty when none."""
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorTable:
+    """One row per tensor (inputs, outputs, parameters, parameter gradients) of a run.
+
+    `stats` holds max/min/mean/norm as float64 (`STAT_NAMES` order); `present` says which of
+    them the dump recorded, since NaN in `stats` is a real value (an overflow), not "absent".
+    A scalar argument (``{"type": "float", "value": 2.0}``) has ``shape == "scalar"`` and its value
+    in every present stat column; other non-tensor values keep their text in `value`.
+    """
+
+    node: np.ndarray  # int32 row in NodeTable
+    role: np.ndarray  # int8 Role
+    slot: tuple[str, ...]  # "0", "1.0", "kwargs.weight", "weight"
+    dtype: tuple[str, ...]
+    shape: tuple[str, ...]  # "[4, 16, 64]", "scalar" or ""
+    stats: np.ndarray  # float64 (n, 4)
+    present: np.ndarray  # bool (n, 4)
+    md5: tuple[str, ...]  # "" when absent
+    file: tuple[str, ...]  # tensor file name, "" when absent
+    value: tuple[str, ...]  # text of a non-numeric value, "" otherwise
+
+    def __len__(self) -> int:
+        return len(self.slot)
+
+    @classmethod
+    def empty(cls) -> TensorTable:
+        """Return a table with no rows."""
+        return cls(
+            node=np.zeros(0, np.int32), role=np.zeros(0, np.int8), slot=(), dtype=(), shape=(),
+            stats=np.zeros((0, 4)), present=np.zeros((0, 4), bool), md5=(), file=(), value=(),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TensorView:
+    """One tensor of one node, for display and tests."""
+
+    role: Role
+    slot: str
+    dtype: str
+    shape: str
+    stats: dict[str, float]
+    md5: str = ""
+    file: str = ""
+    value: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """One node with its tensors, for display and tests."""
+
+    id: str
+    kind: NodeKind
+    op: str
+    parent: str | None
+    direction: Direction
+    micro_step: int
+    children: tuple[str, ...]
+    tensors: tuple[TensorView, ...]
+    stack: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DumpGraph:
+    """One run as a hierarchy: node columns, tensor columns and the networkx tree over node ids.
+
+    The tree (built on first use: matching and metrics work on the columns) has edges
+    parent -> child, children in execution order; each tree node has the attributes ``row``
+    (index into the columns), ``kind`` and ``op``.
+    """
+
+    info: RunInfo
+    nodes: NodeTable
+    tensors: TensorTable
+    stacks: tuple[tuple[str, ...], ...]
+    _rows: dict[str, int] = field(repr=False, compare=False, default_factory=dict)
+    _cache: dict[str, object] = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def tree(self) -> nx.DiGraph:
+        """The hierarchy as a networkx tree over node ids."""
+        if "tree" not in self._cache:
+            self._cache["tree"] = _tree(self.nodes)
+        return self._cache["tree"]  # type: ignore[return-value]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def root(self) -> str:
+        return self.nodes.ids[0]
+
+    def row(self, node_id: str) -> int:
+        """Row of `node_id` in the columns; KeyError if unknown."""
+        return self._rows[node_id]
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._rows
+
+    def children(self, node_id: str) -> list[str]:
+        """Children of `node_id` in execution order."""
+        return list(self.tree.successors(node_id))
+
+    def tensor_rows(self, node_id: str) -> np.ndarray:
+        """Rows of `tensors` that belong to `node_id`."""
+        return np.flatnonzero(self.tensors.node == self.row(node_id))
+
+    def view(self, node_id: str) -> NodeView:
+        """Everything known about one node, as a record."""
+        row = self.row(node_id)
+        nodes, tensors = self.nodes, self.tensors
+        parent = int(nodes.parent[row])
+        stack_row = int(nodes.stack[row])
+        return NodeView(
+            id=node_id,
+            kind=NodeKind(int(nodes.kind[row])),
+            op=nodes.op[row],
+            parent=nodes.ids[parent] if parent >= 0 else None,
+            direction=Direction(int(nodes.direction[row])),
+            micro_step=int(nodes.micro_step[row]),
+            children=tuple(self.children(node_id)),
+            tensors=tuple(_tensor_view(tensors, int(t)) for t in self.tensor_rows(node_id)),
+            stack=self.stacks[stack_row] if stack_row >= 0 else (),
+        )
+
+    def iter_ids(self) -> Iterator[str]:
+        """Node ids in execution order."""
+        return iter(self.nodes.ids)
+
+
+def _tensor_view(tensors: TensorTable, t: int) -> TensorView:
+    stats = {
+        name: float(tensors.stats[t, k]) for k, name in enumerate(STAT_NAMES) if tensors.present[t, k]
+    }
+    return TensorView(
+        role=Role(int(tensors.role[t])), slot=tensors.slot[t], dtype=tensors.dtype[t],
+        shape=tensors.shape[t], stats=stats, md5=tensors.md5[t], file=tensors.file[t], value=tensors.value[t],
+    )
+
+
+def _tree(table: NodeTable) -> nx.DiGraph:
+    tree = nx.DiGraph()
+    kind_names = [k.name.lower() for k in NodeKind]
+    kinds = table.kind.tolist()
+    tree.add_nodes_from(
+        (node_id, {"row": row, "kind": kind_names[kinds[row]], "op": table.op[row]})
+        for row, node_id in enumerate(table.ids)
+    )
+    ids = table.ids
+    tree.add_edges_from((ids[p], ids[c]) for c, p in enumerate(table.parent.tolist()) if p >= 0)
+    return tree
+
+
+def ids_to_rows(ids: Sequence[str]) -> dict[str, int]:
+    """Map each id to its position."""
+    return {node_id: i for i, node_id in enumerate(ids)}

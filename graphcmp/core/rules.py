@@ -1,0 +1,153 @@
+"""Tolerances and verdict rules as data: every threshold graphcmp uses lives here, with its unit.
+
+A `Rule` bins one metric into pass / warning / error; `Thresholds` holds the rules per task
+(statistics, tensor, md5) and the tolerances the statistics metrics need. Defaults are
+documented once, below; a TOML or JSON file overrides any of them (`load_thresholds`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tomllib
+
+from graphcmp.core.errors import RuleError
+
+__all__ = ["DEFAULT_THRESHOLDS", "ERROR", "PASS", "WARNING", "Rule", "Thresholds", "load_thresholds"]
+
+PASS, WARNING, ERROR = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """Bins one metric: beyond `warn` is a warning, beyond `error` an error; NaN is always an error.
+
+    Examples
+    --------
+    >>> Rule("rel_err", warn=1e-3, error=1e-2).levels(np.array([0.0, 5e-3, 0.5, np.nan])).tolist()
+    [0, 1, 2, 2]
+    >>> Rule("cosine", warn=0.9999, error=0.99, higher_is_better=True).levels(np.array([1.0, 0.995])).tolist()
+    [0, 1]
+    """
+
+    metric: str
+    warn: float
+    error: float
+    higher_is_better: bool = False
+
+    def levels(self, values: np.ndarray) -> np.ndarray:
+        """PASS/WARNING/ERROR per value (int8)."""
+        values = np.asarray(values, dtype=np.float64)
+        sign = -1.0 if self.higher_is_better else 1.0
+        with np.errstate(invalid="ignore"):
+            level = (sign * values > sign * self.warn).astype(np.int8)
+            level[sign * values > sign * self.error] = ERROR
+        level[np.isnan(values)] = ERROR
+        return level
+
+
+def _default_rules() -> dict[str, tuple[Rule, ...]]:
+    return {
+        # relative error of an output statistic (max/min/mean/norm), see metrics.stat_rel_error
+        "statistics": (Rule("rel_err", warn=1e-3, error=1e-2),),
+        # real tensors: cosine similarity and Euclidean relative distance
+        "tensor": (Rule("cosine", warn=0.9999, error=0.99, higher_is_better=True),
+                   Rule("euc_rel", warn=1e-3, error=1e-2)),
+        # md5/crc32 of each tensor: 0 equal, 1 different
+        "md5": (Rule("md5_diff", warn=0.5, error=0.5),),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Every tolerance used to judge a comparison.
+
+    Attributes
+    ----------
+    rules : Mapping of task name to tuple of Rule
+        Verdict rules per task mode. Defaults: statistics ``rel_err`` warn 1e-3, error 1e-2;
+        tensor ``cosine`` warn < 0.9999, error < 0.99 and ``euc_rel`` warn 1e-3, error 1e-2;
+        md5 any difference is an error.
+    atol : float
+        Absolute difference (in the tensor's own units) below which two statistics count as
+        equal. Default 1e-7: float32 noise on values that are zero in theory (a gradient of
+        ~1e-9) is not a difference.
+    magnitude_floor : float
+        Smallest denominator of a relative error, as a fraction of the bench tensor's largest
+        magnitude max(|Max|, |Min|). Default 1e-3: a Mean of 1e-9 in a tensor of values near 1
+        is measured against 1e-3, not against itself.
+    same_input_rel : float
+        When every input and parameter of a node is identical on both sides, an output relative
+        error above this is at least a warning ("inputs agree, outputs differ"). Default 1e-6.
+    """
+
+    rules: Mapping[str, tuple[Rule, ...]] = field(default_factory=_default_rules)
+    atol: float = 1e-7
+    magnitude_floor: float = 1e-3
+    same_input_rel: float = 1e-6
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, as written into reports."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "rules"}
+        out["rules"] = {task: [asdict(r) for r in rules] for task, rules in self.rules.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "<thresholds>") -> Thresholds:
+        """Defaults overridden by `data` (the shape `to_dict` writes); unknown keys are an error."""
+        base = cls()
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise RuleError(f"{source}: unknown threshold(s) {sorted(unknown)}; known: {sorted(known)}")
+        scalars = {k: _number(v, f"{source}: {k}") for k, v in data.items() if k != "rules"}
+        rules = dict(base.rules)
+        for task, specs in (data.get("rules") or {}).items():
+            rules[task] = tuple(_rule(spec, f"{source}: rules.{task}") for spec in specs)
+        return replace(base, rules=rules, **scalars)
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise RuleError(f"{where}: expected a number, got {value!r}")
+    return float(value)
+
+
+def _rule(spec: Any, where: str) -> Rule:
+    if not isinstance(spec, Mapping):
+        raise RuleError(f"{where}: each rule is a table with metric, warn, error; got {spec!r}")
+    try:
+        return Rule(metric=str(spec["metric"]), warn=_number(spec["warn"], where),
+                    error=_number(spec["error"], where), higher_is_better=bool(spec.get("higher_is_better", False)))
+    except KeyError as err:
+        raise RuleError(f"{where}: rule is missing {err.args[0]!r} (needs metric, warn, error)") from err
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
+def load_thresholds(path: str | os.PathLike[str]) -> Thresholds:
+    """Read threshold overrides from a TOML or JSON file.
+
+    Raises
+    ------
+    RuleError
+        If the file is missing, does not parse, or names unknown thresholds.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise RuleError(f"{path}: cannot read thresholds file ({err.strerror})") from err
+    try:
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:
+        raise RuleError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'} ({err})") from err
+    return Thresholds.from_dict(data, str(path))

@@ -1,0 +1,96 @@
+"""The command line in-process: exit codes, --json output, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from graphcmp.cli.main import main
+
+
+def _json_out(capsys) -> dict:
+    out = capsys.readouterr().out
+    return json.loads(out)
+
+
+def test_compare_finds_the_divergence_and_exits_1(perturb_pair, tmp_path, capsys):
+    out = tmp_path / "cmp.json"
+    code = main(["compare", str(perturb_pair[0]), str(perturb_pair[1]), "-o", str(out), "--json", "-q"])
+    assert code == 1
+    summary = _json_out(capsys)
+    assert summary["npu"]["nodes"] == summary["bench"]["nodes"] == 178
+    assert summary["matched"] == 178 and summary["verdicts"]["error"] > 0
+    assert out.is_file()
+
+
+def test_identical_runs_exit_0(perturb_pair, tmp_path):
+    assert main(["compare", str(perturb_pair[1]), str(perturb_pair[1]), "-o", str(tmp_path / "c.json"), "-q"]) == 0
+
+
+def test_info_reads_back_the_same_counts(perturb_pair, tmp_path, capsys):
+    out = tmp_path / "cmp.json"
+    main(["compare", str(perturb_pair[0]), str(perturb_pair[1]), "-o", str(out), "--json", "-q"])
+    written = _json_out(capsys)
+    assert main(["info", str(out), "--json"]) == 0
+    read = _json_out(capsys)
+    assert read["verdicts"] == written["verdicts"] and read["matched_by_rule"] == written["matched_by_rule"]
+
+
+def test_build_and_info(perturb_pair, tmp_path, capsys):
+    out = tmp_path / "run.json"
+    assert main(["build", str(perturb_pair[1]), "-o", str(out), "--json", "-q"]) == 0
+    assert _json_out(capsys)["nodes"] == 178
+    assert main(["info", str(out), "--json"]) == 0
+    assert _json_out(capsys)["by_kind"]["param_grad"] == 18
+
+
+def test_fuzzy_flag(perturb_pair, tmp_path, capsys, data_dir):
+    npu = data_dir / "msprobe_extraop" / "npu"
+    main(["compare", str(npu), str(perturb_pair[1]), "-o", str(tmp_path / "a.json"), "--json", "-q"])
+    exact = _json_out(capsys)["matched"]
+    main(["compare", str(npu), str(perturb_pair[1]), "-o", str(tmp_path / "b.json"), "--json", "-q", "--fuzzy"])
+    fuzzy = _json_out(capsys)
+    assert fuzzy["matched"] > exact and fuzzy["matched_by_rule"]["fuzzy"] == 20
+
+
+def test_demo_runs_on_bundled_samples(tmp_path, capsys):
+    assert main(["demo", "-o", str(tmp_path / "demo.json"), "--json"]) == 0
+    assert _json_out(capsys)["verdicts"]["error"] > 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["compare", "{missing}", "{bench}"], "no such file or folder"),
+        (["compare", "{empty}", "{bench}"], "unknown input format"),
+        (["compare", "{truncated_construct}", "{bench}", "--thresholds", "{bad_toml}"], "not valid TOML"),
+        (["info", "{bench}/dump.json"], "not a graphcmp"),
+        (["info", "{missing}"], "file not found"),
+    ],
+)
+def test_bad_input_one_line_exit_2(argv, message, perturb_pair, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "bad.toml").write_text("warn = [")
+    places = {"missing": str(tmp_path / "nope"), "bench": str(perturb_pair[1]), "empty": str(tmp_path / "empty"),
+              "truncated_construct": str(perturb_pair[0]), "bad_toml": str(tmp_path / "bad.toml")}
+    code = main([a.format(**places) for a in argv] + ["-q"] * (argv[0] == "compare"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("graphcmp: error:") and message in err[0]
+
+
+def test_unwritable_output_is_a_clear_error(perturb_pair, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code = main(["compare", str(perturb_pair[0]), str(perturb_pair[1]), "-o", str(blocker / "sub" / "c.json"), "-q"])
+    assert code == 2 and "cannot write" in capsys.readouterr().err
+
+
+def test_inputs_are_never_modified(perturb_pair, tmp_path):
+    copy = tmp_path / "npu"
+    shutil.copytree(perturb_pair[0], copy)
+    before = {p.name: p.read_bytes() for p in copy.iterdir()}
+    main(["compare", str(copy), str(perturb_pair[1]), "-o", str(tmp_path / "c.json"), "-q"])
+    assert {p.name: p.read_bytes() for p in copy.iterdir()} == before

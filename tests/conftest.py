@@ -1,0 +1,31 @@
+"""Shared paths of the real test inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graphcmp.samples import sample_pair
+
+DATA = Path(__file__).parent / "data"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def perturb_pair() -> tuple[Path, Path]:
+    """(npu, bench): the 3-layer transformer with a perturbed linear1 weight in layer 1, and its baseline."""
+    return sample_pair()
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return DATA
+
+
+def shared(path: str) -> Path:
+    """A path under ../shared/data, skipping the test when it is absent."""
+    full = SHARED / path
+    if not full.exists():
+        pytest.skip(f"shared data not available: {full}")
+    return full

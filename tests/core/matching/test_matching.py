@@ -1,0 +1,46 @@
+"""Exact and fuzzy matching on real dumps."""
+
+from __future__ import annotations
+
+from graphcmp.core.matching import default_matchers, match_graphs
+from graphcmp.core.readers.msprobe import read_msprobe
+from tests.conftest import DATA
+
+
+def _match(npu_path, bench_path, fuzzy):
+    npu, bench = read_msprobe(npu_path), read_msprobe(bench_path)
+    return npu, bench, match_graphs(npu, bench, default_matchers(fuzzy=fuzzy))
+
+
+def test_same_code_matches_everything(perturb_pair):
+    npu, bench, table = _match(*perturb_pair, fuzzy=False)
+    assert table.matched == len(npu) == len(bench) == 178
+    n_rows, b_rows = table.pairs()
+    assert all(npu.nodes.ids[n] == bench.nodes.ids[b] for n, b in zip(n_rows, b_rows))
+
+
+def test_extra_op_unmatches_later_calls_without_fuzzy(perturb_pair):
+    npu, bench, table = _match(DATA / "msprobe_extraop" / "npu", perturb_pair[1], fuzzy=False)
+    assert len(npu) == 187
+    # the extra F.linear shifts every later Functional.linear counter, so those calls lose their partner
+    assert table.npu_to_bench[npu.row("Functional.linear.3.forward")] == -1
+    assert table.matched == 158  # msprobe 26.2.0 matches 150 of 187 here
+
+
+def test_fuzzy_matching_follows_the_shift(perturb_pair):
+    npu, bench, table = _match(DATA / "msprobe_extraop" / "npu", perturb_pair[1], fuzzy=True)
+    partner = table.npu_to_bench[npu.row("Functional.linear.3.forward")]
+    assert bench.nodes.ids[partner] == "Functional.linear.2.forward"
+    assert table.count_by_rule()["fuzzy"] == 20
+    assert table.matched == 178  # msprobe 26.2.0 -fm matches 170 of 187
+    # the extra call itself has no partner
+    assert table.npu_to_bench[npu.row("Functional.linear.0.forward")] == -1
+    unmatched = {npu.nodes.ids[r] for r in (table.npu_to_bench < 0).nonzero()[0]}
+    assert all("linear.0." in u or "Apis_Between" in u or "cross_entropy" not in u for u in unmatched)
+
+
+def test_match_is_one_to_one(perturb_pair):
+    npu, bench, table = _match(DATA / "msprobe_extraop" / "npu", perturb_pair[1], fuzzy=True)
+    _, b_rows = table.pairs()
+    assert len(set(b_rows.tolist())) == len(b_rows)
+    assert all(table.bench_to_npu[b] == n for n, b in zip(*table.pairs()))

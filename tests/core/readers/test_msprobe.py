@@ -1,0 +1,175 @@
+"""The msprobe reader on real dumps: structure, order, stacks, partial and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.hierarchy import GROUP_PREFIX, ROOT_ID
+from graphcmp.core.readers.msprobe import parse_msprobe, read_msprobe, sniff
+from graphcmp.core.records import Direction, NodeKind, Role
+from tests.conftest import DATA, shared
+
+
+def test_node_count_matches_msprobe_own_graph(perturb_pair):
+    # msprobe 26.2.0 graph_visualize builds 178 nodes per side for this dump (vis/results.json)
+    graph = read_msprobe(perturb_pair[1])
+    assert len(graph) == 178
+    assert graph.info.framework == "pytorch" and graph.info.task == "statistics"
+    assert (graph.info.step, graph.info.rank) == (0, 0)
+
+
+def test_modules_contain_their_calls_in_execution_order(perturb_pair):
+    graph = read_msprobe(perturb_pair[1])
+    layer = "Module.encoder.layers.1.TransformerEncoderLayer.forward.0"
+    kids = graph.children(layer)
+    assert kids[0] == "Module.encoder.layers.1.self_attn.MultiheadAttention.forward.0"
+    assert "Module.encoder.layers.1.linear1.Linear.forward.0" in kids
+    assert graph.children("Module.encoder.layers.1.linear1.Linear.forward.0") == ["Functional.linear.2.forward"]
+    order = [graph.row(k) for k in kids]
+    assert order == sorted(order)
+    # forward before backward
+    assert graph.row("Module.head.Linear.forward.0") < graph.row("Module.head.Linear.backward.0")
+
+
+def test_parameters_and_their_gradients_are_attached(perturb_pair):
+    graph = read_msprobe(perturb_pair[1])
+    linear = graph.view("Module.encoder.layers.1.linear1.Linear.forward.0")
+    params = {t.slot for t in linear.tensors if t.role == Role.PARAM}
+    assert params == {"weight", "bias"}
+    grad = graph.view("Module.encoder.layers.1.linear1.Linear.parameters_grad.0")
+    assert grad.kind == NodeKind.PARAM_GRAD
+    assert grad.parent == "Module.encoder.layers.1.linear1.Linear.backward.0"
+    assert {t.slot for t in grad.tensors} == {"weight", "bias"}
+    assert all(t.role == Role.PARAM_GRAD and t.shape for t in grad.tensors)
+
+
+def test_top_level_api_runs_are_grouped(perturb_pair):
+    graph = read_msprobe(perturb_pair[1])
+    top = graph.children(ROOT_ID)
+    groups = [n for n in top if n.startswith(GROUP_PREFIX)]
+    assert groups == [f"{GROUP_PREFIX}.0"]
+    members = graph.children(groups[0])
+    assert "Functional.cross_entropy.0.forward" in members and len(members) == 6
+    assert "Tensor.__add__.0.forward" in top  # a lone top-level call stays where it is
+
+
+def test_stack_new_layout(perturb_pair):
+    graph = read_msprobe(perturb_pair[1])
+    frames = graph.view("Module.embedding.Embedding.forward.0").stack
+    assert any("models.py" in f for f in frames)
+
+
+def test_stack_old_layout_and_unnumbered_rank_folder():
+    graph = read_msprobe(DATA / "msprobe122_old_stack" / "rank")
+    assert graph.info.rank == 0
+    assert any("wrap_functional" in f for f in graph.view("Functional.embedding.0.forward").stack)
+    # 1.2.2 names parameter gradients without a call counter
+    grad = "Module.embedding.Embedding.parameters_grad"
+    assert graph.view(grad).kind == NodeKind.PARAM_GRAD
+
+
+def test_micro_steps_from_gradient_accumulation():
+    graph = read_msprobe(shared("msprobe/dumps/tf_huge/statistics/baseline/step0/rank0"))
+    assert len(graph) == 9709  # msprobe 26.2.0 builds the same count
+    steps = graph.nodes.micro_step
+    assert set(np.unique(steps).tolist()) == {0, 1, 2, 3}
+    assert steps[graph.row("Module.embedding.Embedding.forward.0")] == 0
+    assert steps[graph.row("Module.embedding.Embedding.forward.1")] == 1
+
+
+def test_bare_infinity_and_nan_tokens_are_read():
+    graph = read_msprobe(DATA / "msprobe_overflow_tokens" / "npu")
+    conv2 = graph.view("Functional.conv2d.1.forward")
+    out = next(t for t in conv2.tensors if t.role == Role.OUTPUT)
+    assert out.stats["norm"] == math.inf and out.stats["mean"] == -math.inf
+    assert math.isfinite(out.stats["max"])
+
+
+def test_mindspore_naming():
+    graph = read_msprobe(DATA / "mindspore_cnn" / "npu")
+    assert graph.info.framework == "mindspore"
+    view = graph.view("Primitive.conv2d.Conv2D.1.forward")
+    assert view.kind == NodeKind.API and view.op == "Conv2D" and view.direction == Direction.FORWARD
+    assert view.parent == "Cell.conv2.Conv2d.forward.0"
+    assert graph.view("Cell.conv2.Conv2d.parameters_grad.0").parent == "Cell.conv2.Conv2d.backward.0"
+
+
+def test_md5_task_is_detected():
+    graph = read_msprobe(DATA / "msprobe_md5" / "npu")
+    assert graph.info.task == "md5"
+    assert all(len(m) == 8 for m, s in zip(graph.tensors.md5, graph.tensors.shape) if s and s != "scalar")
+
+
+def test_scalar_arguments_and_missing_stats():
+    t = {"type": "torch.Tensor", "dtype": "torch.int64", "shape": [2], "Max": 3, "Min": 0, "Mean": None,
+         "Norm": None}
+    graph = parse_msprobe({"data": {"Functional.embedding.0.forward": {
+        "input_args": [t, None, {"type": "float", "value": 2.0}, {"type": "bool", "value": False}],
+        "output": [t]}}})
+    tensors = graph.view("Functional.embedding.0.forward").tensors
+    by_slot = {(t.role, t.slot): t for t in tensors}
+    assert by_slot[(Role.INPUT, "0")].stats == {"max": 3.0, "min": 0.0}
+    assert by_slot[(Role.INPUT, "2")].shape == "scalar" and by_slot[(Role.INPUT, "2")].stats["max"] == 2.0
+    assert by_slot[(Role.INPUT, "3")].value == "false"
+    assert (Role.INPUT, "1") not in by_slot  # a None argument is not a tensor
+
+
+def test_truncated_dump_loads_what_is_there(tmp_path, perturb_pair):
+    run = tmp_path / "run"
+    shutil.copytree(perturb_pair[0], run)
+    dump = run / "dump.json"
+    text = dump.read_text()
+    dump.write_text(text[: int(len(text) * 0.6)])
+    graph = read_msprobe(run)
+    full = read_msprobe(perturb_pair[0])
+    assert 0 < int(graph.nodes.has_data.sum()) < int(full.nodes.has_data.sum())
+    assert any("dump.json" in m and "ends early" in m for m in graph.info.missing)
+    assert dump.read_text() == text[: int(len(text) * 0.6)]  # input untouched
+
+
+def test_missing_construct_and_stack_are_reported(tmp_path, perturb_pair):
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(perturb_pair[0] / "dump.json", run / "dump.json")
+    graph = read_msprobe(run)
+    assert {m.split(":")[0] for m in graph.info.missing} == {"construct.json", "stack.json"}
+    assert len(graph) > 100
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda d: None, "no dump.json"),
+        (lambda d: (d / "dump.json").write_text(""), "file is empty"),
+        (lambda d: (d / "dump.json").write_text("[1, 2]"), "expected a JSON object"),
+        (lambda d: (d / "dump.json").write_text('{"task": "x"}'), 'no "data" object'),
+        (lambda d: (d / "dump.json").write_text("not json"), "not valid JSON"),
+        (lambda d: (d / "dump.json").write_text('{"data": {"Functional.a.0.forward": 3}}'), "record is a int"),
+    ],
+)
+def test_bad_input_is_one_clear_error(tmp_path, setup, message):
+    setup(tmp_path)
+    with pytest.raises(DumpFormatError, match=message) as info:
+        read_msprobe(tmp_path)
+    assert str(tmp_path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_dump_entry_missing_from_construct_is_reported(tmp_path, perturb_pair):
+    run = tmp_path / "run"
+    shutil.copytree(perturb_pair[0], run)
+    construct = json.loads((run / "construct.json").read_text())
+    del construct["Functional.linear.2.forward"]
+    (run / "construct.json").write_text(json.dumps(construct))
+    graph = read_msprobe(run)
+    assert graph.view("Functional.linear.2.forward").parent == ROOT_ID
+    assert any("not in it" in m for m in graph.info.missing)
+
+
+def test_sniff(perturb_pair, tmp_path):
+    assert sniff(perturb_pair[0]) and not sniff(tmp_path)

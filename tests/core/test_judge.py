@@ -1,0 +1,107 @@
+"""Verdicts on real pairs and on planted cases: the known failure modes of existing tools."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from graphcmp.core.compare import compare_graphs, compare_paths
+from graphcmp.core.judge import ERROR, PASS, WARNING
+from graphcmp.core.readers.msprobe import parse_msprobe
+from tests.conftest import DATA
+
+T = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4, 8], "Max": 3.0, "Min": -3.0,
+     "Mean": 1e-9, "Norm": 12.0}
+
+
+def _pair(npu_out, bench_out, npu_in=T, bench_in=T):
+    def graph(inp, out):
+        return parse_msprobe({"task": "statistics", "data": {
+            "Functional.layer_norm.0.forward": {"input_args": [inp], "output": [out]}}})
+    return compare_graphs(graph(npu_in, npu_out), graph(bench_in, bench_out))
+
+
+def test_mean_near_zero_does_not_turn_red():
+    report = _pair(dict(T, Mean=2e-9, Norm=12.0000001), T, npu_in=dict(T, Max=3.0000001))
+    assert report.verdict("Functional.layer_norm.0.forward").status == "pass"
+
+
+def test_inf_in_norm_alone_is_an_error():
+    report = _pair(dict(T, Norm=float("inf")), T)
+    verdict = report.verdict("Functional.layer_norm.0.forward")
+    assert verdict.status == "error" and "Norm=inf" in verdict.reason and not verdict
+
+
+def test_equal_inputs_differing_outputs_is_never_a_pass():
+    report = _pair(dict(T, Norm=12.0 * (1 + 1e-5)), T)
+    verdict = report.verdict("Functional.layer_norm.0.forward")
+    assert verdict.status == "warning" and verdict.reason.startswith("inputs agree, outputs differ")
+
+
+def test_small_output_difference_with_differing_inputs_passes():
+    report = _pair(dict(T, Norm=12.0 * (1 + 1e-5)), T, npu_in=dict(T, Norm=12.0 * (1 + 1e-5)))
+    assert report.verdict("Functional.layer_norm.0.forward").status == "pass"
+
+
+def test_shape_change_is_an_error():
+    report = _pair(dict(T, shape=[8, 4]), T)
+    assert "shape [8, 4] vs [4, 8]" in report.verdict("Functional.layer_norm.0.forward").reason
+
+
+def test_perturbed_linear_is_an_error_even_though_its_weight_changed(perturb_pair):
+    # msprobe 26.2.0 marks this Linear "pass" because its weight input changed too
+    report = compare_paths(*perturb_pair)
+    assert report.verdict("Functional.linear.2.forward").status == "error"
+    assert report.verdict("Module.encoder.layers.1.linear1.Linear.forward.0").status == "error"
+    # everything in layer 0 is untouched
+    layer0 = [i for i in report.npu.nodes.ids if ".layers.0." in i and i.endswith("forward.0")]
+    assert layer0 and all(report.verdict(i).status in ("pass", "skip") for i in layer0)
+
+
+def test_roll_up_shows_the_worst_descendant(perturb_pair):
+    report = compare_paths(*perturb_pair)
+    root = report.verdict("DefaultModel")
+    assert root.worst == "error"
+    v = report.verdicts
+    parent = report.npu.nodes.parent
+    for row in range(1, len(parent)):
+        assert v.worst[parent[row]] >= v.worst[row]
+        assert v.worst_severity[parent[row]] >= v.worst_severity[row]
+
+
+def test_overflow_dump(perturb_pair):
+    report = compare_paths(DATA / "msprobe_overflow_tokens" / "npu", DATA / "msprobe_overflow_tokens" / "bench")
+    verdict = report.verdict("Functional.conv2d.1.forward")
+    # msprobe's colour rule checks inf/nan only in Max/Min and leaves this node "pass"
+    assert verdict.status == "error" and "overflow on npu" in verdict.reason
+    assert report.verdict("Functional.conv2d.0.forward").status == "pass"
+
+
+def test_bf16_precision_change_is_flagged_not_hidden(perturb_pair):
+    report = compare_paths(DATA / "msprobe_bf16" / "npu", perturb_pair[1])
+    reasons = [report.verdicts.reason[r] for r in np.flatnonzero(report.verdicts.status >= WARNING)]
+    assert any("dtype torch.bfloat16 vs torch.float32" in r for r in reasons)
+    assert report.verdict("Functional.embedding.0.forward").status == "pass"
+
+
+def test_md5_mode_any_difference_counts():
+    report = compare_paths(DATA / "msprobe_md5" / "npu", DATA / "msprobe_md5" / "bench")
+    assert report.npu.info.task == "md5"
+    assert report.verdict("Functional.linear.2.forward").status == "error"
+    assert "md5 differs" in report.verdict("Functional.linear.2.forward").reason
+    assert report.verdict("Functional.linear.0.forward").status == "pass"
+
+
+def test_identical_runs_all_pass(perturb_pair):
+    report = compare_paths(perturb_pair[1], perturb_pair[1])
+    assert set(np.unique(report.verdicts.status).tolist()) <= {PASS, -1}
+    assert bool(report)
+
+
+def test_unmatched_output_slot_is_flagged():
+    bench = parse_msprobe({"data": {"Functional.split.0.forward": {"input_args": [T], "output": [T, T]}}})
+    npu_data = {"data": {"Functional.split.0.forward": {"input_args": [T], "output": [T]}}}
+    npu = parse_msprobe(copy.deepcopy(npu_data))
+    assert compare_graphs(bench, npu).verdict("Functional.split.0.forward").status == "warning"
+    assert ERROR == 2

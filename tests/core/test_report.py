@@ -1,0 +1,72 @@
+"""The report document: round trip, strict JSON, and the shipped JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import jsonschema
+import numpy as np
+import pytest
+
+from graphcmp.core.compare import compare_paths
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.readers.msprobe import read_msprobe
+from graphcmp.core.report import CompareReport, load_document, load_report, save_graph, save_report
+from tests.conftest import DATA
+
+SCHEMA = json.loads(resources.files("graphcmp").joinpath("data/report.schema.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def overflow_report(tmp_path_factory):
+    report = compare_paths(DATA / "msprobe_overflow_tokens" / "npu", DATA / "msprobe_overflow_tokens" / "bench")
+    path = tmp_path_factory.mktemp("r") / "cmp.json"
+    save_report(report, path)
+    return report, path
+
+
+def test_written_json_is_strict_and_valid(overflow_report):
+    _, path = overflow_report
+    text = path.read_text()
+    doc = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard token {c}"))
+    jsonschema.validate(doc, SCHEMA)
+
+
+def test_round_trip_keeps_everything(overflow_report):
+    report, path = overflow_report
+    back = load_report(path)
+    assert back.npu.nodes.ids == report.npu.nodes.ids
+    np.testing.assert_array_equal(back.npu.tensors.stats, report.npu.tensors.stats)  # inf and nan kept
+    assert np.isinf(back.npu.tensors.stats).any()
+    np.testing.assert_array_equal(back.npu.tensors.present, report.npu.tensors.present)
+    np.testing.assert_array_equal(back.matches.npu_to_bench, report.matches.npu_to_bench)
+    np.testing.assert_array_equal(back.verdicts.status, report.verdicts.status)
+    assert back.verdicts.reason == report.verdicts.reason
+    assert back.summary() == report.summary()
+    assert back.thresholds == report.thresholds
+    assert back.npu.view("Functional.conv2d.1.forward") == report.npu.view("Functional.conv2d.1.forward")
+
+
+def test_graph_file_validates_and_loads(perturb_pair, tmp_path):
+    graph = read_msprobe(perturb_pair[0])
+    path = tmp_path / "run.json"
+    save_graph(graph, path, "test")
+    jsonschema.validate(json.loads(path.read_text()), SCHEMA)
+    back = load_document(path)
+    assert back.nodes.ids == graph.nodes.ids and back.stacks == graph.stacks
+
+
+def test_not_a_report(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text('{"format": "other"}')
+    with pytest.raises(DumpFormatError, match="not a graphcmp compare file"):
+        load_report(path)
+    path.write_text('{"format": "graphcmp.compare", "schema_version": 99}')
+    with pytest.raises(DumpFormatError, match="schema version 99"):
+        load_report(path)
+
+
+def test_bool_is_false_when_an_error_exists(overflow_report):
+    report, _ = overflow_report
+    assert isinstance(report, CompareReport) and not report

@@ -1,0 +1,57 @@
+"""Copies (and trims) the small real dumps in tests/data from ../shared/data. Run from the repo root.
+
+Each case is a real msprobe rank folder, named by what it tests; see tests/data/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+HERE = Path(__file__).resolve().parent
+
+COPIES = {
+    "msprobe_overflow_tokens/npu": "msprobe/dumps/cnn/statistics/overflow/step0/rank0",
+    "msprobe_overflow_tokens/bench": "msprobe/dumps/cnn/statistics/baseline/step0/rank0",
+    "msprobe_extraop/npu": "msprobe/dumps/tf_small/statistics/extraop/step0/rank0",
+    "msprobe_bf16/npu": "msprobe/dumps/tf_small/statistics/bf16/step0/rank0",
+    "msprobe_md5/npu": "msprobe/dumps/tf_small/md5/perturb/step0/rank0",
+    "msprobe_md5/bench": "msprobe/dumps/tf_small/md5/baseline/step0/rank0",
+    "mindspore_cnn/npu": "mindspore_msprobe/dumps/ms/cnn/statistics_mix/perturb/step0/rank0",
+    "mindspore_cnn/bench": "mindspore_msprobe/dumps/ms/cnn/statistics_mix/baseline/step0/rank0",
+}
+TRIMS = {  # case -> (source, number of dump.json records kept)
+    "msprobe122_old_stack/rank": ("msprobe/dumps_msprobe122/tf_small/statistics/baseline/step0/rank", 40),
+}
+
+
+def copy_case(target: str, source: str) -> None:
+    dest = HERE / target
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(SHARED / source, dest)
+    for path in dest.rglob("*"):
+        path.chmod(0o644 if path.is_file() else 0o755)
+
+
+def trim_case(target: str, source: str, keep: int) -> None:
+    src, dest = SHARED / source, HERE / target
+    dest.mkdir(parents=True, exist_ok=True)
+    dump = json.loads((src / "dump.json").read_text())
+    kept = dict(list(dump["data"].items())[:keep])
+    dump["data"] = kept
+    construct = json.loads((src / "construct.json").read_text())
+    construct = {k: v for k, v in construct.items() if k in kept or v in kept}
+    stack = json.loads((src / "stack.json").read_text())
+    stack = {k: v for k, v in stack.items() if k in kept}
+    for name, doc in (("dump.json", dump), ("construct.json", construct), ("stack.json", stack)):
+        (dest / name).write_text(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    for target, source in COPIES.items():
+        copy_case(target, source)
+    for target, (source, keep) in TRIMS.items():
+        trim_case(target, source, keep)
