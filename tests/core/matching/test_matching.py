@@ -20,7 +20,7 @@ def test_same_code_matches_everything(perturb_pair):
 
 
 def test_extra_op_unmatches_later_calls_without_fuzzy(perturb_pair):
-    npu, bench, table = _match(DATA / "msprobe_extraop" / "npu", perturb_pair[1], fuzzy=False)
+    npu, _, table = _match(DATA / "msprobe_extraop" / "npu", perturb_pair[1], fuzzy=False)
     assert len(npu) == 187
     # the extra F.linear shifts every later Functional.linear counter, so those calls lose their partner
     assert table.npu_to_bench[npu.row("Functional.linear.3.forward")] == -1
@@ -40,7 +40,7 @@ def test_fuzzy_matching_follows_the_shift(perturb_pair):
 
 
 def test_match_is_one_to_one(perturb_pair):
-    npu, bench, table = _match(DATA / "msprobe_extraop" / "npu", perturb_pair[1], fuzzy=True)
+    _, _, table = _match(DATA / "msprobe_extraop" / "npu", perturb_pair[1], fuzzy=True)
     _, b_rows = table.pairs()
     assert len(set(b_rows.tolist())) == len(b_rows)
     assert all(table.bench_to_npu[b] == n for n, b in zip(*table.pairs()))
