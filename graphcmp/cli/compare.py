@@ -8,8 +8,7 @@ from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
 from graphcmp.cli.render import render_summary
-from graphcmp.core.compare import compare_graphs
-from graphcmp.core.readers import read_graph
+from graphcmp.core.compare import compare_graphs, read_pair
 from graphcmp.core.report import save_report
 from graphcmp.core.rules import load_thresholds
 from graphcmp.core.tensorcmp import tensor_metrics_for
@@ -33,12 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     thresholds = load_thresholds(args.thresholds) if args.thresholds else None
-    with stages(4, "compare", quiet=args.quiet) as bar:
-        bar.set_postfix_str("reading npu")
-        npu = read_graph(args.npu, args.format)
-        bar.update()
-        bar.set_postfix_str("reading bench")
-        bench = read_graph(args.bench, args.format)
+    with stages(3, "compare", quiet=args.quiet) as bar:
+        bar.set_postfix_str("reading both runs")
+        npu, bench = read_pair(args.npu, args.bench, format=args.format)
         bar.update()
         bar.set_postfix_str("comparing")
         tensors = None if args.no_tensors else tensor_metrics_for(npu, bench)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 import numpy as np
 
@@ -136,8 +137,10 @@ class HierarchyBuilder:
         nodes = self._nodes
         self._add_implicit_parents()
         nodes[ROOT_ID] = _Pending(ROOT_ID, NodeKind.ROOT, "", Direction.NONE, None, -1.0, -1, False, ())
-        children = _children_by_parent(nodes, info.path)
-        _pull_up_start(nodes, children)
+        children = _children_by_parent(nodes)
+        unsorted = _preorder(children)
+        _check_acyclic(nodes, unsorted, info.path)
+        _pull_up_start(nodes, children, unsorted)
         if group_apis:
             _group_top_level_apis(nodes, children)
         order = _preorder(children)
@@ -165,7 +168,7 @@ class HierarchyBuilder:
 
         def strings(k: int) -> tuple[str, ...]:
             flat = [v for part in columns[k] for v in part]
-            return tuple(flat[i] for i in pick)
+            return tuple(itemgetter(*pick)(flat)) if len(pick) > 1 else tuple(flat)
 
         return TensorTable(
             node=node[by_row], role=np.concatenate(columns[1])[by_row], slot=strings(2), dtype=strings(3),
@@ -174,20 +177,19 @@ class HierarchyBuilder:
         )
 
 
-def _children_by_parent(nodes: dict[str, _Pending], source: str) -> dict[str, list[str]]:
+def _children_by_parent(nodes: dict[str, _Pending]) -> dict[str, list[str]]:
     children: dict[str, list[str]] = {node_id: [] for node_id in nodes}
     for node_id, pending in nodes.items():
         if node_id == ROOT_ID:
             continue
         parent = pending.parent if pending.parent is not None else ROOT_ID
         children[parent].append(node_id)
-    _check_acyclic(nodes, children, source)
     return children
 
 
-def _check_acyclic(nodes: dict[str, _Pending], children: dict[str, list[str]], source: str) -> None:
-    reached = len(_preorder(children))
-    if reached == len(nodes):
+def _check_acyclic(nodes: dict[str, _Pending], reached: list[str], source: str) -> None:
+    """Every node is reached from the root unless parent links form a cycle."""
+    if len(reached) == len(nodes):
         return
     stuck = next(node_id for node_id in nodes if not _reaches_root(nodes, node_id))
     raise GraphCycleError(f"{source}: parent links form a cycle through {stuck!r}; a node cannot contain itself")
@@ -204,9 +206,9 @@ def _reaches_root(nodes: dict[str, _Pending], node_id: str) -> bool:
     return True
 
 
-def _pull_up_start(nodes: dict[str, _Pending], children: dict[str, list[str]]) -> None:
+def _pull_up_start(nodes: dict[str, _Pending], children: dict[str, list[str]], preorder: list[str]) -> None:
     """A container starts when its first descendant starts; sort children by start."""
-    for node_id in reversed(_preorder(children)):
+    for node_id in reversed(preorder):
         kids = children[node_id]
         if kids:
             first = min(nodes[k].seq for k in kids)
