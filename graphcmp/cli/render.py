@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["render_graph_summary", "render_summary"]
+from graphcmp.core.divergence import Analysis, Divergence
+
+__all__ = ["render_analysis", "render_graph_summary", "render_summary"]
 
 _ORDER = ("pass", "warning", "error", "skip", "unmatched")
 
@@ -20,6 +22,8 @@ def render_summary(summary: dict[str, Any]) -> str:
         "verdicts (npu nodes): " + ", ".join(f"{k} {verdicts[k]}" for k in _ORDER if k in verdicts),
         f"tensor pairs compared: {summary['tensor_pairs']}; micro-steps: {summary['micro_steps']}",
     ]
+    if summary.get("overflow"):
+        lines.append("overflow (npu nodes): " + ", ".join(f"{k} {v}" for k, v in summary["overflow"].items()))
     for side in ("npu", "bench"):
         lines.extend(f"missing ({side}): {line}" for line in summary[side]["missing"])
     return "\n".join(lines)
@@ -31,3 +35,29 @@ def render_graph_summary(summary: dict[str, Any]) -> str:
     lines = [f"{summary['path']}: {summary['nodes']} nodes ({kinds}), {summary['tensors']} tensors"]
     lines.extend(f"missing: {line}" for line in summary["missing"])
     return "\n".join(lines)
+
+
+def render_analysis(analysis: Analysis) -> str:
+    """Text of a divergence `Analysis`: the first divergence with its evidence, candidates, findings."""
+    lines = []
+    if analysis.first is None:
+        lines.append("no divergence: every compared output agrees within tolerance")
+    else:
+        lines.extend(_divergence_lines("first divergence", analysis.first))
+    if analysis.candidates:
+        lines.append("next candidates:")
+        lines.extend(f"  {c.node} ({c.cause}, output error {c.output_error:.3g})" for c in analysis.candidates)
+    kind = "exact rerun (any difference counts)" if analysis.exact_rerun else "cross-device (noise floor applies)"
+    lines.append(f"comparison kind: {kind}")
+    if analysis.findings:
+        lines.append("findings:")
+        lines.extend(f"  [{f.level}] {f.message}" for f in analysis.findings)
+    return "\n".join(lines)
+
+
+def _divergence_lines(title: str, d: Divergence) -> list[str]:
+    where = ", ".join(part for part in (
+        f"rank {d.rank}" if d.rank is not None else "", f"step {d.step}" if d.step is not None else "",
+        f"micro-step {d.micro_step}", d.direction) if part)
+    return [f"{title}: {d.node} ({where})", f"  module: {d.module or '-'}", f"  cause: {d.cause}",
+            *(f"  {e}" for e in d.evidence)]

@@ -88,9 +88,9 @@ def judge(
     status = np.full(n, SKIP, np.int8)
     np.maximum.at(status, node[is_out], level[is_out])
     node_sev = np.zeros(n)
-    np.maximum.at(node_sev, node[is_out], np.nan_to_num(severity[is_out], nan=np.inf))
+    np.maximum.at(node_sev, node[is_out], _nan_as_inf(severity[is_out]))
     in_sev = np.zeros(n)
-    np.maximum.at(in_sev, node[~is_out], np.nan_to_num(severity[~is_out], nan=np.inf))
+    np.maximum.at(in_sev, node[~is_out], _nan_as_inf(severity[~is_out]))
     identical = _inputs_identical(npu, pairs, node, is_out)
     same_in = identical & (status == PASS) & (node_sev > thresholds.same_input_rel)
     status[same_in] = WARNING
@@ -100,6 +100,11 @@ def judge(
     reason = _reasons(npu, bench, pairs, status, level, severity, notes, same_in, unpaired)
     worst, worst_sev, unmatched = _roll_up(npu, status, node_sev)
     return NodeVerdicts(status, node_sev, in_sev, identical, reason, worst, worst_sev, unmatched, level, severity)
+
+
+def _nan_as_inf(values: np.ndarray) -> np.ndarray:
+    """A metric that could not be computed counts as the worst error (unlike nan_to_num, inf stays inf)."""
+    return np.where(np.isnan(values), np.inf, values)
 
 
 def _pair_levels(

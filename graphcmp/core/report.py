@@ -16,12 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from graphcmp.core.divergence import analyze
 from graphcmp.core.errors import DumpFormatError, OutputError
 from graphcmp.core.export.columns import decode_floats, encode_floats
 from graphcmp.core.export.graph_json import ENUMS, graph_from_dict, graph_to_dict
-from graphcmp.core.jsonio import dumps_strict, read_json
+from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
+from graphcmp.core.overflow import OVERFLOW_NAMES, overflow_levels
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import DumpGraph, NodeKind
 from graphcmp.core.rules import ERROR, Thresholds
@@ -86,6 +88,7 @@ class CompareReport:
             "verdicts": self.verdicts.histogram(),
             "tensor_pairs": len(self.pairs),
             "micro_steps": int(self.npu.nodes.micro_step.max(initial=0)) + 1,
+            "overflow": _overflow_counts(self.npu),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,6 +104,8 @@ class CompareReport:
             "thresholds": self.thresholds.to_dict(),
             "enums": {**ENUMS, "status": {name: code for code, name in STATUS_NAMES.items()}},
             "summary": self.summary(),
+            "analysis": sanitize_floats(analyze(self).to_dict()),
+            "overflow": overflow_levels(self.npu),
             "npu": graph_to_dict(self.npu),
             "bench": graph_to_dict(self.bench),
             "matches": {"npu_to_bench": self.matches.npu_to_bench, "rule": self.matches.rule,
@@ -131,6 +136,11 @@ class CompareReport:
             )
         except (KeyError, TypeError, ValueError) as err:
             raise DumpFormatError(f"{source}: report is missing or has a malformed field ({err})") from err
+
+
+def _overflow_counts(graph: DumpGraph) -> dict[str, int]:
+    levels = np.bincount(overflow_levels(graph), minlength=4)
+    return {name: int(levels[code]) for code, name in OVERFLOW_NAMES.items() if code and levels[code]}
 
 
 def _side_summary(graph: DumpGraph, matched: int) -> dict[str, Any]:

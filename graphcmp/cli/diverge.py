@@ -1,0 +1,28 @@
+"""`graphcmp diverge cmp.json`: the first divergent node, why, further candidates, and the advisor's findings."""
+
+from __future__ import annotations
+
+import argparse
+
+from graphcmp.cli.options import add_json
+from graphcmp.cli.output import emit
+from graphcmp.cli.render import render_analysis
+from graphcmp.core.divergence import analyze
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.report import CompareReport, load_document
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("diverge", help="find the first divergent node of a comparison", description=__doc__)
+    parser.add_argument("result", help="a file written by graphcmp compare")
+    add_json(parser, "the analysis")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    report = load_document(args.result)
+    if not isinstance(report, CompareReport):
+        raise DumpFormatError(f"{args.result}: holds one run (graphcmp build); diverge needs a comparison")
+    analysis = analyze(report)
+    emit(analysis.to_dict(), render_analysis(analysis), args.json)
+    return 1 if analysis.first is not None else 0

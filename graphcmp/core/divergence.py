@@ -1,0 +1,308 @@
+"""Where the npu run first departs from the bench run, and why.
+
+The walk visits the *leaf* calls (nodes with data and no data below them: API calls, or the
+innermost modules of a module-level dump) in execution order, forward before backward, micro-step
+by micro-step. A leaf is an **origin** of divergence when its output error is above a floor and
+is not explained by its inputs:
+
+* its output error exceeds ``growth`` times the error of the inputs it received from earlier
+  calls (an input is "from an earlier call" when an earlier output has bit-identical statistics
+  and dtype — msprobe dumps have no data-flow edges, the statistics fingerprint stands in), or
+* an input that no earlier call produced (a weight, a batch of data) already differs.
+
+The floor adapts to the kind of comparison (`DivergenceRule`): in an *exact rerun* (every leaf
+before the first significant error is bit-identical) any difference above ``exact_min_rel``
+counts; otherwise (a real cross-device run, where every op differs slightly) only errors above
+``cross_min_rel`` do. The cause is reported as ``overflow``, ``dtype change``, ``inputs differ``
+(weight or data difference) or ``op`` (inputs agree, outputs differ).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from graphcmp.core.dtypes import normalize_dtype, precision_changed
+from graphcmp.core.overflow import OVERFLOW_NAMES, overflow_levels
+from graphcmp.core.records import DumpGraph, NodeKind, Role
+
+__all__ = ["Analysis", "Divergence", "DivergenceRule", "Finding", "analyze", "find_divergence"]
+
+CAUSES = ("overflow", "dtype change", "inputs differ", "op")
+
+
+@dataclass(frozen=True, slots=True)
+class DivergenceRule:
+    """The one place that says what counts as a divergence (all errors are relative, unitless).
+
+    Attributes
+    ----------
+    growth : float
+        An output error must exceed this many times the error its inputs already carried. Default 10.
+    exact_min_rel : float
+        Floor of an output error in an exact rerun. Default 1e-6 (float32 noise).
+    cross_min_rel : float
+        Floor of an output error in a cross-device run. Default 1e-3 (the warning threshold).
+    candidates : int
+        How many further origins to report after the first. Default 5.
+    """
+
+    growth: float = 10.0
+    exact_min_rel: float = 1e-6
+    cross_min_rel: float = 1e-3
+    candidates: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """One origin of divergence with its evidence."""
+
+    node: str
+    module: str | None
+    cause: str
+    output_error: float
+    input_error: float
+    rank: int | None = None
+    step: int | None = None
+    micro_step: int = 0
+    direction: str = "forward"
+    evidence: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "evidence": list(self.evidence)}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One line of the advisor: what was found, and the node it refers to."""
+
+    kind: str  # first_divergence, first_overflow, overflow, input_inconsistent, dtype_change, unmatched
+    level: str  # info, warning, error
+    node: str | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """The first divergence, further candidates, the first overflow and the advisor's findings."""
+
+    first: Divergence | None
+    candidates: tuple[Divergence, ...]
+    first_overflow: Divergence | None
+    findings: tuple[Finding, ...]
+    exact_rerun: bool
+    rule: DivergenceRule = field(default_factory=DivergenceRule)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "first": self.first.to_dict() if self.first else None,
+            "candidates": [c.to_dict() for c in self.candidates],
+            "first_overflow": self.first_overflow.to_dict() if self.first_overflow else None,
+            "findings": [asdict(f) for f in self.findings],
+            "exact_rerun": self.exact_rerun,
+            "rule": asdict(self.rule),
+        }
+
+
+def find_divergence(report: Any, rule: DivergenceRule | None = None) -> Divergence | None:
+    """The first origin of divergence of a `CompareReport`, or None when the runs agree.
+
+    Examples
+    --------
+    >>> from graphcmp.core.compare import compare_graphs
+    >>> from graphcmp.core.readers.msprobe import parse_msprobe
+    >>> def t(v):
+    ...     return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": v, "Min": 0.0,
+    ...             "Mean": v / 2, "Norm": v}
+    >>> def run(w):
+    ...     return parse_msprobe({"data": {
+    ...         "Functional.linear.0.forward": {"input_args": [t(1.0), t(w)], "output": [t(2.0 * w)]},
+    ...         "Torch.relu.0.forward": {"input_args": [t(2.0 * w)], "output": [t(2.0 * w)]}}})
+    >>> d = find_divergence(compare_graphs(run(1.5), run(1.0)))
+    >>> d.node, d.cause
+    ('Functional.linear.0.forward', 'inputs differ')
+    """
+    return analyze(report, rule).first
+
+
+def analyze(report: Any, rule: DivergenceRule | None = None) -> Analysis:
+    """Find the first divergence, candidates, the first overflow and the advisor findings of a report."""
+    rule = rule or DivergenceRule()
+    npu = report.npu
+    leaves = _leaf_rows(npu, report.matches.npu_to_bench)
+    io = _io_errors(report)
+    out_err = report.verdicts.severity
+    levels = overflow_levels(npu)
+    dtype_rows = _precision_changes(report)
+    exact = _is_exact(leaves, out_err, rule)
+    floor = rule.exact_min_rel if exact else rule.cross_min_rel
+    origins = [r for r in leaves if _is_origin(r, out_err, io, floor, rule) or levels[r] == 3]
+    divergences = [_divergence(report, r, io, levels, dtype_rows, floor) for r in origins[: rule.candidates + 1]]
+    first_overflow = next((r for r in leaves if levels[r] >= 2), None)
+    overflow = _divergence(report, first_overflow, io, levels, dtype_rows, floor) if first_overflow is not None \
+        else None
+    findings = _findings(report, divergences, overflow, levels, dtype_rows, io, leaves, floor)
+    return Analysis(divergences[0] if divergences else None, tuple(divergences[1:]), overflow, findings, exact, rule)
+
+
+def _leaf_rows(npu: DumpGraph, partner: np.ndarray) -> list[int]:
+    """Matched rows with data and no data below them, in execution order."""
+    has_data = npu.nodes.has_data & (npu.nodes.kind != NodeKind.GROUP)
+    below = np.zeros(len(npu), np.int32)
+    parent = npu.nodes.parent
+    for row in range(len(npu) - 1, 0, -1):  # pre-order: children come after their parent
+        if has_data[row] or below[row]:
+            below[parent[row]] += 1
+    leaf = has_data & (below == 0) & (partner >= 0)
+    return np.flatnonzero(leaf).tolist()
+
+
+@dataclass(frozen=True, slots=True)
+class _InputErrors:
+    upstream: np.ndarray  # per npu row: largest error of inputs an earlier call produced
+    fresh: np.ndarray  # per npu row: largest error of inputs no earlier call produced
+    fresh_slots: dict[int, list[str]]  # row -> differing fresh input slots
+
+
+def _io_errors(report: Any) -> _InputErrors:
+    npu = report.npu
+    t = npu.tensors
+    producer = _earliest_producer(npu)
+    pair_node = t.node[report.pairs.npu]
+    pair_sev = np.where(np.isnan(report.verdicts.pair_severity), np.inf, report.verdicts.pair_severity)
+    is_input = np.isin(t.role[report.pairs.npu], (Role.INPUT, Role.PARAM))
+    upstream = np.zeros(len(npu))
+    fresh = np.zeros(len(npu))
+    fresh_slots: dict[int, list[str]] = {}
+    for k in np.flatnonzero(is_input).tolist():
+        row, tensor = int(pair_node[k]), int(report.pairs.npu[k])
+        made_by = producer.get(_fingerprint(t, tensor), row)
+        if made_by < row:
+            upstream[row] = max(upstream[row], pair_sev[k])
+        elif pair_sev[k] > 0:
+            fresh[row] = max(fresh[row], pair_sev[k])
+            fresh_slots.setdefault(row, []).append(f"{Role(int(t.role[tensor])).name.lower()}.{t.slot[tensor]}")
+    return _InputErrors(upstream, fresh, fresh_slots)
+
+
+def _fingerprint(t: Any, row: int) -> tuple:
+    # No shape: a transpose or view between two dumped calls keeps the statistics but not the shape.
+    return (t.dtype[row], *t.stats[row].tolist())
+
+
+def _earliest_producer(npu: DumpGraph) -> dict[tuple, int]:
+    t = npu.tensors
+    producer: dict[tuple, int] = {}
+    for row in np.flatnonzero(t.role == Role.OUTPUT).tolist():
+        if t.shape[row] and t.shape[row] != "scalar":
+            producer.setdefault(_fingerprint(t, row), int(t.node[row]))
+    return producer
+
+
+def _is_exact(leaves: list[int], out_err: np.ndarray, rule: DivergenceRule) -> bool:
+    """An exact rerun: every leaf before the first significant error is bit-identical."""
+    for row in leaves:
+        if out_err[row] > rule.cross_min_rel:
+            return True
+        if out_err[row] > 0:
+            return False
+    return True
+
+
+def _is_origin(row: int, out_err: np.ndarray, io: _InputErrors, floor: float, rule: DivergenceRule) -> bool:
+    err = out_err[row]
+    if not err > floor:
+        return False
+    with np.errstate(over="ignore"):
+        return bool(err > rule.growth * io.upstream[row] or io.fresh[row] > floor)
+
+
+def _precision_changes(report: Any) -> dict[int, str]:
+    nt, bt = report.npu.tensors, report.bench.tensors
+    rows: dict[int, str] = {}
+    for i, j in zip(report.pairs.npu.tolist(), report.pairs.bench.tolist()):
+        if nt.role[i] == Role.OUTPUT and nt.dtype[i] != bt.dtype[j] and precision_changed(nt.dtype[i], bt.dtype[j]):
+            rows.setdefault(int(nt.node[i]), f"{normalize_dtype(nt.dtype[i])} vs {normalize_dtype(bt.dtype[j])}")
+    return rows
+
+
+def _divergence(report: Any, row: int, io: _InputErrors, levels: np.ndarray, dtype_rows: dict[int, str],
+                floor: float) -> Divergence:
+    npu = report.npu
+    nodes = npu.nodes
+    cause, evidence = _cause(report, row, io, levels, dtype_rows, floor)
+    return Divergence(
+        node=nodes.ids[row], module=_innermost_module(npu, row), cause=cause,
+        output_error=float(report.verdicts.severity[row]),
+        input_error=float(max(io.upstream[row], io.fresh[row])),
+        rank=npu.info.rank, step=npu.info.step, micro_step=int(nodes.micro_step[row]),
+        direction="backward" if nodes.direction[row] == 1 else "forward", evidence=evidence,
+    )
+
+
+def _cause(report: Any, row: int, io: _InputErrors, levels: np.ndarray, dtype_rows: dict[int, str],
+           floor: float) -> tuple[str, tuple[str, ...]]:
+    evidence = [f"output error {report.verdicts.severity[row]:.3g} ({report.verdicts.reason[row] or 'see metrics'})",
+                f"error of inputs from earlier calls {io.upstream[row]:.3g}"]
+    if levels[row] >= 2:
+        return "overflow", (*evidence, f"overflow level {OVERFLOW_NAMES[int(levels[row])]}")
+    if row in dtype_rows:
+        return "dtype change", (*evidence, f"output dtype {dtype_rows[row]}")
+    if io.fresh[row] > floor:
+        slots = ", ".join(io.fresh_slots.get(row, []))
+        return "inputs differ", (*evidence, f"inputs no earlier call produced differ ({slots}): "
+                                             f"error {io.fresh[row]:.3g} — a weight or data difference")
+    return "op", (*evidence, "inputs agree, outputs differ")
+
+
+def _innermost_module(npu: DumpGraph, row: int) -> str | None:
+    parent = int(npu.nodes.parent[row])
+    while parent > 0:
+        if npu.nodes.kind[parent] == NodeKind.MODULE:
+            return npu.nodes.ids[parent]
+        parent = int(npu.nodes.parent[parent])
+    return None
+
+
+def _findings(report: Any, divergences: list[Divergence], overflow: Divergence | None, levels: np.ndarray,
+              dtype_rows: dict[int, str], io: _InputErrors, leaves: list[int], floor: float) -> tuple[Finding, ...]:
+    npu = report.npu
+    ids = npu.nodes.ids
+    out: list[Finding] = []
+    if divergences:
+        d = divergences[0]
+        out.append(Finding("first_divergence", "error", d.node,
+                           f"first divergence at {d.node} ({d.cause}); module {d.module or '-'}"))
+    if overflow is not None:
+        n = int(np.count_nonzero(levels >= 2))
+        out.append(Finding("first_overflow", "error", overflow.node,
+                           f"overflow first at {overflow.node}; {n} node(s) overflow (inf/NaN or dtype limit)"))
+    inconsistent = next((r for r in leaves if io.fresh[r] > floor and io.upstream[r] <= floor), None)
+    if inconsistent is not None:
+        out.append(Finding("input_inconsistent", "warning", ids[inconsistent],
+                           f"inputs differ at {ids[inconsistent]} although earlier outputs agree "
+                           f"({', '.join(io.fresh_slots.get(inconsistent, []))})"))
+    if dtype_rows:
+        first = min(dtype_rows)
+        message = f"{len(dtype_rows)} node(s) change float precision, first {ids[first]} ({dtype_rows[first]})"
+        out.append(Finding("dtype_change", "warning", ids[first], message))
+    out.extend(_unmatched_regions(report))
+    return tuple(out)
+
+
+def _unmatched_regions(report: Any, limit: int = 5) -> list[Finding]:
+    npu = report.npu
+    partner = report.matches.npu_to_bench
+    parent = npu.nodes.parent
+    tops = [r for r in np.flatnonzero(partner < 0).tolist() if parent[r] >= 0 and partner[parent[r]] >= 0]
+    if not tops:
+        return []
+    sizes = {r: int(report.verdicts.unmatched_below[r]) for r in tops}
+    biggest = sorted(tops, key=lambda r: -sizes[r])[:limit]
+    total = int(np.count_nonzero(partner < 0))
+    return [Finding("unmatched", "warning", npu.nodes.ids[r],
+                    f"unmatched region of {sizes[r]} node(s) at {npu.nodes.ids[r]} ({total} unmatched in all)")
+            for r in biggest]
+

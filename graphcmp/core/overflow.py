@@ -1,0 +1,117 @@
+"""Overflow within one run: inf/NaN statistics or fp16/bf16 values at the dtype's limit, and GE's overflow records.
+
+Levels per node (outputs judged against inputs): *critical* — inputs finite, outputs not;
+*high* — both not finite, or the output magnitude explodes (over `EXPLODE_RATIO` times the
+largest input magnitude and at least `EXPLODE_MIN`); *medium* — inputs not finite, output
+finite. A value at the dtype's limit (|x| ≥ 65504 in float16, ≥ 3.3895e38 in bfloat16) counts as
+not finite. GE's overflow debug records carry a decimal ``status`` whose bits name the kind.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphcmp.core.dtypes import normalize_dtype
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.jsonio import read_json
+from graphcmp.core.records import DumpGraph, Role
+
+__all__ = [
+    "EXPLODE_MIN",
+    "EXPLODE_RATIO",
+    "OVERFLOW_NAMES",
+    "STATUS_BITS",
+    "decode_overflow_status",
+    "overflow_levels",
+    "read_overflow_records",
+]
+
+OVERFLOW_NAMES = {0: "none", 1: "medium", 2: "high", 3: "critical"}
+EXPLODE_RATIO = 1e4
+EXPLODE_MIN = 1e4
+DTYPE_LIMITS = {"float16": 65504.0, "bfloat16": 3.3895e38}
+
+STATUS_BITS = {
+    0x08: "min-negative sign flip",
+    0x10: "integer add/sub/mul overflow",
+    0x20: "float overflow",
+    0x80: "negative float converted to unsigned",
+    0x100: "FP32 to FP16 or int32 to FP16 overflow",
+    0x400: "cube accumulation overflow",
+}
+"""Status bits of GE/AI Core overflow debug records."""
+
+
+def overflow_levels(graph: DumpGraph) -> np.ndarray:
+    """Overflow level per node (0 none, 1 medium, 2 high, 3 critical); see the module docstring."""
+    t = graph.tensors
+    bad = _bad_tensors(graph)
+    magnitude = np.where(t.present[:, :2], np.abs(t.stats[:, :2]), 0.0).max(axis=1, initial=0.0)
+    is_out = np.isin(t.role, (Role.OUTPUT, Role.PARAM_GRAD))
+    n = len(graph)
+    out_bad = np.zeros(n, bool)
+    in_bad = np.zeros(n, bool)
+    np.logical_or.at(out_bad, t.node[is_out], bad[is_out])
+    np.logical_or.at(in_bad, t.node[~is_out], bad[~is_out])
+    out_mag = np.zeros(n)
+    in_mag = np.zeros(n)
+    finite_mag = np.where(np.isfinite(magnitude), magnitude, 0.0)
+    np.maximum.at(out_mag, t.node[is_out], finite_mag[is_out])
+    np.maximum.at(in_mag, t.node[~is_out], finite_mag[~is_out])
+    exploding = (out_mag >= EXPLODE_MIN) & (out_mag > EXPLODE_RATIO * np.maximum(in_mag, 1e-30)) & (in_mag > 0)
+    level = np.zeros(n, np.int8)
+    level[in_bad & ~out_bad] = 1
+    level[(in_bad & out_bad) | (exploding & ~out_bad)] = 2
+    level[out_bad & ~in_bad] = 3
+    return level
+
+
+def _bad_tensors(graph: DumpGraph) -> np.ndarray:
+    t = graph.tensors
+    nonfinite = (~np.isfinite(t.stats) & t.present).any(axis=1)
+    limits = np.array([DTYPE_LIMITS.get(normalize_dtype(d), np.inf) for d in t.dtype]) if len(t) else np.zeros(0)
+    with np.errstate(invalid="ignore"):
+        at_limit = (np.where(t.present[:, :2], np.abs(t.stats[:, :2]), 0.0) >= limits[:, None]).any(axis=1)
+    return nonfinite | at_limit
+
+
+def decode_overflow_status(status: int) -> tuple[str, ...]:
+    """Words for the bits of a GE overflow status.
+
+    >>> decode_overflow_status(0x20 | 0x100)
+    ('float overflow', 'FP32 to FP16 or int32 to FP16 overflow')
+    >>> decode_overflow_status(0)
+    ()
+    """
+    words = [name for bit, name in STATUS_BITS.items() if status & bit]
+    unknown = status & ~sum(STATUS_BITS)
+    if unknown:
+        words.append(f"unknown bits 0x{unknown:x}")
+    return tuple(words)
+
+
+def read_overflow_records(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:
+    """Decode a GE overflow debug record: block name (``AI Core``, ``DHA Atomic Add``, ...) -> words.
+
+    Raises
+    ------
+    DumpFormatError
+        If the file is not a JSON object of blocks with a decimal ``status``.
+    """
+    doc: Any = read_json(Path(path), salvage=False).value
+    if not isinstance(doc, dict):
+        raise DumpFormatError(f"{path}: expected a JSON object of overflow blocks")
+    out: dict[str, tuple[str, ...]] = {}
+    for block, fields in doc.items():
+        if isinstance(fields, dict) and "status" in fields:
+            try:
+                out[block] = decode_overflow_status(int(fields["status"]))
+            except (TypeError, ValueError) as err:
+                raise DumpFormatError(f"{path}: {block!r}: status {fields['status']!r} is not a number") from err
+    if not out:
+        raise DumpFormatError(f"{path}: no block with a \"status\" (expected e.g. \"AI Core\": {{\"status\": 32}})")
+    return out
