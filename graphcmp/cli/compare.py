@@ -1,14 +1,20 @@
-"""`graphcmp compare NPU BENCH -o cmp.json`: match two runs, compare them, write the annotated result."""
+"""`graphcmp compare NPU BENCH -o cmp.json`: match two runs, compare them, write the annotated result.
+
+When NPU or BENCH is a step/rank layout (``stepK/rankN``), every run is compared and ``-o`` names a
+folder: one result per (step, rank) plus ``index.json``.
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from graphcmp.cli.batch import add_batch_options, handle_batch
 from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
 from graphcmp.cli.render import render_summary
 from graphcmp.core.compare import compare_graphs, read_pair
+from graphcmp.core.distributed.layout import is_batch_root
 from graphcmp.core.report import save_report
 from graphcmp.core.rules import load_thresholds
 from graphcmp.core.tensorcmp import tensor_metrics_for
@@ -18,12 +24,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("compare", help="compare an npu run with its bench run", description=__doc__)
     parser.add_argument("npu", help="the run under test (msprobe rank folder, graph file ...)")
     parser.add_argument("bench", help="the baseline run")
-    parser.add_argument("-o", "--output", default="cmp.json", help="output JSON (default: cmp.json)")
+    parser.add_argument("-o", "--output", help="output JSON (default: cmp.json), or folder for a step/rank layout "
+                        "(default: results)")
     parser.add_argument("--fuzzy", action="store_true",
                         help="also match calls whose call counters differ (an extra op early in a run)")
     parser.add_argument("--thresholds", metavar="FILE", help="TOML or JSON file overriding the default thresholds")
     parser.add_argument("--no-tensors", action="store_true",
                         help="compare statistics only, even when both runs dumped real tensors")
+    parser.add_argument("--overflow", action="store_true",
+                        help="also fail (exit 1) on overflow: inf/NaN or fp16/bf16 limit in npu outputs")
+    add_batch_options(parser)
     add_format(parser)
     add_json(parser)
     add_quiet(parser)
@@ -31,6 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    if is_batch_root(args.npu) or is_batch_root(args.bench):
+        return handle_batch(args)
+    args.output = args.output or "cmp.json"
     thresholds = load_thresholds(args.thresholds) if args.thresholds else None
     with stages(3, "compare", quiet=args.quiet) as bar:
         bar.set_postfix_str("reading both runs")
@@ -45,4 +58,5 @@ def handle(args: argparse.Namespace) -> int:
         bar.update()
     summary = {**report.summary(), "output": args.output}
     emit(summary, render_summary(summary) + f"\nwritten: {args.output}", args.json)
-    return 0 if report else 1
+    overflow = args.overflow and bool(summary["overflow"])
+    return 0 if report and not overflow else 1

@@ -6,7 +6,8 @@ import argparse
 
 from graphcmp.cli.options import add_json
 from graphcmp.cli.output import emit
-from graphcmp.cli.render import render_analysis
+from graphcmp.cli.render import render_analysis, render_job_analysis
+from graphcmp.core.distributed.batch import is_batch_result, load_index
 from graphcmp.core.divergence import analyze
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.report import CompareReport, load_document
@@ -14,12 +15,16 @@ from graphcmp.core.report import CompareReport, load_document
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("diverge", help="find the first divergent node of a comparison", description=__doc__)
-    parser.add_argument("result", help="a file written by graphcmp compare")
+    parser.add_argument("result", help="a file written by graphcmp compare, or a results folder of a job")
     add_json(parser, "the analysis")
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
+    if is_batch_result(args.result):
+        analysis = load_index(args.result)["analysis"]
+        emit(analysis, render_job_analysis(analysis), args.json)
+        return 1 if analysis["origin"] else 0
     report = load_document(args.result)
     if not isinstance(report, CompareReport):
         raise DumpFormatError(f"{args.result}: holds one run (graphcmp build); diverge needs a comparison")

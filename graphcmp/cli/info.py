@@ -6,18 +6,23 @@ import argparse
 
 from graphcmp.cli.options import add_json
 from graphcmp.cli.output import emit
-from graphcmp.cli.render import render_graph_summary, render_summary
+from graphcmp.cli.render import render_batch, render_graph_summary, render_summary
+from graphcmp.core.distributed.batch import batch_summary, is_batch_result, load_index
 from graphcmp.core.report import CompareReport, graph_summary, load_document
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("info", help="print the counts of a result file", description=__doc__)
-    parser.add_argument("file", help="a file written by graphcmp compare or graphcmp build")
+    parser.add_argument("file", help="a file written by graphcmp compare or graphcmp build, or a results folder")
     add_json(parser, "the counts")
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
+    if is_batch_result(args.file):
+        summary = batch_summary(load_index(args.file))
+        emit(summary, render_batch(summary), args.json)
+        return 0
     document = load_document(args.file)
     if isinstance(document, CompareReport):
         summary = document.summary()

@@ -6,7 +6,7 @@ from typing import Any
 
 from graphcmp.core.divergence import Analysis, Divergence
 
-__all__ = ["render_analysis", "render_graph_summary", "render_summary"]
+__all__ = ["render_analysis", "render_batch", "render_graph_summary", "render_job_analysis", "render_summary"]
 
 _ORDER = ("pass", "warning", "error", "skip", "unmatched")
 
@@ -61,3 +61,47 @@ def _divergence_lines(title: str, d: Divergence) -> list[str]:
         f"micro-step {d.micro_step}", d.direction) if part)
     return [f"{title}: {d.node} ({where})", f"  module: {d.module or '-'}", f"  cause: {d.cause}",
             *(f"  {e}" for e in d.evidence)]
+
+
+def render_batch(summary: dict[str, Any]) -> str:
+    """Text of a batch summary: one line per (step, rank), missing runs, the job's origin of divergence."""
+    lines = []
+    for run in summary["runs"]:
+        where = f"step {run['step']} rank {run['rank']}"
+        if run["error"]:
+            lines.append(f"{where}: failed: {run['error']}")
+            continue
+        verdicts = ", ".join(f"{k} {run['verdicts'][k]}" for k in _ORDER if k in run["verdicts"])
+        comm = run["comm"]
+        lines.append(f"{where}: {run['nodes']['npu']}/{run['nodes']['bench']} nodes, {run['matched']} matched; "
+                     f"{verdicts}; comm {comm['linked']}/{comm['nodes']} linked; "
+                     f"first divergence {run['first'] or '-'}")
+    for side, labels in summary["missing"].items():
+        if labels:
+            lines.append(f"only on the {side.split('_')[0]} side: {', '.join(labels)}")
+    origin = summary["origin"]
+    lines.append("job: no divergence" if origin is None else
+                 f"job: first divergence on rank {origin['rank']}, step {origin['step']}: {origin['node']} "
+                 f"({origin['cause']}; module {origin['module'] or '-'})")
+    return "\n".join(lines)
+
+
+def render_job_analysis(analysis: dict[str, Any]) -> str:
+    """Text of a job's cross-rank analysis: the origin rank and node, and how the divergence spread."""
+    origin = analysis["origin"]
+    if origin is None:
+        return "no divergence on any rank"
+    lines = [f"origin: rank {origin['rank']}, step {origin['step']}, micro-step {origin['micro_step']}: "
+             f"{origin['node']}", f"  module: {origin['module'] or '-'}", f"  cause: {origin['cause']}",
+             *(f"  {e}" for e in origin["evidence"])]
+    others = analysis["origins"][1:]
+    if others:
+        lines.append("other ranks diverging without a communication from a diverged rank: "
+                     + ", ".join(f"rank {o['rank']} at {o['node']}" for o in others))
+    step = analysis["steps"][str(origin["step"])]
+    for hop in step["spread"]:
+        lines.append(f"  -> rank {hop['rank']} via {hop['via']} from rank {hop['from_rank']} ({hop['from_node']})")
+    for name, result in analysis["steps"].items():
+        unlinked = len(result["unlinked_calls"])
+        lines.append(f"step {name}: {result['links']} communication links, {unlinked} unlinked call(s)")
+    return "\n".join(lines)

@@ -1,0 +1,45 @@
+"""`graphcmp compare NPU_ROOT BENCH_ROOT -o results/`: every (step, rank) of a job, locally or on Dask."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tqdm import tqdm
+
+from graphcmp.cli.output import emit
+from graphcmp.cli.render import render_batch
+from graphcmp.core.distributed.batch import BatchOptions, batch_summary, run_batch
+
+__all__ = ["add_batch_options", "handle_batch"]
+
+
+def add_batch_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="local worker processes for a step/rank layout (default: the number of cores)")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="run the per-rank work on an existing Dask cluster, e.g. tcp://host:8786")
+
+
+def handle_batch(args: argparse.Namespace) -> int:
+    out = args.output or "results"
+    options = BatchOptions(fuzzy=args.fuzzy, thresholds_file=args.thresholds, tensors=not args.no_tensors)
+    bar = tqdm(total=0, desc="compare runs", unit="run", file=sys.stderr, disable=True if args.quiet else None,
+               leave=False)
+
+    def progress(done: int, total: int, label: str) -> None:
+        bar.total = total
+        bar.n = done
+        bar.set_postfix_str(label)
+        bar.refresh()
+
+    try:
+        index = run_batch(args.npu, args.bench, out, options=options, workers=args.workers,
+                          scheduler=args.scheduler, progress=progress)
+    finally:
+        bar.close()
+    summary = {**batch_summary(index), "output": out}
+    emit(summary, render_batch(summary) + f"\nwritten: {out}/index.json", args.json)
+    if any(run["error"] for run in summary["runs"]):
+        return 2
+    return 1 if summary["origin"] else 0

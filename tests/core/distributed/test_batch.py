@@ -1,0 +1,93 @@
+"""Step/rank layouts, batch comparison (process pool and a Dask LocalCluster), resume, cross-rank analysis."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from graphcmp.core.distributed.batch import BatchOptions, batch_summary, load_index, run_batch
+from graphcmp.core.distributed.layout import RunKey, discover_runs, is_batch_root, pair_runs
+from graphcmp.core.distributed.links import comm_calls, link_calls
+from graphcmp.core.readers import read_graph
+from graphcmp.samples import samples_dir
+from tests.conftest import shared
+
+SAMPLE = samples_dir() / "msprobe" / "tf_small"
+DIST4 = "msprobe/dumps/dist4/statistics"
+
+
+def test_discover_step_and_rank_layouts(perturb_pair):
+    runs = discover_runs(SAMPLE / "baseline")
+    assert sorted(runs) == [RunKey(0, 0), RunKey(1, 0)]
+    assert discover_runs(SAMPLE / "baseline" / "step1") == {RunKey(1, 0): SAMPLE / "baseline" / "step1" / "rank0"}
+    assert discover_runs(perturb_pair[0]) == {RunKey(0, 0): perturb_pair[0]}
+    assert is_batch_root(SAMPLE / "baseline") and not is_batch_root(perturb_pair[0])
+
+
+def test_missing_runs_are_reported_not_fatal(tmp_path):
+    bench = tmp_path / "bench"
+    shutil.copytree(SAMPLE / "baseline", bench)
+    shutil.rmtree(bench / "step1")
+    both, only_npu, only_bench = pair_runs(SAMPLE / "perturb", bench)
+    assert list(both) == [RunKey(0, 0)] and only_npu == [RunKey(1, 0)] and only_bench == []
+    index = run_batch(SAMPLE / "perturb", bench, tmp_path / "out", workers=1)
+    assert index["missing"] == {"npu_only": ["step1_rank0"], "bench_only": []}
+    assert [r["file"] for r in index["runs"]] == ["step0_rank0.json"]
+
+
+def test_batch_writes_results_and_resumes(tmp_path):
+    out = tmp_path / "results"
+    index = run_batch(SAMPLE / "perturb", SAMPLE / "baseline", out, workers=2)
+    assert {(r["step"], r["rank"]) for r in index["runs"]} == {(0, 0), (1, 0)}
+    assert (out / "step0_rank0.json").is_file() and (out / "step1_rank0.json").is_file()
+    origin = index["analysis"]["origin"]
+    assert (origin["step"], origin["node"]) == (0, "Functional.linear.2.forward")
+    entry = out / "entries" / "step0_rank0.json"
+    stamp = entry.stat().st_mtime_ns
+    seen = []
+    again = run_batch(SAMPLE / "perturb", SAMPLE / "baseline", out, workers=2,
+                      progress=lambda done, total, label: seen.append(label))
+    assert entry.stat().st_mtime_ns == stamp  # finished runs are not redone
+    assert seen == ["resumed"] and again["analysis"]["origin"] == origin
+    assert load_index(out)["runs"] == again["runs"]
+
+
+def test_same_code_path_on_a_dask_cluster(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        index = run_batch(SAMPLE / "perturb", SAMPLE / "baseline", tmp_path / "dask",
+                          scheduler=cluster.scheduler_address, options=BatchOptions())
+    local = run_batch(SAMPLE / "perturb", SAMPLE / "baseline", tmp_path / "local", workers=1)
+    assert batch_summary(index)["runs"] == batch_summary(local)["runs"]
+
+
+@pytest.mark.shared
+def test_every_communication_call_of_dist4_is_linked():
+    root = shared(f"{DIST4}/baseline") / "step0"
+    calls = []
+    for key, path in discover_runs(root).items():
+        rank_calls = comm_calls(read_graph(path), key.rank)
+        assert len(rank_calls) == 67  # broadcast x30, all_reduce x30, all_gather, isend, irecv, batch, reduce, ...
+        calls += rank_calls
+    links = link_calls(calls)
+    assert all(link.complete for link in links)
+    ops = {c.op for c in calls}
+    assert {"isend", "irecv", "batch_isend_irecv", "broadcast", "all_reduce", "reduce", "gather", "scatter"} <= ops
+    batch = [link for link in links if link.key.startswith("batch|")]
+    assert len(batch) == 4 and all(len(link.members) == 2 for link in batch)  # reverse ring: one pair per rank
+
+
+@pytest.mark.shared
+def test_dist4_origin_is_rank2_embedding_and_spreads_through_all_reduce(tmp_path):
+    index = run_batch(shared(f"{DIST4}/perturb_rank2"), shared(f"{DIST4}/baseline"), tmp_path / "r", workers=2)
+    analysis = index["analysis"]
+    origin = analysis["origin"]
+    assert (origin["rank"], origin["step"], origin["node"]) == (2, 0, "Functional.embedding.0.forward")
+    spread = analysis["steps"]["0"]["spread"]
+    assert {hop["rank"] for hop in spread} == {0, 1, 3}
+    assert all(hop["via"] == "Distributed.all_reduce.0.forward" and hop["from_rank"] == 2 for hop in spread)
+    summary = batch_summary(index)
+    assert all(run["comm"] == {"nodes": 67, "linked": 67, "unlinked": 0} for run in summary["runs"])
+    assert [run["nodes"]["npu"] for run in summary["runs"] if run["step"] == 0] == [231, 227, 227, 227]
