@@ -8,7 +8,6 @@ from graphcmp.cli.options import add_json
 from graphcmp.cli.output import emit
 from graphcmp.cli.render import render_analysis, render_job_analysis
 from graphcmp.core.distributed.batch import is_batch_result, load_index
-from graphcmp.core.divergence import analyze
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.report import CompareReport, load_document
 
@@ -28,6 +27,6 @@ def handle(args: argparse.Namespace) -> int:
     report = load_document(args.result)
     if not isinstance(report, CompareReport):
         raise DumpFormatError(f"{args.result}: holds one run (graphcmp build); diverge needs a comparison")
-    analysis = analyze(report)
+    analysis = report.analysis()
     emit(analysis.to_dict(), render_analysis(analysis), args.json)
     return 1 if analysis.first is not None else 0

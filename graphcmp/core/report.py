@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from graphcmp.core.divergence import analyze
+from graphcmp.core.divergence import Analysis, analyze
 from graphcmp.core.errors import DumpFormatError, OutputError
 from graphcmp.core.export.columns import decode_floats, encode_floats
 from graphcmp.core.export.graph_json import ENUMS, graph_from_dict, graph_to_dict
@@ -69,9 +69,16 @@ class CompareReport:
     thresholds: Thresholds
     options: CompareOptions
     tool_version: str
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __bool__(self) -> bool:
         return not bool(np.any(self.verdicts.status == ERROR))
+
+    def analysis(self) -> Analysis:
+        """The divergence analysis with the default rule (computed once)."""
+        if "analysis" not in self._cache:
+            self._cache["analysis"] = analyze(self)
+        return self._cache["analysis"]
 
     def verdict(self, node_id: str) -> Verdict:
         """The verdict of one npu node."""
@@ -104,7 +111,7 @@ class CompareReport:
             "thresholds": self.thresholds.to_dict(),
             "enums": {**ENUMS, "status": {name: code for code, name in STATUS_NAMES.items()}},
             "summary": self.summary(),
-            "analysis": sanitize_floats(analyze(self).to_dict()),
+            "analysis": sanitize_floats(self.analysis().to_dict()),
             "overflow": overflow_levels(self.npu),
             "npu": graph_to_dict(self.npu),
             "bench": graph_to_dict(self.bench),
@@ -235,7 +242,11 @@ def _write(data: bytes, path: str | os.PathLike[str]) -> None:
 
 
 def load_document(path: str | os.PathLike[str]) -> CompareReport | DumpGraph:
-    """Read a graphcmp report or graph JSON file."""
+    """Read a graphcmp report or graph JSON file, or a tb-graph-ascend `.vis`/`.vis.db` (its first graph)."""
+    if str(path).endswith((".vis", ".vis.gz", ".vis.db", ".vis.db.gz")):
+        from graphcmp.core.readers.vis import read_vis  # lazy: that reader builds reports with this module
+
+        return read_vis(path).content
     doc = read_json(path, salvage=False).value
     if isinstance(doc, dict) and doc.get("format") == GRAPH_FORMAT:
         _check_format(doc, GRAPH_FORMAT, str(path))

@@ -102,7 +102,6 @@ def compare_run(npu: str, bench: str, out_dir: str, step: int | None, rank: int 
                 options: BatchOptions) -> dict[str, Any]:
     """One task: compare one run pair, write its result file, return its index entry (never raises bad input)."""
     from graphcmp.core.compare import compare_graphs
-    from graphcmp.core.divergence import analyze
     from graphcmp.core.readers import read_graph
     from graphcmp.core.report import save_report
     from graphcmp.core.rules import load_thresholds
@@ -117,7 +116,7 @@ def compare_run(npu: str, bench: str, out_dir: str, step: int | None, rank: int 
         report = compare_graphs(npu_graph, bench_graph, fuzzy=options.fuzzy, thresholds=thresholds,
                                 tensor_metrics=tensors)
         save_report(report, Path(out_dir) / entry["file"])
-        analysis = analyze(report)
+        analysis = report.analysis()
     except GraphcmpError as err:
         return {**entry, "error": str(err)}
     first = analysis.first
