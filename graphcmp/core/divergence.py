@@ -176,14 +176,16 @@ def _io_errors(report: Any) -> _InputErrors:
     upstream = np.zeros(len(npu))
     fresh = np.zeros(len(npu))
     fresh_slots: dict[int, list[str]] = {}
+    role_names = {int(r): r.name.lower() for r in Role}
+    rows, tensors, severity = pair_node.tolist(), report.pairs.npu.tolist(), pair_sev.tolist()
     for k in np.flatnonzero(is_input).tolist():
-        row, tensor = int(pair_node[k]), int(report.pairs.npu[k])
+        row, tensor = rows[k], tensors[k]
         made_by = producer.get(_fingerprint(t, tensor), row)
         if made_by < row:
-            upstream[row] = max(upstream[row], pair_sev[k])
-        elif pair_sev[k] > 0:
-            fresh[row] = max(fresh[row], pair_sev[k])
-            fresh_slots.setdefault(row, []).append(f"{Role(int(t.role[tensor])).name.lower()}.{t.slot[tensor]}")
+            upstream[row] = max(upstream[row], severity[k])
+        elif severity[k] > 0:
+            fresh[row] = max(fresh[row], severity[k])
+            fresh_slots.setdefault(row, []).append(f"{role_names[int(t.role[tensor])]}.{t.slot[tensor]}")
     return _InputErrors(upstream, fresh, fresh_slots)
 
 
@@ -221,10 +223,15 @@ def _is_origin(row: int, out_err: np.ndarray, io: _InputErrors, floor: float, ru
 
 def _precision_changes(report: Any) -> dict[int, str]:
     nt, bt = report.npu.tensors, report.bench.tensors
+    i, j = report.pairs.npu, report.pairs.bench
+    npu_dtype = np.array(nt.dtype, dtype=object)[i] if len(nt) else np.zeros(0, object)
+    bench_dtype = np.array(bt.dtype, dtype=object)[j] if len(bt) else np.zeros(0, object)
+    differ = (nt.role[i] == Role.OUTPUT) & (npu_dtype != bench_dtype)
     rows: dict[int, str] = {}
-    for i, j in zip(report.pairs.npu.tolist(), report.pairs.bench.tolist()):
-        if nt.role[i] == Role.OUTPUT and nt.dtype[i] != bt.dtype[j] and precision_changed(nt.dtype[i], bt.dtype[j]):
-            rows.setdefault(int(nt.node[i]), f"{normalize_dtype(nt.dtype[i])} vs {normalize_dtype(bt.dtype[j])}")
+    for k in np.flatnonzero(differ).tolist():
+        a, b = npu_dtype[k], bench_dtype[k]
+        if precision_changed(a, b):
+            rows.setdefault(int(nt.node[i[k]]), f"{normalize_dtype(a)} vs {normalize_dtype(b)}")
     return rows
 
 

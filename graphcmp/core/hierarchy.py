@@ -9,15 +9,16 @@ of top-level API calls, micro-steps (gradient accumulation) and the networkx tre
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import itemgetter
 
 import numpy as np
 
-from graphcmp.core.errors import GraphCycleError
+from graphcmp.core.errors import DumpFormatError, GraphCycleError
 from graphcmp.core.records import (
     Direction,
     DumpGraph,
+    EdgeTable,
     NodeKind,
     NodeTable,
     RunInfo,
@@ -69,6 +70,7 @@ class HierarchyBuilder:
         self._nodes: dict[str, _Pending] = {}
         self._stacks: dict[tuple[str, ...], int] = {}
         self._tensor_parts: list[tuple] = []
+        self._edges: list[tuple[str, str, bool]] = []
 
     def __contains__(self, node_id: str) -> bool:
         return node_id in self._nodes
@@ -102,6 +104,13 @@ class HierarchyBuilder:
     def set_stack(self, node_id: str, stack_row: int) -> None:
         """Attach an interned stack to an already added node."""
         self._nodes[node_id].stack = stack_row
+
+    def add_edge(self, src_id: str, dst_id: str, control: bool = False) -> None:
+        """Add a data-flow edge from node `src_id` to node `dst_id` (a control edge if `control`).
+
+        Both nodes must be added by the time `build` runs.
+        """
+        self._edges.append((src_id, dst_id, control))
 
     def add_tensors(
         self,
@@ -144,7 +153,18 @@ class HierarchyBuilder:
         if group_apis:
             _group_top_level_apis(nodes, children)
         order = _preorder(children)
-        return _assemble(info, nodes, order, self._stacks, self._tensor_table(order))
+        graph = _assemble(info, nodes, order, self._stacks, self._tensor_table(order))
+        return replace(graph, edges=self._edge_table(graph, info.path)) if self._edges else graph
+
+    def _edge_table(self, graph: DumpGraph, source: str) -> EdgeTable:
+        rows = graph._rows
+        unknown = next((n for edge in self._edges for n in edge[:2] if n not in rows), None)
+        if unknown is not None:
+            raise DumpFormatError(f"{source}: an edge names node {unknown!r}, which the graph does not have")
+        src, dst, control = zip(*self._edges)
+        n = len(src)
+        return EdgeTable(src=np.fromiter((rows[s] for s in src), np.int32, n),
+                         dst=np.fromiter((rows[d] for d in dst), np.int32, n), control=np.array(control, bool))
 
     def _add_implicit_parents(self) -> None:
         from graphcmp.core.readers.naming import parse_node_id  # lazy: readers depend on this module
@@ -334,7 +354,9 @@ def subtree_rows(parent: np.ndarray) -> np.ndarray:
 
 
 def rebuild_graph(
-    info: RunInfo, nodes: NodeTable, tensors: TensorTable, stacks: tuple[tuple[str, ...], ...]
+    info: RunInfo, nodes: NodeTable, tensors: TensorTable, stacks: tuple[tuple[str, ...], ...],
+    edges: EdgeTable | None = None,
 ) -> DumpGraph:
     """A `DumpGraph` from columns already in execution order (as saved in a document)."""
-    return DumpGraph(info=info, nodes=nodes, tensors=tensors, stacks=stacks, _rows=ids_to_rows(nodes.ids))
+    edges = EdgeTable.empty() if edges is None else edges
+    return DumpGraph(info=info, nodes=nodes, tensors=tensors, stacks=stacks, edges=edges, _rows=ids_to_rows(nodes.ids))

@@ -18,6 +18,7 @@ __all__ = [
     "STAT_NAMES",
     "Direction",
     "DumpGraph",
+    "EdgeTable",
     "NodeKind",
     "NodeTable",
     "NodeView",
@@ -148,6 +149,31 @@ class TensorTable:
 
 
 @dataclass(frozen=True, slots=True)
+class EdgeTable:
+    """Data-flow edges between nodes of one run, one row per edge (graph formats only; empty otherwise).
+
+    Attributes
+    ----------
+    src, dst : ndarray of int32
+        Rows (in `NodeTable`) of the producing and the consuming node.
+    control : ndarray of bool
+        True for a control edge (ordering only, no data), e.g. GE's ``"src:-1"`` inputs.
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    control: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    @classmethod
+    def empty(cls) -> EdgeTable:
+        """Return a table with no rows."""
+        return cls(src=np.zeros(0, np.int32), dst=np.zeros(0, np.int32), control=np.zeros(0, bool))
+
+
+@dataclass(frozen=True, slots=True)
 class TensorView:
     """One tensor of one node, for display and tests."""
 
@@ -189,6 +215,8 @@ class DumpGraph:
     nodes: NodeTable
     tensors: TensorTable
     stacks: tuple[tuple[str, ...], ...]
+    edges: EdgeTable = field(default_factory=EdgeTable.empty)
+    """Data-flow edges (GE and MindSpore graphs); empty for formats without them (msprobe)."""
     _rows: dict[str, int] = field(repr=False, compare=False, default_factory=dict)
     _cache: dict[str, object] = field(repr=False, compare=False, default_factory=dict)
 

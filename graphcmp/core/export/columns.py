@@ -1,7 +1,7 @@
 """Numpy columns <-> strict JSON values, keeping inf and NaN (which JSON cannot hold) exactly.
 
-A float column is written as ``{"values": [...], "special": [[index..., "inf"|"-inf"|"nan"], ...]}``:
-non-finite entries are ``null`` in `values` and listed in `special` with their position.
+A float column is written as ``{"values": [...], "special": {"nan": [...], "inf": [...], "-inf": [...]}}``:
+non-finite entries are ``null`` in `values` and `special` lists their flat (row-major) indices by kind.
 """
 
 from __future__ import annotations
@@ -18,31 +18,33 @@ _SPECIAL_TEXT = {"inf": np.inf, "-inf": -np.inf, "nan": np.nan}
 def encode_floats(values: np.ndarray) -> dict[str, Any]:
     """Encode a float array (any shape) as JSON-safe data.
 
-    >>> encode_floats(np.array([1.0, np.inf, np.nan]))
-    {'values': array([ 1., nan, nan]), 'special': [[1, 'inf'], [2, 'nan']]}
+    `special` maps ``"nan"``, ``"inf"`` and ``"-inf"`` to the flat (row-major) indices holding them.
+
+    >>> doc = encode_floats(np.array([1.0, np.inf, np.nan]))
+    >>> doc["values"].tolist()[0], {k: v.tolist() for k, v in doc["special"].items()}
+    (1.0, {'nan': [2], 'inf': [1]})
     """
     values = np.asarray(values, np.float64)
-    bad = ~np.isfinite(values)
-    special = [[*map(int, idx), _text(values[tuple(idx)])] for idx in np.argwhere(bad)]
-    return {"values": np.where(bad, np.nan, values), "special": special}
+    flat = values.ravel()
+    special = {}
+    for name, mask in (("nan", np.isnan(flat)), ("inf", flat == np.inf), ("-inf", flat == -np.inf)):
+        where = np.flatnonzero(mask)
+        if len(where):
+            special[name] = where
+    return {"values": values if not special else np.where(np.isfinite(values), values, np.nan), "special": special}
 
 
 def decode_floats(doc: dict[str, Any]) -> np.ndarray:
     """Inverse of `encode_floats` (``null`` becomes NaN, then `special` entries are restored).
 
-    >>> decode_floats({"values": [1.0, None, None], "special": [[1, "inf"], [2, "nan"]]}).tolist()
+    >>> decode_floats({"values": [1.0, None, None], "special": {"inf": [1], "nan": [2]}}).tolist()
     [1.0, inf, nan]
     """
     out = np.array(doc["values"], dtype=np.float64)  # numpy reads null (None) as NaN
-    for *idx, text in doc.get("special", ()):
-        out[tuple(idx)] = _SPECIAL_TEXT[text]
+    flat = out.reshape(-1)
+    for name, where in doc.get("special", {}).items():
+        flat[np.asarray(where, np.int64)] = _SPECIAL_TEXT[name]
     return out
-
-
-def _text(value: float) -> str:
-    if np.isnan(value):
-        return "nan"
-    return "inf" if value > 0 else "-inf"
 
 
 def pack_bits(mask: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.export.columns import decode_floats, encode_floats, pack_bits, unpack_bits
 from graphcmp.core.hierarchy import rebuild_graph
-from graphcmp.core.records import Direction, DumpGraph, NodeKind, NodeTable, Role, RunInfo, TensorTable
+from graphcmp.core.records import Direction, DumpGraph, EdgeTable, NodeKind, NodeTable, Role, RunInfo, TensorTable
 
 __all__ = ["ENUMS", "graph_from_dict", "graph_to_dict"]
 
@@ -22,7 +22,7 @@ ENUMS: dict[str, dict[str, int]] = {
 
 
 def graph_to_dict(graph: DumpGraph) -> dict[str, Any]:
-    """Plain data of one run: info, node columns, tensor columns and stacks (numpy arrays stay arrays)."""
+    """Plain data of one run: info, node, tensor and edge columns and stacks (numpy arrays stay arrays)."""
     nodes, tensors = graph.nodes, graph.tensors
     info = graph.info
     return {
@@ -39,6 +39,7 @@ def graph_to_dict(graph: DumpGraph) -> dict[str, Any]:
             "md5": tensors.md5, "file": tensors.file, "value": tensors.value,
         },
         "stacks": graph.stacks,
+        "edges": {"src": graph.edges.src, "dst": graph.edges.dst, "control": graph.edges.control},
     }
 
 
@@ -55,11 +56,15 @@ def graph_from_dict(doc: dict[str, Any], source: str = "<document>") -> DumpGrap
         nodes = _node_table(doc["nodes"])
         tensors = _tensor_table(doc["tensors"])
         stacks = tuple(tuple(s) for s in doc.get("stacks", ()))
+        edges = _edge_table(doc["edges"]) if "edges" in doc else None
     except (KeyError, TypeError, ValueError) as err:
         raise DumpFormatError(f"{source}: graph document is missing or has a malformed field ({err})") from err
     if len(nodes.parent) != len(nodes.ids) or len(tensors.role) != len(tensors.slot):
         raise DumpFormatError(f"{source}: graph columns have different lengths")
-    return rebuild_graph(info, nodes, tensors, stacks)
+    if edges is not None and len(edges) and (max(edges.src.max(), edges.dst.max()) >= len(nodes) or
+                                             min(edges.src.min(), edges.dst.min()) < 0):
+        raise DumpFormatError(f"{source}: an edge names a node row outside the graph")
+    return rebuild_graph(info, nodes, tensors, stacks, edges)
 
 
 def _node_table(doc: dict[str, Any]) -> NodeTable:
@@ -87,3 +92,10 @@ def _tensor_table(doc: dict[str, Any]) -> TensorTable:
         stats=stats, present=unpack_bits(doc["present"], 4).reshape(n, 4),
         md5=tuple(doc["md5"]), file=tuple(doc["file"]), value=tuple(doc["value"]),
     )
+
+
+def _edge_table(doc: dict[str, Any]) -> EdgeTable:
+    """Edge columns; absent in files written before edges existed (they load with no edges)."""
+    n = len(doc["src"])
+    return EdgeTable(src=np.asarray(doc["src"], np.int32).reshape(n), dst=np.asarray(doc["dst"], np.int32).reshape(n),
+                     control=np.asarray(doc["control"], bool).reshape(n))

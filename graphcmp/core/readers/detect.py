@@ -7,13 +7,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.readers import msprobe
+from graphcmp.core.readers import ge, mindspore_dump, mindspore_ir, msprobe
 from graphcmp.core.records import DumpGraph
 
 __all__ = ["FORMATS", "detect_format", "read_graph"]
 
 FORMATS: dict[str, tuple[Callable[[str | os.PathLike[str]], bool], Callable[..., DumpGraph]]] = {
     "msprobe": (msprobe.sniff, msprobe.read_msprobe),
+    "mindspore_dump": (mindspore_dump.sniff, mindspore_dump.read_mindspore_dump),
+    "ge": (ge.sniff, ge.read_ge),
+    "mindspore_ir": (mindspore_ir.sniff, mindspore_ir.read_mindspore_ir),
 }
 """Format name -> (sniff, read). Readers register here; the first whose sniff accepts a path wins."""
 
