@@ -10,11 +10,12 @@ is not explained by its inputs:
   and dtype — msprobe dumps have no data-flow edges, the statistics fingerprint stands in), or
 * an input that no earlier call produced (a weight, a batch of data) already differs.
 
-The floor adapts to the kind of comparison (`DivergenceRule`): in an *exact rerun* (every leaf
-before the first significant error is bit-identical) any difference above ``exact_min_rel``
-counts; otherwise (a real cross-device run, where every op differs slightly) only errors above
-``cross_min_rel`` do. The cause is reported as ``overflow``, ``dtype change``, ``inputs differ``
-(weight or data difference) or ``op`` (inputs agree, outputs differ).
+The floor adapts to the kind of comparison (`DivergenceRule`): in an *exact rerun* (the first
+difference, after bit-identical calls, is larger than float noise) any difference above
+``exact_min_rel`` counts; otherwise (a real cross-device run, where every op differs slightly
+from the first one on) only errors above ``cross_min_rel`` do. The cause is reported as
+``overflow``, ``dtype change``, ``inputs differ`` (a weight or data difference, or an input made
+by an npu call the bench run does not have) or ``op`` (inputs agree, outputs differ).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from graphcmp.core.dtypes import normalize_dtype, precision_changed
+from graphcmp.core.hierarchy import execution_keys
 from graphcmp.core.overflow import OVERFLOW_NAMES, overflow_levels
 from graphcmp.core.records import DumpGraph, NodeKind, Role
 
@@ -45,6 +47,10 @@ class DivergenceRule:
         Floor of an output error in an exact rerun. Default 1e-6 (float32 noise).
     cross_min_rel : float
         Floor of an output error in a cross-device run. Default 1e-3 (the warning threshold).
+    noise_rel : float
+        A first difference at most this large looks like float noise of one op on other hardware
+        (a cross-device run); a larger first difference after bit-identical calls marks an exact
+        rerun. Default 1e-5.
     candidates : int
         How many further origins to report after the first. Default 5.
     """
@@ -52,6 +58,7 @@ class DivergenceRule:
     growth: float = 10.0
     exact_min_rel: float = 1e-6
     cross_min_rel: float = 1e-3
+    noise_rel: float = 1e-5
     candidates: int = 5
 
 
@@ -131,8 +138,9 @@ def analyze(report: Any, rule: DivergenceRule | None = None) -> Analysis:
     """Find the first divergence, candidates, the first overflow and the advisor findings of a report."""
     rule = rule or DivergenceRule()
     npu = report.npu
-    leaves = _leaf_rows(npu, report.matches.npu_to_bench)
-    io = _io_errors(report)
+    keys = execution_keys(npu)
+    leaves = sorted(_leaf_rows(npu, report.matches.npu_to_bench), key=keys.__getitem__)
+    io = _io_errors(report, keys)
     out_err = report.verdicts.severity
     levels = overflow_levels(npu)
     dtype_rows = _precision_changes(report)
@@ -166,10 +174,16 @@ class _InputErrors:
     fresh_slots: dict[int, list[str]]  # row -> differing fresh input slots
 
 
-def _io_errors(report: Any) -> _InputErrors:
+def _io_errors(report: Any, keys: np.ndarray) -> _InputErrors:
+    """Input errors per row, split by whether a matched earlier call produced the input.
+
+    An input made by an npu call without a bench counterpart (an inserted Cast) is not explained
+    by the comparison: it counts as fresh, so the call that consumes it becomes the origin.
+    """
     npu = report.npu
     t = npu.tensors
-    producer = _earliest_producer(npu)
+    producer = _earliest_producer(npu, keys)
+    matched = report.matches.npu_to_bench >= 0
     pair_node = t.node[report.pairs.npu]
     pair_sev = np.where(np.isnan(report.verdicts.pair_severity), np.inf, report.verdicts.pair_severity)
     is_input = np.isin(t.role[report.pairs.npu], (Role.INPUT, Role.PARAM))
@@ -180,12 +194,13 @@ def _io_errors(report: Any) -> _InputErrors:
     rows, tensors, severity = pair_node.tolist(), report.pairs.npu.tolist(), pair_sev.tolist()
     for k in np.flatnonzero(is_input).tolist():
         row, tensor = rows[k], tensors[k]
-        made_by = producer.get(_fingerprint(t, tensor), row)
-        if made_by < row:
+        made_by = producer.get(_fingerprint(t, tensor), (keys[row], row))
+        if made_by[0] < keys[row] and matched[made_by[1]]:
             upstream[row] = max(upstream[row], severity[k])
         elif severity[k] > 0:
             fresh[row] = max(fresh[row], severity[k])
-            fresh_slots.setdefault(row, []).append(f"{role_names[int(t.role[tensor])]}.{t.slot[tensor]}")
+            origin = "" if made_by[0] >= keys[row] else f" (made by unmatched {npu.nodes.ids[made_by[1]]})"
+            fresh_slots.setdefault(row, []).append(f"{role_names[int(t.role[tensor])]}.{t.slot[tensor]}{origin}")
     return _InputErrors(upstream, fresh, fresh_slots)
 
 
@@ -194,22 +209,25 @@ def _fingerprint(t: Any, row: int) -> tuple:
     return (t.dtype[row], *t.stats[row].tolist())
 
 
-def _earliest_producer(npu: DumpGraph) -> dict[tuple, int]:
+def _earliest_producer(npu: DumpGraph, keys: np.ndarray) -> dict[tuple, tuple[float, int]]:
+    """Fingerprint of every output -> (execution key, row) of the earliest call that produced it."""
     t = npu.tensors
-    producer: dict[tuple, int] = {}
-    for row in np.flatnonzero(t.role == Role.OUTPUT).tolist():
-        if t.shape[row] and t.shape[row] != "scalar":
-            producer.setdefault(_fingerprint(t, row), int(t.node[row]))
+    producer: dict[tuple, tuple[float, int]] = {}
+    for tensor in np.flatnonzero(t.role == Role.OUTPUT).tolist():
+        if t.shape[tensor] and t.shape[tensor] != "scalar":
+            node = int(t.node[tensor])
+            made = (float(keys[node]), node)
+            fingerprint = _fingerprint(t, tensor)
+            if made < producer.get(fingerprint, (np.inf, -1)):
+                producer[fingerprint] = made
     return producer
 
 
 def _is_exact(leaves: list[int], out_err: np.ndarray, rule: DivergenceRule) -> bool:
-    """An exact rerun: every leaf before the first significant error is bit-identical."""
+    """An exact rerun: the first difference, after bit-identical calls, is more than float noise."""
     for row in leaves:
-        if out_err[row] > rule.cross_min_rel:
-            return True
         if out_err[row] > 0:
-            return False
+            return bool(out_err[row] > rule.noise_rel)
     return True
 
 
@@ -258,9 +276,11 @@ def _cause(report: Any, row: int, io: _InputErrors, levels: np.ndarray, dtype_ro
     if row in dtype_rows:
         return "dtype change", (*evidence, f"output dtype {dtype_rows[row]}")
     if io.fresh[row] > floor:
-        slots = ", ".join(io.fresh_slots.get(row, []))
-        return "inputs differ", (*evidence, f"inputs no earlier call produced differ ({slots}): "
-                                             f"error {io.fresh[row]:.3g} — a weight or data difference")
+        slots = io.fresh_slots.get(row, [])
+        what = ("an input made by a call the bench run does not have" if any("unmatched" in s for s in slots)
+                else "a weight or data difference")
+        return "inputs differ", (*evidence, f"inputs no matched earlier call produced differ ({', '.join(slots)}): "
+                                             f"error {io.fresh[row]:.3g} — {what}")
     return "op", (*evidence, "inputs agree, outputs differ")
 
 

@@ -26,7 +26,16 @@ from graphcmp.core.records import (
     ids_to_rows,
 )
 
-__all__ = ["GROUP_PREFIX", "MIN_GROUP_RUN", "ROOT_ID", "HierarchyBuilder", "rebuild_graph", "subtree_rows"]
+__all__ = [
+    "EXECUTION_ATTRS",
+    "GROUP_PREFIX",
+    "MIN_GROUP_RUN",
+    "ROOT_ID",
+    "HierarchyBuilder",
+    "execution_keys",
+    "rebuild_graph",
+    "subtree_rows",
+]
 
 ROOT_ID = "DefaultModel"
 """Id of the synthetic root every run hangs from (the name msprobe's viewer uses too)."""
@@ -360,3 +369,31 @@ def rebuild_graph(
     """A `DumpGraph` from columns already in execution order (as saved in a document)."""
     edges = EdgeTable.empty() if edges is None else edges
     return DumpGraph(info=info, nodes=nodes, tensors=tensors, stacks=stacks, edges=edges, _rows=ids_to_rows(nodes.ids))
+
+
+EXECUTION_ATTRS = ("exec_order", "id")
+"""Node attributes that give a graph format's execution (or topological) order, first found wins."""
+
+
+def execution_keys(graph: DumpGraph) -> np.ndarray:
+    """A sort key per row giving execution order.
+
+    Dumps with call records (msprobe) are already in execution order (rows are pre-order). Graph
+    formats group a scope's ops together (a Cell called four times holds four ops), so their
+    kernels carry the order in an attribute (``exec_order`` of a kernel dump, GE's topological
+    ``id``); rows without one keep their row number.
+
+    >>> from graphcmp.core.readers.msprobe import parse_msprobe
+    >>> execution_keys(parse_msprobe({"data": {"Functional.relu.0.forward": {}}})).tolist()
+    [0.0, 1.0]
+    """
+    keys = np.arange(len(graph), dtype=np.float64)
+    for row, attrs in enumerate(graph.nodes.attrs):
+        for name, value in attrs:
+            if name in EXECUTION_ATTRS:
+                try:
+                    keys[row] = float(value)
+                except ValueError:
+                    continue
+                break
+    return keys
