@@ -74,7 +74,8 @@ def load_json(data: bytes, source: str, *, salvage: bool = True) -> JsonLoad:
     if not data.strip():
         raise DumpFormatError(f"{source}: file is empty")
     try:
-        return JsonLoad(orjson.loads(data))
+        with gc_paused():
+            return JsonLoad(orjson.loads(data))
     except orjson.JSONDecodeError:
         pass
     text = data.decode("utf-8", errors="replace")

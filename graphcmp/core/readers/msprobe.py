@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from sys import intern
 from typing import Any
 
 import numpy as np
@@ -228,7 +229,7 @@ class _Leaves:
         """Flatten nested args: lists by index, dicts without "type" by key."""
         if type(value) is list:
             for i, item in enumerate(value):
-                slot = f"{prefix}.{i}" if prefix else str(i)
+                slot = intern(f"{prefix}.{i}" if prefix else str(i))
                 if type(item) is dict and "type" in item:  # the common case, without recursion
                     self.node.append(node_id)
                     self.role.append(role)
@@ -242,7 +243,7 @@ class _Leaves:
         elif value is not None:
             self.node.append(node_id)
             self.role.append(role)
-            self.slot.append(prefix or "0")
+            self.slot.append(intern(prefix or "0"))
             self.leaf.append(value)
 
 
@@ -287,7 +288,8 @@ def _leaf_fields(leaf: Any) -> tuple:
     if "dtype" in leaf or "Max" in leaf:
         shape = get("shape")
         name = get("data_name")
-        return (str(get("dtype") or ""), str(shape) if shape is not None else "", str(get("md5") or ""),
+        # interned: a few distinct dtypes and shapes repeat over every tensor of a large dump
+        return (intern(str(get("dtype") or "")), intern(str(shape)) if shape is not None else "", str(get("md5") or ""),
                 "" if name in _NO_FILE else str(name), "", get("Max"), get("Min"), get("Mean"), get("Norm"))
     kind = str(leaf.get("type", ""))
     value = leaf.get("value")
