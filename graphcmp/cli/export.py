@@ -1,0 +1,66 @@
+"""`graphcmp export cmp.json --to vis|vis-db|model-explorer -o OUT`: hand a result to another viewer.
+
+``vis`` writes msprobe's JSON `.vis` (tb-graph-ascend 1.x-8.1.x), ``vis-db`` the SQLite `.vis.db`
+(tb-graph-ascend 8.2+/26.x; several inputs become one file, one graph pair per step and rank), and
+``model-explorer`` a folder with Google Model Explorer's graph JSON and one node-data JSON per metric.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+
+from graphcmp.cli.options import add_json
+from graphcmp.cli.output import emit
+from graphcmp.core.errors import OutputError
+from graphcmp.core.export.model_explorer import write_model_explorer
+from graphcmp.core.export.vis import ExportResult, write_vis
+from graphcmp.core.export.vis_db import write_vis_db
+from graphcmp.core.records import DumpGraph
+from graphcmp.core.report import CompareReport, load_document
+
+__all__ = ["add_parser", "handle"]
+
+TARGETS = ("vis", "vis-db", "model-explorer")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("export", help="write a result for tb-graph-ascend or Model Explorer",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="result of graphcmp compare or build (or a .vis/.vis.db); several only with vis-db")
+    parser.add_argument("--to", required=True, choices=TARGETS, help="the viewer format to write")
+    parser.add_argument("-o", "--output", required=True,
+                        help="output file (vis, vis-db) or folder (model-explorer)")
+    add_json(parser, "what was written")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    if len(args.files) > 1 and args.to != "vis-db":
+        raise OutputError(f"{args.output}: --to {args.to} writes one result; pass one FILE "
+                          "(only vis-db gathers several steps and ranks in one file)")
+    if args.to == "vis-db":
+        result = write_vis_db(_documents(args.files), args.output)
+    elif args.to == "vis":
+        result = write_vis(load_document(args.files[0]), args.output)
+    else:
+        result = write_model_explorer(load_document(args.files[0]), args.output)
+    emit(_summary(args.to, result), _text(args.to, result), args.json)
+    return 0
+
+
+def _documents(files: list[str]) -> Iterator[CompareReport | DumpGraph]:
+    for path in files:  # one at a time: only one result is in memory while the file is written
+        yield load_document(path)
+
+
+def _summary(target: str, result: ExportResult) -> dict:
+    return {"to": target, "paths": list(result.paths), "nodes": result.nodes, "bytes": result.bytes,
+            "seconds": round(result.seconds, 3)}
+
+
+def _text(target: str, result: ExportResult) -> str:
+    lines = [f"{target}: {result.nodes} nodes, {result.bytes / 1e6:.1f} MB in {result.seconds:.1f} s"]
+    lines += [f"written: {path}" for path in result.paths]
+    return "\n".join(lines)

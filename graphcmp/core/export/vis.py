@@ -1,0 +1,344 @@
+"""Writing a comparison (or one run) as msprobe's JSON `.vis`, the file tb-graph-ascend 1.x-8.1.x opens.
+
+The nodes are written one at a time (`iter_vis_nodes`), so a large graph never exists twice in
+memory; `graphcmp.core.export.vis_db` writes the same node records as SQLite rows. A node's
+``precision_index`` is graphcmp's verdict (pass 0, warning 0.5, error 1) and `VIS_COLORS` is the
+legend that tells the viewer so; the per-tensor ``Max diff`` ... ``NormRelativeErr`` fields carry
+graphcmp's metrics (see docs/interop.md for how they differ from msprobe's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import orjson
+
+from graphcmp.core.errors import OutputError
+from graphcmp.core.judge import STATUS_NAMES
+from graphcmp.core.readers.vis import ATTR_DISTRIBUTED, ATTR_OVERFLOW
+from graphcmp.core.records import DumpGraph, NodeKind, Role
+from graphcmp.core.report import CompareReport
+from graphcmp.core.rules import ERROR, PASS, WARNING
+
+__all__ = [
+    "PRECISION_INDEX",
+    "VIS_COLORS",
+    "VIS_TOOL_TIP",
+    "ExportResult",
+    "VisSide",
+    "atomic_output",
+    "iter_vis_nodes",
+    "vis_sides",
+    "vis_task",
+    "write_vis",
+]
+
+PRECISION_INDEX = {PASS: 0.0, WARNING: 0.5, ERROR: 1.0}
+"""graphcmp status -> ``precision_index`` written for an npu node (skip and unmatched get none)."""
+
+VIS_COLORS: dict[str, dict[str, Any]] = {
+    "#FFFCF3": {"value": [0, 0.3], "description": "graphcmp verdict: pass", "accuracy_level": "pass"},
+    "#FFDC7F": {"value": [0.3, 0.6], "description": "graphcmp verdict: warning", "accuracy_level": "warning"},
+    "#FF704D": {"value": [0.6, 1], "description": "graphcmp verdict: error", "accuracy_level": "error"},
+    "#C7C7C7": {"value": [], "description": "no counterpart in the other run", "accuracy_level": "unmatched node"},
+}
+"""Colour legend written into every file: msprobe 26.x's colours for graphcmp's verdicts."""
+
+VIS_TOOL_TIP = {
+    "Max diff": "npu Max - bench Max", "Min diff": "npu Min - bench Min", "Mean diff": "npu Mean - bench Mean",
+    "L2norm diff": "npu Norm - bench Norm",
+    "MaxRelativeErr": "graphcmp relative error of Max: |npu - bench| / max(|bench|, 1e-3 x the tensor's largest "
+                      "magnitude), differences under 1e-7 count as zero",
+    "Result": "graphcmp verdict of this tensor pair",
+}
+"""Tool tips of the per-tensor comparison fields."""
+
+_TASKS = {"statistics": "summary", "md5": "md5", "tensor": "all"}
+_NODE_TYPE = {NodeKind.ROOT: 0, NodeKind.MODULE: 0, NodeKind.PARAM_GRAD: 0, NodeKind.API: 1, NodeKind.GROUP: 9}
+_ROLE_KEY = {Role.INPUT: "input.", Role.OUTPUT: "output.", Role.PARAM: "parameters.", Role.PARAM_GRAD: ""}
+_STAT_KEYS = ("Max", "Min", "Mean", "Norm")
+_DIFF_KEYS = ("Max diff", "Min diff", "Mean diff", "L2norm diff")
+_REL_KEYS = ("MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
+_TENSOR_KEYS = (("cosine", "Cosine"), ("euc_rel", "EucDist"), ("max_abs", "MaxAbsErr"),
+                ("one_thousandth", "One Thousandth Err Ratio"), ("five_thousandths", "Five Thousandths Err Ratio"))
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    """What an export wrote."""
+
+    paths: tuple[str, ...]
+    nodes: int  # node records written (both sides, every graph)
+    bytes: int
+    seconds: float
+
+
+def vis_task(graph: DumpGraph) -> str:
+    """msprobe's task name for a run's task mode.
+
+    >>> from graphcmp.core.records import RunInfo
+    >>> vis_task(DumpGraph(RunInfo(path="x", task="md5"), None, None, ()))
+    'md5'
+    """
+    return _TASKS.get(graph.info.task, "summary")
+
+
+@dataclass(frozen=True, slots=True)
+class VisSide:
+    """One run of a document to write, with what its nodes link to."""
+
+    name: str  # "NPU" or "Bench"
+    graph: DumpGraph
+    partner: DumpGraph | None  # the other run (compare files)
+    partner_rows: np.ndarray | None  # partner row per row, -1 when unmatched
+    report: CompareReport | None  # set on the npu side of a comparison
+
+
+def vis_sides(document: CompareReport | DumpGraph) -> tuple[VisSide, ...]:
+    """The runs of a document in file order: (NPU, Bench) for a comparison, (NPU,) for a run."""
+    if isinstance(document, CompareReport):
+        m = document.matches
+        return (VisSide("NPU", document.npu, document.bench, m.npu_to_bench, document),
+                VisSide("Bench", document.bench, document.npu, m.bench_to_npu, None))
+    return (VisSide("NPU", document, None, None, None),)
+
+
+class _Index:
+    """Row lookups of one side, built once: children, tensor rows, pairs, ancestor paths."""
+
+    def __init__(self, side: VisSide) -> None:
+        g = side.graph
+        self.side = side
+        self.ids = g.nodes.ids
+        self.parent = g.nodes.parent
+        self.kids = _ranges(g.nodes.parent[1:], len(g), offset=1)
+        self.tensor_order = np.argsort(g.tensors.node, kind="stable")
+        self.tensors = _ranges(g.tensors.node[self.tensor_order], len(g))
+        self.pair_of = np.full(len(g.tensors), -1, np.int64)
+        if side.report is not None:
+            self.pair_of[side.report.pairs.npu] = np.arange(len(side.report.pairs))
+        self.tensor_type = "mindspore.Tensor" if g.info.framework == "mindspore" else "torch.Tensor"
+
+    def children(self, row: int) -> list[str]:
+        start, end = self.kids[0][row], self.kids[1][row]
+        return [self.ids[k] for k in self.kids[2][start:end].tolist()]
+
+    def tensor_rows(self, row: int) -> list[int]:
+        start, end = self.tensors[0][row], self.tensors[1][row]
+        return self.tensor_order[start:end].tolist()
+
+
+def _ranges(owner: np.ndarray, n: int, offset: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each of `n` owners the [start, end) slice of the sorted members, and the sorted members."""
+    order = np.argsort(owner, kind="stable")
+    members = order + offset
+    sorted_owner = owner[order]
+    starts = np.searchsorted(sorted_owner, np.arange(n), side="left")
+    ends = np.searchsorted(sorted_owner, np.arange(n), side="right")
+    return starts, ends, members
+
+
+def _path(graph: DumpGraph, row: int) -> list[str]:
+    """Ids from the root down to `row`: msprobe's ``matched_node_link``."""
+    out = []
+    parent = graph.nodes.parent
+    while row >= 0:
+        out.append(graph.nodes.ids[row])
+        row = int(parent[row])
+    return out[::-1]
+
+
+def iter_vis_nodes(side: VisSide) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(row, node record) of every node of one side, in execution order, one at a time.
+
+    Examples
+    --------
+    >>> from graphcmp.core.readers.msprobe import parse_msprobe
+    >>> t = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0,
+    ...      "Mean": 0.5, "Norm": 1.0}
+    >>> g = parse_msprobe({"data": {"Functional.relu.0.forward": {"input_args": [t], "output": [t]}}})
+    >>> [(row, node["id"], node["upnode"]) for row, node in iter_vis_nodes(vis_sides(g)[0])]
+    [(0, 'DefaultModel', 'None'), (1, 'Functional.relu.0.forward', 'DefaultModel')]
+    """
+    index = _Index(side)
+    for row in range(len(side.graph)):
+        yield row, _node(index, row)
+
+
+def _node(index: _Index, row: int) -> dict[str, Any]:
+    side, g = index.side, index.side.graph
+    nodes = g.nodes
+    node_id = nodes.ids[row]
+    parent = int(nodes.parent[row])
+    inputs, outputs = _tensors(index, row, node_id)
+    stack_row = int(nodes.stack[row])
+    node = {
+        "id": node_id, "node_type": _NODE_TYPE[NodeKind(int(nodes.kind[row]))], "output_data": outputs,
+        "input_data": inputs, "upnode": nodes.ids[parent] if parent >= 0 else "None",
+        "subnodes": index.children(row), "matched_node_link": _link(side, row), "suggestions": {},
+        "stack_info": list(g.stacks[stack_row]) if stack_row >= 0 else [],
+        "micro_step_id": int(nodes.micro_step[row]), "data": _data(side, row),
+    }
+    attrs = dict(nodes.attrs[row]) if nodes.attrs else {}
+    if ATTR_DISTRIBUTED in attrs:
+        node["matched_distributed"] = orjson.loads(attrs[ATTR_DISTRIBUTED])
+    return node
+
+
+def _link(side: VisSide, row: int) -> list[str]:
+    if side.partner is None or side.partner_rows is None or side.partner_rows[row] < 0:
+        return []
+    return _path(side.partner, int(side.partner_rows[row]))
+
+
+def _data(side: VisSide, row: int) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if side.report is not None:
+        status = int(side.report.verdicts.status[row])
+        if status in PRECISION_INDEX:
+            data["precision_index"] = PRECISION_INDEX[status]
+    attrs = side.graph.nodes.attrs
+    if attrs:
+        overflow = dict(attrs[row]).get(ATTR_OVERFLOW)
+        if overflow:
+            data["overflow_level"] = overflow
+    return data
+
+
+def _tensors(index: _Index, row: int, node_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    inputs: dict[str, Any] = {}
+    outputs: dict[str, Any] = {}
+    t = index.side.graph.tensors
+    for k in index.tensor_rows(row):
+        role = Role(int(t.role[k]))
+        key = f"{node_id}.{_ROLE_KEY[role]}{t.slot[k]}"
+        leaf = _leaf(t, k, index.tensor_type)
+        pair = int(index.pair_of[k])
+        if pair >= 0:
+            leaf.update(_pair_fields(index.side.report, pair))
+        (outputs if role == Role.OUTPUT else inputs)[key] = leaf
+    return inputs, outputs
+
+
+def _num(value: float) -> str:
+    """A float as msprobe writes it: repr, or nan/inf/-inf."""
+    if value != value:
+        return "nan"
+    if value in (math.inf, -math.inf):
+        return "inf" if value > 0 else "-inf"
+    return repr(value)
+
+
+def _leaf(t, k: int, tensor_type: str) -> dict[str, Any]:
+    """One tensor (or scalar argument) in msprobe's layout, every value as text."""
+    present, stats = t.present[k].tolist(), t.stats[k].tolist()
+    if t.shape[k] == "scalar":
+        value = stats[0] if present[0] else math.nan
+        text = _scalar_text(t.dtype[k], value, t.value[k])
+        return {"type": t.dtype[k], "value": text, "data_name": "-1", "Max": text, "Min": text, "Mean": text,
+                "Norm": text, "dtype": f"<class {t.dtype[k]}>", "shape": "[]"}
+    if not t.shape[k] and not any(present) and not t.md5[k]:
+        return {"type": t.dtype[k], "value": t.value[k], "data_name": "-1"}
+    leaf = {"type": tensor_type, "dtype": t.dtype[k], "shape": t.shape[k]}
+    leaf.update({key: _num(stats[s]) if present[s] else "null" for s, key in enumerate(_STAT_KEYS)})
+    if t.md5[k]:
+        leaf["md5"] = t.md5[k]
+    leaf["data_name"] = t.file[k] or "-1"
+    return leaf
+
+
+def _scalar_text(kind: str, value: float, text: str) -> str:
+    if kind == "bool":
+        return "True" if value else "False"
+    if kind == "int" and math.isfinite(value):
+        return str(int(value))
+    return _num(value) if not math.isnan(value) else text
+
+
+def _pair_fields(report: CompareReport, pair: int) -> dict[str, str]:
+    m = report.pairs.metrics
+    nt, bt = report.npu.tensors, report.bench.tensors
+    both = (nt.present[report.pairs.npu[pair]] & bt.present[report.pairs.bench[pair]]).tolist()
+    diff, rel = m["abs_diff"][pair].tolist(), m["rel_errs"][pair].tolist()
+    fields = {key: _num(diff[s]) if both[s] else "N/A" for s, key in enumerate(_DIFF_KEYS)}
+    fields.update({key: f"{_num(rel[s] * 100)}%" if both[s] else "N/A" for s, key in enumerate(_REL_KEYS)})
+    for name, key in _TENSOR_KEYS:
+        if name in m and not math.isnan(m[name][pair]):
+            fields[key] = _num(float(m[name][pair]))
+    fields["Result"] = STATUS_NAMES[int(report.verdicts.pair_level[pair])]
+    return fields
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A buffered binary file written under ``<path>.part`` and renamed to `path` once complete."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".part")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tmp.open("wb", buffering=1 << 20) as f:
+            yield f
+        tmp.replace(path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise OutputError(f"{path}: cannot write ({err.strerror})") from err
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_vis(document: CompareReport | DumpGraph, path: str | os.PathLike[str]) -> ExportResult:
+    """Write a comparison (NPU and Bench graphs) or one run as a tb-graph-ascend `.vis` JSON file.
+
+    Nodes are serialised and written one at a time.
+
+    Raises
+    ------
+    OutputError
+        If the file cannot be written.
+    """
+    start = time.perf_counter()
+    sides = vis_sides(document)
+    count = 0
+    with atomic_output(path) as f:
+        f.write(b"{")
+        for i, side in enumerate(sides):
+            if len(sides) > 1:
+                f.write(b"," if i else b"")
+                f.write(orjson.dumps(side.name) + b":{")
+            count += _write_side(f, side)
+            f.write(b"}" if len(sides) > 1 else b"")
+        f.write(b"," + orjson.dumps(_tail(document, sides[0].graph))[1:])
+    size = Path(path).stat().st_size
+    return ExportResult((str(path),), count, size, time.perf_counter() - start)
+
+
+def _write_side(f: BinaryIO, side: VisSide) -> int:
+    f.write(b'"root":' + orjson.dumps(side.graph.root) + b',"dump_data_dir":null,"node":{')
+    count = 0
+    for row, node in iter_vis_nodes(side):
+        f.write((b"," if row else b"") + orjson.dumps(node["id"]) + b":" + orjson.dumps(node))
+        count += 1
+    f.write(b"}")
+    return count
+
+
+def _tail(document: CompareReport | DumpGraph, npu: DumpGraph) -> dict[str, Any]:
+    """The top-level fields after the graphs (as msprobe orders them)."""
+    micro_steps = int(npu.nodes.micro_step.max(initial=0)) + 1
+    overflow = bool(npu.nodes.attrs) and any(dict(a).get(ATTR_OVERFLOW) for a in npu.nodes.attrs)
+    if not isinstance(document, CompareReport):
+        return {"MicroSteps": micro_steps, "OverflowCheck": overflow}
+    return {"ToolTip": orjson.dumps(VIS_TOOL_TIP).decode(), "Colors": VIS_COLORS, "MicroSteps": micro_steps,
+            "task": vis_task(npu), "OverflowCheck": overflow}
+

@@ -1,0 +1,186 @@
+"""Writing comparisons (or runs) as msprobe's SQLite `.vis.db`, the file tb-graph-ascend 8.2+/26.x opens.
+
+One file holds every (step, rank): pass several documents and each becomes one graph pair. The
+tables and indexes are msprobe 26.2's (``tb_nodes``, ``tb_stack``, ``tb_config``); node records are
+`graphcmp.core.export.vis.iter_vis_nodes`'s, inserted in batches as they are made, and the indexes
+are built once at the end, as msprobe does.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from graphcmp.core.errors import OutputError
+from graphcmp.core.export.vis import (
+    VIS_COLORS,
+    VIS_TOOL_TIP,
+    ExportResult,
+    VisSide,
+    iter_vis_nodes,
+    vis_sides,
+    vis_task,
+)
+from graphcmp.core.readers.vis import ATTR_OVERFLOW
+from graphcmp.core.records import DumpGraph
+from graphcmp.core.report import CompareReport
+
+__all__ = ["BATCH_ROWS", "SCHEMA", "write_vis_db"]
+
+BATCH_ROWS = 2000
+"""Rows per INSERT batch."""
+
+SCHEMA = (
+    """CREATE TABLE tb_nodes (
+    id TEXT PRIMARY KEY, graph_id TEXT NOT NULL, node_order INTEGER NOT NULL, node_name TEXT NOT NULL,
+    node_type TEXT NOT NULL, up_node TEXT, sub_nodes TEXT, precision_index INTEGER, overflow_level TEXT,
+    micro_step_id INTEGER NOT NULL, matched_node_link TEXT, stack_id TEXT, parallel_merge_info TEXT,
+    matched_distributed TEXT, modified INTEGER NOT NULL, input_data TEXT, output_data TEXT, data_source TEXT,
+    dump_data_dir TEXT, step INTEGER NOT NULL, rank INTEGER NOT NULL, is_distributed INTEGER)""",
+    "CREATE TABLE tb_stack (id TEXT PRIMARY KEY, stack_info TEXT)",
+    """CREATE TABLE tb_config (
+    id TEXT PRIMARY KEY, graph_type TEXT NOT NULL, task TEXT, tool_tip TEXT, micro_steps INTEGER,
+    overflow_check INTEGER, node_colors TEXT NOT NULL, rank_list TEXT NOT NULL, step_list TEXT NOT NULL)""",
+)
+"""Tables of a `.vis.db`, as msprobe 26.2.0 creates them."""
+
+_INDEXES = (
+    "CREATE INDEX index1 ON tb_nodes (step, rank, data_source, up_node, node_order)",
+    "CREATE INDEX index2 ON tb_nodes (step, rank, data_source, node_name)",
+    "CREATE INDEX index3 ON tb_nodes (step, rank, data_source, node_order)",
+    "CREATE INDEX index4 ON tb_nodes (step, rank, node_order)",
+    "CREATE INDEX index5 ON tb_nodes (step, rank, micro_step_id, node_order)",
+    "CREATE INDEX index6 ON tb_nodes (step, rank, modified, matched_node_link)",
+    "CREATE INDEX index7 ON tb_nodes (is_distributed)",
+)
+_INSERT_NODE = f"INSERT INTO tb_nodes VALUES ({', '.join('?' * 22)})"
+
+
+def write_vis_db(
+    documents: CompareReport | DumpGraph | Iterable[CompareReport | DumpGraph], path: str | os.PathLike[str]
+) -> ExportResult:
+    """Write comparisons (or runs) into one tb-graph-ascend `.vis.db`, one graph pair per (step, rank).
+
+    Parameters
+    ----------
+    documents : CompareReport, DumpGraph or an iterable of them
+        Consumed one at a time; step and rank come from each npu run's `RunInfo` (None counts as 0).
+        All must be comparisons, or all runs.
+    path : path-like
+        The file to write (replaced if it exists).
+
+    Raises
+    ------
+    OutputError
+        If the file cannot be written, two documents share a (step, rank), or comparisons and runs are mixed.
+    """
+    start = time.perf_counter()
+    if isinstance(documents, (CompareReport, DumpGraph)):
+        documents = (documents,)
+    path = Path(path)
+    tmp = path.with_name(path.name + ".part")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.unlink(missing_ok=True)
+        count = _write(tmp, documents, str(path))
+        tmp.replace(path)
+    except (OSError, sqlite3.Error) as err:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(f"{path}: cannot write ({err})") from err
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return ExportResult((str(path),), count, path.stat().st_size, time.perf_counter() - start)
+
+
+def _write(db_path: Path, documents: Iterable[CompareReport | DumpGraph], target: str) -> int:
+    conn = sqlite3.connect(db_path)
+    try:
+        for statement in SCHEMA:
+            conn.execute(statement)
+        seen: dict[tuple[int, int], None] = {}
+        config: dict[str, Any] = {}
+        count = 0
+        for document in documents:
+            key = _key(document, seen, config, target)
+            for side in vis_sides(document):
+                count += _insert_side(conn, side, key)
+        if not seen:
+            raise OutputError(f"{target}: nothing to write (no documents)")
+        _insert_config(conn, config, seen)
+        for statement in _INDEXES:
+            conn.execute(statement)
+        conn.commit()
+        return count
+    finally:
+        conn.close()
+
+
+def _key(document: CompareReport | DumpGraph, seen: dict, config: dict[str, Any], target: str) -> tuple[int, int]:
+    npu = document.npu if isinstance(document, CompareReport) else document
+    key = (npu.info.step or 0, npu.info.rank or 0)
+    if key in seen:
+        raise OutputError(f"{target}: two documents are step {key[0]} rank {key[1]}; each (step, rank) "
+                          "can be written once")
+    seen[key] = None
+    graph_type = "compare" if isinstance(document, CompareReport) else "build"
+    if config.setdefault("graph_type", graph_type) != graph_type:
+        raise OutputError(f"{target}: cannot mix comparisons and single runs in one .vis.db")
+    config.setdefault("task", vis_task(npu))
+    config["micro_steps"] = max(config.get("micro_steps", 1), int(npu.nodes.micro_step.max(initial=0)) + 1)
+    config["overflow"] = config.get("overflow", False) or _has_overflow(npu)
+    return key
+
+
+def _has_overflow(graph: DumpGraph) -> bool:
+    return bool(graph.nodes.attrs) and any(k == ATTR_OVERFLOW for a in graph.nodes.attrs for k, _ in a)
+
+
+def _insert_side(conn: sqlite3.Connection, side: VisSide, key: tuple[int, int]) -> int:
+    step, rank = key
+    graph_id = f"{side.name}_{step}_{rank}"
+    stacks = side.graph.stacks
+    conn.executemany("INSERT INTO tb_stack VALUES (?, ?)",
+                     [(f"{graph_id}_{k}", orjson.dumps(list(s)).decode()) for k, s in enumerate(stacks)]
+                     + [(f"{graph_id}_none", "[]")])
+    rows = _rows(side, graph_id, step, rank)
+    count = 0
+    while batch := list(islice(rows, BATCH_ROWS)):
+        conn.executemany(_INSERT_NODE, batch)
+        count += len(batch)
+    return count
+
+
+def _rows(side: VisSide, graph_id: str, step: int, rank: int) -> Iterator[tuple]:
+    stack = side.graph.nodes.stack
+    for row, node in iter_vis_nodes(side):
+        data = node["data"]
+        distributed = node.get("matched_distributed") or {}
+        stack_row = int(stack[row])
+        yield (
+            f"{graph_id}_{node['id']}", graph_id, row, node["id"], str(node["node_type"]),
+            "" if row == 0 else node["upnode"], _text(node["subnodes"]) if node["subnodes"] else "",
+            data.get("precision_index"), data.get("overflow_level"), node["micro_step_id"],
+            _text(node["matched_node_link"]), f"{graph_id}_{stack_row if stack_row >= 0 else 'none'}", "",
+            _text(distributed), 0, _text(node["input_data"]), _text(node["output_data"]), side.name, None,
+            step, rank, int(bool(distributed)),
+        )
+
+
+def _insert_config(conn: sqlite3.Connection, config: dict[str, Any], keys: dict[tuple[int, int], None]) -> None:
+    ranks = sorted({rank for _, rank in keys})
+    steps = sorted({step for step, _ in keys})
+    conn.execute("INSERT INTO tb_config VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (
+        "1", config["graph_type"], config["task"], _text(VIS_TOOL_TIP), config["micro_steps"],
+        int(config["overflow"]), _text(VIS_COLORS), _text(ranks), _text(steps)))
+
+
+def _text(value: Any) -> str:
+    return orjson.dumps(value).decode()

@@ -1,0 +1,741 @@
+"""Reader for tb-graph-ascend files: msprobe's `.vis` (JSON, 1.x-8.1.x) and `.vis.db` (SQLite, 8.2+/26.x).
+
+A build-only file holds one run and reads as a `DumpGraph`; a compare file holds an npu and a
+bench graph whose nodes are linked by ``matched_node_link`` and reads as a `CompareReport`: the
+graphs, msprobe's matches and the statistics of ``input_data``/``output_data`` are kept, and
+graphcmp's own judge computes the verdicts. msprobe's verdict colours (``precision_index`` per npu
+node with the file's colour legend) and overflow marks are kept as extra information, in the
+`VisDocument` and in ``NodeTable.attrs`` (keys ``msprobe.*``).
+
+`parse_vis` works on a document already in memory (a parsed `.vis`, or one graph of a `.vis.db`
+turned into the same shape) and is what tests call; `read_vis` opens a file (``.gz`` too) and
+delegates. A `.vis.db` holds one graph pair per (step, rank): `list_vis_graphs` lists them and
+`read_vis` loads the one asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import math
+import os
+import re
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import orjson
+
+from graphcmp._version import __version__
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.hierarchy import GROUP_PREFIX, rebuild_graph
+from graphcmp.core.jsonio import load_json
+from graphcmp.core.judge import judge
+from graphcmp.core.matching import MatchTable
+from graphcmp.core.pairing import pair_metrics, pair_tensors
+from graphcmp.core.readers.naming import parse_node_id
+from graphcmp.core.records import Direction, DumpGraph, NodeKind, NodeTable, Role, RunInfo, TensorTable
+from graphcmp.core.report import CompareOptions, CompareReport
+from graphcmp.core.rules import DEFAULT_THRESHOLDS
+
+__all__ = [
+    "ATTR_COLOR",
+    "ATTR_DISTRIBUTED",
+    "ATTR_OVERFLOW",
+    "ATTR_PRECISION",
+    "VIS_SUFFIXES",
+    "ColorBand",
+    "VisDocument",
+    "VisGraphKey",
+    "list_vis_graphs",
+    "parse_vis",
+    "read_vis",
+    "sniff",
+]
+
+VIS_SUFFIXES = (".vis", ".vis.gz", ".vis.db", ".vis.db.gz")
+"""File name endings of tb-graph-ascend files (msprobe gzips large ones)."""
+
+ATTR_PRECISION = "msprobe.precision_index"
+ATTR_OVERFLOW = "msprobe.overflow_level"
+ATTR_DISTRIBUTED = "msprobe.matched_distributed"
+ATTR_COLOR = "msprobe.color"
+
+MSPROBE_TASKS = {"summary": "statistics", "md5": "md5", "all": "tensor", "tensor": "tensor"}
+"""msprobe task names -> graphcmp task modes."""
+
+_NODE_TYPE_GROUP = 9  # msprobe's API_LIST: a run of top-level API calls (Apis_Between_Modules.N)
+_ABSENT = frozenset({"", "null", "None", "N/A", "none"})
+_SCALAR_TYPES = {"int": int, "float": float, "bool": bool}
+_SIDES = ("NPU", "Bench")
+_STAT_KEYS = ("Max", "Min", "Mean", "Norm")
+_COMPARE_FIELDS = frozenset({
+    "Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr",
+    "NormRelativeErr", "Requires_grad Consistent", "Result", "Err_message", "Cosine", "EucDist", "MaxAbsErr",
+    "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "md5",
+})  # msprobe's comparison results on npu leaves: not part of the dumped value
+_FILE_NAME = re.compile(r"(?:_step(\d+))?_rank(\d+)_")
+
+
+class VisGraphKey(NamedTuple):
+    """One graph (pair) of a tb-graph-ascend file."""
+
+    step: int
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class ColorBand:
+    """One entry of a file's colour legend: nodes whose ``precision_index`` is in [low, high].
+
+    The band without bounds (``low is None``) is the colour of unmatched nodes.
+    """
+
+    color: str
+    low: float | None
+    high: float | None
+    level: str = ""  # msprobe 26.x "accuracy_level": pass, warning, error, unmatched node
+    description: str = ""
+
+    def contains(self, value: float) -> bool:
+        """True when `value` lies in the band (bounds included)."""
+        return self.low is not None and self.high is not None and self.low <= value <= self.high
+
+
+@dataclass(frozen=True, slots=True)
+class VisDocument:
+    """One graph (pair) of a tb-graph-ascend file, as graphcmp records plus msprobe's own extras.
+
+    Attributes
+    ----------
+    content : CompareReport or DumpGraph
+        The comparison (compare file) or the run (build-only file).
+    key : VisGraphKey
+        Step and rank of the graph.
+    task : str
+        msprobe's task name (``summary``, ``md5``, ``all``).
+    micro_steps : int
+        Micro-step count the file declares.
+    overflow_check : bool
+        Whether msprobe ran with overflow checking (``-oc``).
+    colors : tuple of ColorBand
+        The file's colour legend.
+    tool_tip : str
+        The file's tool-tip text (JSON text, as msprobe writes it).
+    precision_index : ndarray of float64
+        msprobe's ``precision_index`` per npu row, NaN where the file has none.
+    overflow_level : tuple of str
+        msprobe's overflow mark per npu row, "" where none.
+    """
+
+    content: CompareReport | DumpGraph
+    key: VisGraphKey
+    task: str
+    micro_steps: int
+    overflow_check: bool
+    colors: tuple[ColorBand, ...]
+    tool_tip: str
+    precision_index: np.ndarray
+    overflow_level: tuple[str, ...]
+
+    @property
+    def npu(self) -> DumpGraph:
+        """The npu run (the only run of a build-only file)."""
+        return self.content.npu if isinstance(self.content, CompareReport) else self.content
+
+    def color(self, node_id: str) -> str | None:
+        """The colour msprobe's viewer gives an npu node (None: no colour, as for nodes without data)."""
+        row = self.npu.row(node_id)
+        if isinstance(self.content, CompareReport) and self.content.matches.npu_to_bench[row] < 0:
+            return next((band.color for band in self.colors if band.low is None), None)
+        return color_of(float(self.precision_index[row]), self.colors)
+
+
+def color_of(value: float, colors: Sequence[ColorBand]) -> str | None:
+    """The colour of the first band holding `value` (None for NaN or no band).
+
+    >>> color_of(0.5, (ColorBand("#FFFCF3", 0, 0.3), ColorBand("#FFDC7F", 0.3, 0.6)))
+    '#FFDC7F'
+    """
+    if math.isnan(value):
+        return None
+    return next((band.color for band in colors if band.contains(value)), None)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def sniff(path: str | os.PathLike[str]) -> bool:
+    """True when `path` is a file named like a tb-graph-ascend file (``.vis``, ``.vis.db``, gzipped too)."""
+    return Path(path).is_file() and str(path).endswith(VIS_SUFFIXES)
+
+
+def list_vis_graphs(path: str | os.PathLike[str]) -> tuple[VisGraphKey, ...]:
+    """The (step, rank) graphs a file holds, in order.
+
+    A `.vis` holds one graph; its step and rank come from msprobe's file name
+    (``compare_step1_rank2_<time>.vis``), 0 when the name has none.
+
+    Raises
+    ------
+    DumpFormatError
+        If the file is missing or is not a tb-graph-ascend file.
+    """
+    path = _existing(path)
+    if _is_db(path):
+        with _db_connection(path) as conn:
+            return _db_keys(conn, str(path))
+    return (_json_key(path),)
+
+
+def read_vis(
+    path: str | os.PathLike[str], step: int | None = None, rank: int | None = None
+) -> VisDocument:
+    """Read one graph (pair) of a `.vis`, `.vis.db` or their `.gz`.
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    step, rank : int, optional
+        Which graph of a `.vis.db` to load. Defaults to the first one `list_vis_graphs` lists.
+
+    Raises
+    ------
+    DumpFormatError
+        If the file is not a tb-graph-ascend file, is malformed, or holds no such (step, rank).
+    """
+    path = _existing(path)
+    if _is_db(path):
+        with _db_connection(path) as conn:
+            key = _pick_key(_db_keys(conn, str(path)), step, rank, str(path))
+            doc = _db_document(conn, key, str(path))
+        return parse_vis(doc, source=str(path), key=key)
+    raw = _read_bytes(path)
+    doc = load_json(raw, str(path), salvage=False).value
+    return parse_vis(doc, source=str(path), key=_json_key(path))
+
+
+def _existing(path: str | os.PathLike[str]) -> Path:
+    path = Path(path)
+    if not path.is_file():
+        raise DumpFormatError(f"{path}: no such file")
+    if not str(path).endswith(VIS_SUFFIXES):
+        raise DumpFormatError(f"{path}: not a tb-graph-ascend file (expected a name ending in "
+                              f"{', '.join(VIS_SUFFIXES)})")
+    return path
+
+
+def _is_db(path: Path) -> bool:
+    return str(path).endswith((".vis.db", ".vis.db.gz"))
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as f:
+                return f.read()
+        return path.read_bytes()
+    except (OSError, EOFError) as err:
+        raise DumpFormatError(f"{path}: cannot read ({err})") from err
+
+
+def _json_key(path: Path) -> VisGraphKey:
+    m = _FILE_NAME.search(path.name)
+    if not m:
+        return VisGraphKey(0, 0)
+    return VisGraphKey(int(m.group(1) or 0), int(m.group(2)))
+
+
+def _pick_key(keys: Sequence[VisGraphKey], step: int | None, rank: int | None, source: str) -> VisGraphKey:
+    for key in keys:
+        if (step is None or key.step == step) and (rank is None or key.rank == rank):
+            return key
+    listed = ", ".join(f"step {k.step} rank {k.rank}" for k in keys) or "none"
+    raise DumpFormatError(f"{source}: no graph for step {step} rank {rank} (the file holds: {listed})")
+
+
+@contextlib.contextmanager
+def _db_connection(path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection that never writes beside the file.
+
+    msprobe writes WAL-mode databases, and SQLite creates ``-wal``/``-shm`` files when it opens one
+    normally, so a finished file is opened as immutable. A gzipped file, or one whose ``-wal`` still
+    holds changes (tb-graph-ascend keeps edits there), is copied to a temporary folder first.
+    """
+    with contextlib.ExitStack() as stack:
+        db_path, immutable = path, True
+        wal = Path(f"{path}-wal")
+        if path.suffix == ".gz" or (wal.is_file() and wal.stat().st_size > 0):
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="graphcmp_vis_")))
+            db_path, immutable = folder / path.name.removesuffix(".gz"), path.suffix == ".gz"
+            _copy_db(path, db_path, wal)
+        try:
+            conn = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro{'&immutable=1' if immutable else ''}",
+                                   uri=True)
+        except sqlite3.Error as err:
+            raise DumpFormatError(f"{path}: cannot open as SQLite ({err})") from err
+        stack.callback(conn.close)
+        conn.row_factory = sqlite3.Row
+        _check_tables(conn, str(path))
+        yield conn
+
+
+def _copy_db(path: Path, target: Path, wal: Path) -> None:
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as src, target.open("wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        else:
+            shutil.copyfile(path, target)
+            shutil.copyfile(wal, Path(f"{target}-wal"))
+    except (OSError, EOFError) as err:
+        raise DumpFormatError(f"{path}: cannot read ({err})") from err
+
+
+def _check_tables(conn: sqlite3.Connection, source: str) -> None:
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as err:
+        raise DumpFormatError(f"{source}: not an SQLite file ({err})") from err
+    missing = {"tb_nodes", "tb_config"} - tables
+    if missing:
+        raise DumpFormatError(f"{source}: not a tb-graph-ascend .vis.db (no table {', '.join(sorted(missing))})")
+
+
+def _db_keys(conn: sqlite3.Connection, source: str) -> tuple[VisGraphKey, ...]:
+    rows = _query(conn, "SELECT DISTINCT step, rank FROM tb_nodes ORDER BY step, rank", (), source)
+    return tuple(VisGraphKey(int(r["step"]), int(r["rank"])) for r in rows)
+
+
+def _query(conn: sqlite3.Connection, sql: str, params: tuple, source: str) -> list[sqlite3.Row]:
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.Error as err:
+        raise DumpFormatError(f"{source}: unexpected .vis.db layout ({err})") from err
+
+
+def _db_document(conn: sqlite3.Connection, key: VisGraphKey, source: str) -> dict[str, Any]:
+    """One (step, rank) of a `.vis.db` in the shape of a `.vis` document."""
+    config = _query(conn, "SELECT * FROM tb_config", (), source)
+    if not config:
+        raise DumpFormatError(f"{source}: table tb_config is empty")
+    cfg = dict(config[0])
+    stacks = {r["id"]: r["stack_info"] for r in _query(conn, "SELECT id, stack_info FROM tb_stack", (), source)}
+    doc: dict[str, Any] = {
+        "ToolTip": cfg.get("tool_tip") or "", "Colors": _json_text(cfg.get("node_colors"), {}, source),
+        "MicroSteps": cfg.get("micro_steps") or 1, "task": cfg.get("task") or "",
+        "OverflowCheck": bool(cfg.get("overflow_check")),
+    }
+    sides = {}
+    for side in _SIDES:
+        rows = _query(conn, "SELECT * FROM tb_nodes WHERE step = ? AND rank = ? AND data_source = ? "
+                      "ORDER BY node_order", (key.step, key.rank, side), source)
+        if rows:
+            sides[side] = _db_side(rows, stacks, source)
+    if cfg.get("graph_type") == "compare" and "Bench" in sides:
+        doc.update(sides)
+    elif "NPU" in sides:
+        doc.update(sides["NPU"])
+    else:
+        raise DumpFormatError(f"{source}: no NPU nodes for step {key.step} rank {key.rank}")
+    return doc
+
+
+def _db_side(rows: Sequence[sqlite3.Row], stacks: Mapping[str, str], source: str) -> dict[str, Any]:
+    nodes: dict[str, Any] = {}
+    root = None
+    for r in rows:
+        name = r["node_name"]
+        if not r["up_node"]:
+            root = name
+        nodes[name] = {
+            "id": name, "node_type": int(r["node_type"] or 0), "upnode": r["up_node"] or "None",
+            "subnodes": _json_text(r["sub_nodes"], [], source),
+            "matched_node_link": _json_text(r["matched_node_link"], [], source),
+            "stack_info": _json_text(stacks.get(r["stack_id"]), [], source),
+            "micro_step_id": r["micro_step_id"],
+            "data": {"precision_index": r["precision_index"], "overflow_level": r["overflow_level"]},
+            "matched_distributed": _json_text(r["matched_distributed"], {}, source),
+            "input_data": _json_text(r["input_data"], {}, source),
+            "output_data": _json_text(r["output_data"], {}, source),
+        }
+    if root is None:
+        raise DumpFormatError(f"{source}: no root node (a node with an empty up_node)")
+    return {"root": root, "dump_data_dir": rows[0]["dump_data_dir"], "node": nodes}
+
+
+def _json_text(text: str | None, default: Any, source: str) -> Any:
+    if not text:
+        return default
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return load_json(text.encode(), source, salvage=False).value
+
+
+# --------------------------------------------------------------------------- documents
+
+
+def parse_vis(doc: Mapping[str, Any], *, source: str = "<memory>", key: VisGraphKey | None = None) -> VisDocument:
+    """Turn a parsed `.vis` document (one graph or an NPU/Bench pair) into graphcmp records.
+
+    Examples
+    --------
+    >>> node = {"node_type": 1, "input_data": {}, "subnodes": [], "matched_node_link": [], "data": {},
+    ...         "output_data": {"Functional.relu.0.forward.output.0": {
+    ...             "type": "torch.Tensor", "dtype": "torch.float32", "shape": "[2]",
+    ...             "Max": "1.0", "Min": "0.0", "Mean": "0.5", "Norm": "null", "data_name": "-1"}}}
+    >>> root = {"node_type": 0, "subnodes": ["Functional.relu.0.forward"], "input_data": {}, "output_data": {}}
+    >>> doc = parse_vis({"root": "DefaultModel", "node": {"DefaultModel": root, "Functional.relu.0.forward": node}})
+    >>> doc.content.view("Functional.relu.0.forward").tensors[0].stats
+    {'max': 1.0, 'min': 0.0, 'mean': 0.5}
+    """
+    if not isinstance(doc, Mapping):
+        raise DumpFormatError(f"{source}: expected a JSON object, got {type(doc).__name__}")
+    key = key or VisGraphKey(0, 0)
+    task = str(doc.get("task") or "summary")
+    colors = _colors(doc.get("Colors") or {}, source)
+    if "NPU" in doc and "Bench" in doc:
+        npu, precision, overflow = _side(doc["NPU"], "NPU", source, key, task, colors)
+        bench, _, _ = _side(doc["Bench"], "Bench", source, key, task, ())
+        content: CompareReport | DumpGraph = _report(npu, bench, doc["NPU"]["node"])
+    elif "node" in doc:
+        content, precision, overflow = _side(doc, "graph", source, key, task, colors)
+    else:
+        raise DumpFormatError(f"{source}: not a msprobe .vis document (no \"NPU\"/\"Bench\" and no \"node\")")
+    tool_tip = doc.get("ToolTip") or ""
+    return VisDocument(
+        content=content, key=key, task=task, micro_steps=int(doc.get("MicroSteps") or 1),
+        overflow_check=bool(doc.get("OverflowCheck")), colors=colors,
+        tool_tip=tool_tip if isinstance(tool_tip, str) else orjson.dumps(tool_tip).decode(),
+        precision_index=precision, overflow_level=overflow,
+    )
+
+
+def _colors(colors: Any, source: str) -> tuple[ColorBand, ...]:
+    if not isinstance(colors, Mapping):
+        raise DumpFormatError(f"{source}: \"Colors\" is a {type(colors).__name__}, expected an object")
+    bands = []
+    for color, spec in colors.items():
+        value = spec.get("value") if isinstance(spec, Mapping) else None
+        bounds = (float(value[0]), float(value[1])) if isinstance(value, list) and len(value) == 2 else (None, None)
+        bands.append(ColorBand(str(color), *bounds, level=str(spec.get("accuracy_level", "")),
+                               description=str(spec.get("description", ""))))
+    return tuple(bands)
+
+
+def _report(npu: DumpGraph, bench: DumpGraph, npu_nodes: Mapping[str, Any]) -> CompareReport:
+    matches = _matches(npu, bench, npu_nodes)
+    npu_rows, bench_rows = pair_tensors(npu, bench, matches)
+    pairs = pair_metrics(npu, bench, npu_rows, bench_rows, DEFAULT_THRESHOLDS)
+    verdicts = judge(npu, bench, matches, pairs, DEFAULT_THRESHOLDS)
+    return CompareReport(npu=npu, bench=bench, matches=matches, pairs=pairs, verdicts=verdicts,
+                         thresholds=DEFAULT_THRESHOLDS, options=CompareOptions(matchers=("msprobe",)),
+                         tool_version=__version__)
+
+
+def _matches(npu: DumpGraph, bench: DumpGraph, npu_nodes: Mapping[str, Any]) -> MatchTable:
+    """msprobe's matches: the last entry of an npu node's ``matched_node_link`` is its bench node."""
+    npu_to_bench = np.full(len(npu), -1, np.int32)
+    bench_to_npu = np.full(len(bench), -1, np.int32)
+    rule = np.full(len(npu), -1, np.int8)
+    kinds = npu.nodes.kind
+    for row, node_id in enumerate(npu.nodes.ids):
+        link = npu_nodes[node_id].get("matched_node_link") or []
+        if not link or link[-1] not in bench or bench_to_npu[bench.row(link[-1])] >= 0:
+            continue
+        b = bench.row(link[-1])
+        npu_to_bench[row], bench_to_npu[b] = b, row
+        rule[row] = 0 if row == 0 else 1 if kinds[row] == NodeKind.GROUP else 2
+    return MatchTable(npu_to_bench, bench_to_npu, rule, ("root", "group", "msprobe"))
+
+
+def _side(
+    graph: Any, side: str, source: str, key: VisGraphKey, task: str, colors: tuple[ColorBand, ...]
+) -> tuple[DumpGraph, np.ndarray, tuple[str, ...]]:
+    if not isinstance(graph, Mapping) or not isinstance(graph.get("node"), Mapping):
+        raise DumpFormatError(f"{source}: {side}: no \"node\" object")
+    nodes = graph["node"]
+    root = str(graph.get("root") or "DefaultModel")
+    if root not in nodes:
+        raise DumpFormatError(f"{source}: {side}: root {root!r} is not among the nodes")
+    order, parent, notes = _preorder(nodes, root, f"{source}: {side}")
+    records = [_record(nodes[node_id], node_id, f"{source}: {side}") for node_id in order]
+    precision = np.array([_float(_data(r).get("precision_index")) for r in records], np.float64)
+    overflow = tuple(str(_data(r).get("overflow_level") or "") for r in records)
+    stack_rows, stacks = _intern_stacks(records)
+    table = _node_table(order, parent, records, stack_rows, _attrs(records, precision, overflow, colors))
+    tensors = _tensor_table(order, records, table.kind)
+    info = RunInfo(path=source, format="msprobe-vis", framework=_framework(order), task=MSPROBE_TASKS.get(task, task),
+                   rank=key.rank, step=key.step, missing=tuple(notes))
+    return rebuild_graph(info, table, tensors, stacks), precision, overflow
+
+
+def _record(node: Any, node_id: str, where: str) -> Mapping[str, Any]:
+    if not isinstance(node, Mapping):
+        raise DumpFormatError(f"{where}: node {node_id!r} is a {type(node).__name__}, expected an object")
+    return node
+
+
+def _data(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    data = record.get("data")
+    return data if isinstance(data, Mapping) else {}
+
+
+def _preorder(nodes: Mapping[str, Any], root: str, where: str) -> tuple[list[str], list[int], list[str]]:
+    """Node ids in pre-order over ``subnodes`` (file order), with the parent row of each."""
+    order: list[str] = []
+    parent: list[int] = []
+    seen: set[str] = set()
+    todo: list[tuple[str, int]] = [(root, -1)]
+    while todo:
+        node_id, up = todo.pop()
+        if node_id in seen:
+            raise DumpFormatError(f"{where}: node {node_id!r} is listed under two parents (or in a cycle)")
+        seen.add(node_id)
+        row = len(order)
+        order.append(node_id)
+        parent.append(up)
+        kids = _record(nodes[node_id], node_id, where).get("subnodes") or []
+        for kid in reversed(kids):
+            if kid not in nodes:
+                raise DumpFormatError(f"{where}: node {node_id!r} lists sub-node {kid!r}, which is not in the file")
+            todo.append((kid, row))
+    stray = [n for n in nodes if n not in seen]
+    for node_id in stray:  # not reachable from the root: shown at top level
+        seen.add(node_id)
+        order.append(node_id)
+        parent.append(0)
+    notes = [f"{where}: {len(stray)} node(s) not reachable from the root; shown at top level"] if stray else []
+    return order, parent, notes
+
+
+def _node_table(
+    order: list[str], parent: list[int], records: list[Mapping[str, Any]], stack_rows: np.ndarray,
+    attrs: tuple[tuple[tuple[str, str], ...], ...],
+) -> NodeTable:
+    n = len(order)
+    kind = np.zeros(n, np.int8)
+    direction = np.full(n, Direction.NONE, np.int8)
+    micro = np.zeros(n, np.int16)
+    ops = [""] * n
+    for row in range(1, n):
+        kind[row], ops[row], direction[row] = _kind(order[row], records[row])
+        step = records[row].get("micro_step_id")
+        micro[row] = int(step) if isinstance(step, (int, float)) and step >= 0 else micro[parent[row]]
+    _group_directions(kind, direction, parent)
+    return NodeTable(
+        ids=tuple(order), parent=np.asarray(parent, np.int32), kind=kind, op=tuple(ops), direction=direction,
+        micro_step=micro, stack=stack_rows,
+        has_data=np.fromiter((bool(r.get("input_data") or r.get("output_data")) for r in records), bool, n),
+        attrs=attrs,
+    )
+
+
+def _kind(node_id: str, record: Mapping[str, Any]) -> tuple[int, str, int]:
+    if record.get("node_type") == _NODE_TYPE_GROUP:
+        return NodeKind.GROUP, GROUP_PREFIX, Direction.NONE
+    kind, op, direction, counter = parse_node_id(node_id)
+    if kind == NodeKind.API and counter < 0 and record.get("node_type") == 0:
+        kind = NodeKind.MODULE
+    return kind, op, direction
+
+
+def _group_directions(kind: np.ndarray, direction: np.ndarray, parent: list[int]) -> None:
+    """A group takes the direction of its first member (as `HierarchyBuilder` does)."""
+    for row in range(len(parent) - 1, 0, -1):
+        p = parent[row]
+        if p > 0 and kind[p] == NodeKind.GROUP:
+            direction[p] = direction[row]
+
+
+def _intern_stacks(records: list[Mapping[str, Any]]) -> tuple[np.ndarray, tuple[tuple[str, ...], ...]]:
+    """Stack row per node (-1 without one) and the distinct stacks, in first-use order."""
+    interned: dict[tuple[str, ...], int] = {}
+    rows = np.full(len(records), -1, np.int32)
+    for i, r in enumerate(records):
+        frames = tuple(str(f) for f in (r.get("stack_info") or ()))
+        if frames:
+            rows[i] = interned.setdefault(frames, len(interned))
+    return rows, tuple(interned)
+
+
+def _attrs(
+    records: list[Mapping[str, Any]], precision: np.ndarray, overflow: tuple[str, ...], colors: tuple[ColorBand, ...]
+) -> tuple[tuple[tuple[str, str], ...], ...]:
+    out = []
+    for row, r in enumerate(records):
+        attrs: list[tuple[str, str]] = []
+        if not math.isnan(precision[row]):
+            attrs.append((ATTR_PRECISION, repr(float(precision[row]))))
+            color = color_of(float(precision[row]), colors)
+            if color:
+                attrs.append((ATTR_COLOR, color))
+        if overflow[row]:
+            attrs.append((ATTR_OVERFLOW, overflow[row]))
+        if r.get("matched_distributed"):
+            attrs.append((ATTR_DISTRIBUTED, orjson.dumps(r["matched_distributed"]).decode()))
+        out.append(tuple(attrs))
+    return tuple(out) if any(out) else ()
+
+
+def _framework(order: list[str]) -> str:
+    if any(n.startswith(("Cell.", "Primitive.", "Mint.")) for n in order[:200]):
+        return "mindspore"
+    return "pytorch" if any(n.startswith(("Module.", "Functional.", "Tensor.", "Torch.")) for n in order[:200]) else ""
+
+
+# --------------------------------------------------------------------------- tensors
+
+
+class _Columns:
+    """Tensor columns filled leaf by leaf."""
+
+    def __init__(self) -> None:
+        self.node: list[int] = []
+        self.role: list[int] = []
+        self.slot: list[str] = []
+        self.dtype: list[str] = []
+        self.shape: list[str] = []
+        self.stats: list[tuple[float, float, float, float]] = []
+        self.present: list[tuple[bool, bool, bool, bool]] = []
+        self.md5: list[str] = []
+        self.file: list[str] = []
+        self.value: list[str] = []
+
+    def add(self, row: int, role: int, slot: str, leaf: Mapping[str, Any]) -> None:
+        fields = _leaf_fields(leaf)
+        if fields is None:
+            return
+        dtype, shape, stats, md5, file, value = fields
+        self.node.append(row)
+        self.role.append(role)
+        self.slot.append(slot)
+        self.dtype.append(dtype)
+        self.shape.append(shape)
+        self.stats.append(tuple(0.0 if s is None else s for s in stats))
+        self.present.append(tuple(s is not None for s in stats))
+        self.md5.append(md5)
+        self.file.append(file)
+        self.value.append(value)
+
+    def table(self) -> TensorTable:
+        if not self.node:
+            return TensorTable.empty()
+        return TensorTable(
+            node=np.asarray(self.node, np.int32), role=np.asarray(self.role, np.int8), slot=tuple(self.slot),
+            dtype=tuple(self.dtype), shape=tuple(self.shape), stats=np.asarray(self.stats, np.float64),
+            present=np.asarray(self.present, bool), md5=tuple(self.md5), file=tuple(self.file),
+            value=tuple(self.value),
+        )
+
+
+def _tensor_table(order: list[str], records: list[Mapping[str, Any]], kind: np.ndarray) -> TensorTable:
+    cols = _Columns()
+    for row, (node_id, record) in enumerate(zip(order, records)):
+        prefix = node_id + "."
+        param_grad = kind[row] == NodeKind.PARAM_GRAD
+        inputs = _items(record.get("input_data"), prefix)
+        outputs = _items(record.get("output_data"), prefix)
+        by_role: dict[int, list[tuple[str, Any]]] = {int(r): [] for r in Role}
+        for suffix, leaf in inputs:
+            role, slot = _input_role(suffix, param_grad)
+            by_role[role].append((slot, leaf))
+        for suffix, leaf in outputs:
+            head, _, rest = suffix.partition(".")
+            by_role[int(Role.OUTPUT)].append((rest if head == "output" and rest else suffix, leaf))
+        for role in (Role.INPUT, Role.OUTPUT, Role.PARAM, Role.PARAM_GRAD):
+            for slot, leaf in by_role[int(role)]:
+                cols.add(row, int(role), slot, leaf)
+    return cols.table()
+
+
+def _items(data: Any, prefix: str) -> list[tuple[str, Any]]:
+    if not isinstance(data, Mapping):
+        return []
+    return [(k[len(prefix):] if k.startswith(prefix) else k, v) for k, v in data.items() if isinstance(v, Mapping)]
+
+
+def _input_role(suffix: str, param_grad: bool) -> tuple[int, str]:
+    head, _, rest = suffix.partition(".")
+    if head == "input" and rest:
+        return int(Role.INPUT), rest
+    if head == "parameters" and rest:
+        return int(Role.PARAM), rest
+    return int(Role.PARAM_GRAD if param_grad else Role.INPUT), suffix
+
+
+def _leaf_fields(leaf: Mapping[str, Any]) -> tuple | None:
+    """(dtype, shape, stats, md5, file, value) of one leaf as the msprobe reader would record it; None to skip."""
+    kind = leaf.get("type")
+    if kind is None:
+        return None  # {"value": "null"}: an argument that was None, which dumps do not record
+    kind = str(kind)
+    if kind in _SCALAR_TYPES and "value" in leaf:
+        return _scalar_fields(kind, leaf["value"])
+    if "dtype" in leaf and kind not in ("str",) and not str(leaf.get("dtype", "")).startswith("<class"):
+        stats = tuple(_stat(leaf.get(k)) for k in _STAT_KEYS)
+        name = str(leaf.get("data_name") or "")
+        return (str(leaf.get("dtype") or ""), str(leaf.get("shape") or ""), stats, _text(leaf.get("md5")),
+                "" if name in ("-1", "None") else name, "")
+    return kind, "", (None, None, None, None), "", "", _other_text(leaf)
+
+
+_NOT_VALUE = frozenset({"type", "value", "requires_grad", "data_name"})
+
+
+def _other_text(leaf: Mapping[str, Any]) -> str:
+    """Text of a non-numeric argument, as the msprobe reader keeps it (its value, else its other fields)."""
+    if "value" in leaf:
+        return "" if leaf["value"] is None else str(leaf["value"])
+    fields = {k: _json_list(v) for k, v in leaf.items() if k not in _NOT_VALUE and k not in _COMPARE_FIELDS}
+    return orjson.dumps(fields).decode() if fields else ""
+
+
+def _json_list(value: Any) -> Any:
+    """msprobe writes lists as their Python text ("[0, 1]"); read them back as lists."""
+    if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+        with contextlib.suppress(orjson.JSONDecodeError):
+            return orjson.loads(value)
+    return value
+
+
+def _scalar_fields(kind: str, value: Any) -> tuple | None:
+    text = str(value)
+    if text in _ABSENT and kind != "bool":
+        return kind, "", (None, None, None, None), "", "", text
+    try:
+        number = float(text in ("True", "true")) if kind == "bool" else float(_SCALAR_TYPES[kind](float(text)))
+    except ValueError:
+        return kind, "", (None, None, None, None), "", "", text
+    shown = orjson.dumps(text in ("True", "true") if kind == "bool" else int(number) if kind == "int" else number)
+    return kind, "scalar", (number, number, number, None), "", "", shown.decode()
+
+
+def _stat(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    if text in _ABSENT:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _float(value: Any) -> float:
+    stat = _stat(value)
+    return math.nan if stat is None else stat
+
+
+def _text(value: Any) -> str:
+    return "" if value is None or str(value) in _ABSENT else str(value)

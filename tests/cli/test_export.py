@@ -1,0 +1,63 @@
+"""`graphcmp export` in-process: each target, --json, reading back, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graphcmp.cli.main import main
+from graphcmp.core.readers.vis import list_vis_graphs, read_vis
+from tests.conftest import DATA
+
+
+@pytest.fixture(scope="module")
+def cmp_json(perturb_pair, tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("cmp") / "cmp.json"
+    assert main(["compare", str(perturb_pair[0]), str(perturb_pair[1]), "-o", str(out), "-q"]) == 1
+    return str(out)
+
+
+@pytest.mark.parametrize("target,name", [("vis", "out.vis"), ("vis-db", "out.vis.db"), ("model-explorer", "me")])
+def test_export_each_target(cmp_json, target, name, tmp_path, capsys):
+    capsys.readouterr()
+    out = tmp_path / name
+    assert main(["export", cmp_json, "--to", target, "-o", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["to"] == target and summary["nodes"] == 356 and summary["bytes"] > 0
+    assert all(p.startswith(str(out)) for p in summary["paths"])
+    if target != "model-explorer":
+        assert read_vis(out).content.matches.matched == 178
+
+
+def test_several_steps_into_one_db(perturb_pair, tmp_path, capsys):
+    files = []
+    for step in (0, 1):
+        npu = perturb_pair[0].parent.parent / f"step{step}" / "rank0"
+        bench = perturb_pair[1].parent.parent / f"step{step}" / "rank0"
+        files.append(str(tmp_path / f"cmp{step}.json"))
+        main(["compare", str(npu), str(bench), "-o", files[-1], "-q"])
+    assert main(["export", *files, "--to", "vis-db", "-o", str(tmp_path / "all.vis.db")]) == 0
+    assert [k.step for k in list_vis_graphs(tmp_path / "all.vis.db")] == [0, 1]
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "all.vis.db"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["matched"] == 178
+
+
+def test_vis_files_convert_and_show_in_info(tmp_path, capsys):
+    source = DATA / "vis_cnn_overflow" / "compare_v26.vis.db.gz"
+    assert main(["export", str(source), "--to", "vis", "-o", str(tmp_path / "cnn.vis")]) == 0
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "cnn.vis"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["npu"]["nodes"] == 54
+
+
+def test_errors_exit_2_with_one_line(cmp_json, tmp_path, capsys):
+    assert main(["export", cmp_json, cmp_json, "--to", "vis", "-o", str(tmp_path / "x.vis")]) == 2
+    assert "pass one FILE" in capsys.readouterr().err
+    assert main(["export", str(tmp_path / "missing.json"), "--to", "vis", "-o", str(tmp_path / "x.vis")]) == 2
+    err = capsys.readouterr().err
+    assert "missing.json" in err and err.count("\n") == 1
+    (tmp_path / "file").write_text("x")
+    assert main(["export", cmp_json, "--to", "model-explorer", "-o", str(tmp_path / "file")]) == 2
+    assert "not a folder" in capsys.readouterr().err
