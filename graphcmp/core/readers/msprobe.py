@@ -197,7 +197,26 @@ def _parents(
             orphans += 1
     if orphans:
         notes.append(f"{CONSTRUCT_FILE}: {orphans} node(s) of {DUMP_FILE} are not in it; shown at top level")
+    _adopt_backward_calls(parents, ids)
     return parents
+
+
+def _adopt_backward_calls(parents: dict[str, str | None], ids: set[str]) -> None:
+    """A top-level backward API call goes under the backward call of the module its forward twin ran in.
+
+    construct.json gives some backward calls no parent (``Functional.embedding.0.backward``: the
+    module's backward hook fires after the call); msprobe's own graph puts them under
+    ``Module.embedding.Embedding.backward.0``, which is where a reader looks for them.
+    """
+    for node_id, parent in list(parents.items()):
+        if parent is not None or not node_id.endswith(".backward"):
+            continue
+        twin_parent = parents.get(node_id[: -len("backward")] + "forward")
+        if twin_parent and twin_parent.rsplit(".", 2)[-2] == "forward":
+            stem, _, counter = twin_parent.rpartition(".forward.")
+            candidate = f"{stem}.backward.{counter}"
+            if candidate in ids:
+                parents[node_id] = candidate
 
 
 _GRAD_SUFFIX = re.compile(r"\.parameters_grad(?:\.(\d+))?$")
