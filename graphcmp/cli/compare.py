@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from graphcmp.cli.batch import add_batch_options, handle_batch
+from graphcmp.cli.mapping_options import add_mapping_options, matchers_from_args, render_rule_report
 from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
@@ -33,6 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="compare statistics only, even when both runs dumped real tensors")
     parser.add_argument("--overflow", action="store_true",
                         help="also fail (exit 1) on overflow: inf/NaN or fp16/bf16 limit in npu outputs")
+    add_mapping_options(parser)
     add_batch_options(parser)
     add_format(parser)
     add_json(parser)
@@ -45,18 +47,21 @@ def handle(args: argparse.Namespace) -> int:
         return handle_batch(args)
     args.output = args.output or "cmp.json"
     thresholds = load_thresholds(args.thresholds) if args.thresholds else None
+    matchers = matchers_from_args(args)
     with stages(3, "compare", quiet=args.quiet) as bar:
         bar.set_postfix_str("reading both runs")
         npu, bench = read_pair(args.npu, args.bench, format=args.format)
         bar.update()
         bar.set_postfix_str("comparing")
         tensors = None if args.no_tensors else tensor_metrics_for(npu, bench)
-        report = compare_graphs(npu, bench, fuzzy=args.fuzzy, thresholds=thresholds, tensor_metrics=tensors)
+        report = compare_graphs(npu, bench, fuzzy=args.fuzzy, matchers=matchers, thresholds=thresholds,
+                                tensor_metrics=tensors)
         bar.update()
         bar.set_postfix_str("writing")
         save_report(report, args.output)
         bar.update()
     summary = {**report.summary(), "output": args.output}
-    emit(summary, render_summary(summary) + f"\nwritten: {args.output}", args.json)
+    rules = render_rule_report(summary)
+    emit(summary, render_summary(summary) + (f"\n{rules}" if rules else "") + f"\nwritten: {args.output}", args.json)
     overflow = args.overflow and bool(summary["overflow"])
     return 0 if report and not overflow else 1

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from graphcmp.core.matching import MatchTable
+from graphcmp.core.matching.base import FusedGroup, SlotMap
+from graphcmp.core.matching.by_api import is_cross_framework
 from graphcmp.core.metrics import stat_abs_diff, stat_rel_errors, stats_identical
-from graphcmp.core.records import DumpGraph
+from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, TensorTable
 from graphcmp.core.rules import Thresholds
 
 __all__ = ["TensorPairs", "pair_metrics", "pair_tensors"]
@@ -38,6 +40,14 @@ class TensorPairs:
 def pair_tensors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable) -> tuple[np.ndarray, np.ndarray]:
     """Rows of tensors with the same role and slot on matched nodes, in npu order.
 
+    Without rules (no fused groups, slot maps or slot renames in `matches`) this is one vectorised
+    pass. With them: slots are renamed first (``gamma`` -> ``weight`` ...); a pair with a `SlotMap`
+    pairs the tensors it lists (and, for roles it does not restrict, equal slots); a fused group
+    compared on its boundary pairs the first members' inputs and parameters and the last members'
+    outputs (parameter gradients by name across the members); a group compared through its
+    enclosing module (``via``) adds no pairs of its own. Between a MindSpore and a PyTorch run the
+    outputs of backward API calls are not paired (see `_backward_api_outputs`).
+
     Examples
     --------
     >>> from graphcmp.core.readers.msprobe import parse_msprobe
@@ -47,11 +57,38 @@ def pair_tensors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable) -> tuple
     >>> [r.tolist() for r in pair_tensors(g, g, match_graphs(g, g, default_matchers()))]
     [[0, 1], [0, 1]]
     """
-    nt, bt = npu.tensors, bench.tensors
-    vocab = {s: i for i, s in enumerate(sorted(set(nt.slot) | set(bt.slot)))}
+    cross = is_cross_framework(npu, bench)
+    if not (matches.groups or matches.slot_maps or matches.slot_renames or cross):
+        return _pair_same_slots(npu.tensors, bench.tensors, matches.npu_to_bench, npu.tensors.slot)
+    npu_rows, bench_rows = _pair_with_rules(npu, bench, matches)
+    if cross:
+        keep = ~_backward_api_outputs(npu, npu_rows)
+        npu_rows, bench_rows = npu_rows[keep], bench_rows[keep]
+    return npu_rows, bench_rows
+
+
+def _backward_api_outputs(npu: DumpGraph, rows: np.ndarray) -> np.ndarray:
+    """Which tensor `rows` are outputs of backward API calls.
+
+    PyTorch's msprobe backward record of a composite function holds the gradients of its last
+    internal op, not of the API's inputs (``cross_entropy``: of the ``nll_loss`` input, -onehot/N;
+    ``matmul`` on 4-D tensors: of the internal ``bmm``, shaped [8, 8, 8] instead of [2, 4, 8, 8]),
+    while MindSpore's holds the API's input gradients. Across the two frameworks these outputs are
+    therefore not paired; the incoming gradient (the inputs) still is, and the backward of every
+    module and every parameter gradient carry the comparison.
+    """
+    node = npu.tensors.node[rows]
+    return ((npu.tensors.role[rows] == Role.OUTPUT) & (npu.nodes.kind[node] == NodeKind.API)
+            & (npu.nodes.direction[node] == Direction.BACKWARD))
+
+
+def _pair_same_slots(
+    nt: TensorTable, bt: TensorTable, npu_to_bench: np.ndarray, npu_slots: tuple[str, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    vocab = {s: i for i, s in enumerate(sorted(set(npu_slots) | set(bt.slot)))}
     width = max(len(vocab), 1)
-    partner = matches.npu_to_bench[nt.node]
-    npu_key = _keys(partner, nt.role, nt.slot, vocab, width)
+    partner = npu_to_bench[nt.node]
+    npu_key = _keys(partner, nt.role, npu_slots, vocab, width)
     bench_key = _keys(bt.node, bt.role, bt.slot, vocab, width)
     npu_rows = np.flatnonzero(partner >= 0)
     npu_key = npu_key[npu_rows]
@@ -64,9 +101,94 @@ def pair_tensors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable) -> tuple
     return npu_rows[found].astype(np.int32), order[pos[found]].astype(np.int32)
 
 
+def _pair_with_rules(npu: DumpGraph, bench: DumpGraph, matches: MatchTable) -> tuple[np.ndarray, np.ndarray]:
+    nt, bt = npu.tensors, bench.tensors
+    slots = _renamed_slots(npu, matches.slot_renames)
+    special = np.zeros(len(npu), bool)
+    for group in matches.groups:
+        special[list(group.npu)] = True
+    special[list(matches.slot_maps)] = True
+    partner = np.where(special, -1, matches.npu_to_bench).astype(np.int32)
+    base_n, base_b = _pair_same_slots(nt, bt, partner, slots)
+    extra: list[tuple[int, int]] = []
+    npu_rows, bench_rows = _RowsByNode(nt.node, len(npu)), _RowsByNode(bt.node, len(bench))
+    for n, slot_map in matches.slot_maps.items():
+        b = int(matches.npu_to_bench[n])
+        if b >= 0:
+            extra.extend(_mapped_pairs(nt, bt, slots, npu_rows[n], bench_rows[b], slot_map))
+    for group in matches.groups:
+        if group.via < 0:
+            extra.extend(_boundary_pairs(nt, bt, slots, npu_rows, bench_rows, group))
+    if not extra:
+        return base_n, base_b
+    pairs = dict(zip(base_n.tolist(), base_b.tolist()))
+    used = set(base_b.tolist())
+    for i, j in extra:
+        if i not in pairs and j not in used:
+            pairs[i] = j
+            used.add(j)
+    order = sorted(pairs)
+    return np.array(order, np.int32), np.array([pairs[i] for i in order], np.int32)
+
+
+def _renamed_slots(npu: DumpGraph, renames: Mapping[str, Mapping[str, str]]) -> tuple[str, ...]:
+    """Npu slot names after the parameter renames of each node's op."""
+    slots = npu.tensors.slot
+    if not renames:
+        return slots
+    ops = npu.nodes.op
+    node = npu.tensors.node.tolist()
+    return tuple(renames[ops[n]].get(s, s) if ops[n] in renames else s for n, s in zip(node, slots))
+
+
+class _RowsByNode:
+    """Tensor rows of a node row (tensor tables are sorted by node)."""
+
+    def __init__(self, node: np.ndarray, n: int) -> None:
+        self.bounds = np.searchsorted(node, np.arange(n + 1))
+
+    def __getitem__(self, row: int) -> np.ndarray:
+        return np.arange(self.bounds[row], self.bounds[row + 1])
+
+
 def _keys(node: np.ndarray, role: np.ndarray, slot: tuple[str, ...], vocab: dict[str, int], width: int) -> np.ndarray:
     slot_code = np.fromiter((vocab[s] for s in slot), np.int64, len(slot))
     return (node.astype(np.int64) * 4 + role.astype(np.int64)) * width + slot_code
+
+
+def _by_slot(table: TensorTable, slots: tuple[str, ...], rows: np.ndarray, roles: tuple[int, ...]) -> dict:
+    return {(int(table.role[t]), slots[t]): int(t) for t in rows.tolist() if int(table.role[t]) in roles}
+
+
+_ALL_ROLES = (int(Role.INPUT), int(Role.OUTPUT), int(Role.PARAM), int(Role.PARAM_GRAD))
+
+
+def _mapped_pairs(nt: TensorTable, bt: TensorTable, slots: tuple[str, ...], npu_rows: np.ndarray,
+                  bench_rows: np.ndarray, slot_map: SlotMap) -> list[tuple[int, int]]:
+    npu_by, bench_by = _by_slot(nt, slots, npu_rows, _ALL_ROLES), _by_slot(bt, bt.slot, bench_rows, _ALL_ROLES)
+    out = [(npu_by[(nr, ns)], bench_by[(br, bs)]) for nr, ns, br, bs in slot_map.pairs
+           if (nr, ns) in npu_by and (br, bs) in bench_by]
+    out.extend((t, bench_by[key]) for key, t in npu_by.items() if key[0] not in slot_map.only and key in bench_by)
+    return out
+
+
+def _boundary_pairs(nt: TensorTable, bt: TensorTable, slots: tuple[str, ...], npu_rows: _RowsByNode,
+                    bench_rows: _RowsByNode, group: FusedGroup) -> list[tuple[int, int]]:
+    inputs, outputs, grads = (int(Role.INPUT), int(Role.PARAM)), (int(Role.OUTPUT),), (int(Role.PARAM_GRAD),)
+    first_n, first_b = _by_slot(nt, slots, npu_rows[group.npu[0]], inputs), _by_slot(
+        bt, bt.slot, bench_rows[group.bench[0]], inputs)
+    last_n, last_b = _by_slot(nt, slots, npu_rows[group.npu[-1]], outputs), _by_slot(
+        bt, bt.slot, bench_rows[group.bench[-1]], outputs)
+    grad_n: dict = {}
+    grad_b: dict = {}
+    for n in group.npu:
+        grad_n.update(_by_slot(nt, slots, npu_rows[n], grads))
+    for b in group.bench:
+        grad_b.update(_by_slot(bt, bt.slot, bench_rows[b], grads))
+    out = []
+    for npu_by, bench_by in ((first_n, first_b), (last_n, last_b), (grad_n, grad_b)):
+        out.extend((t, bench_by[key]) for key, t in npu_by.items() if key in bench_by)
+    return out
 
 
 def pair_metrics(

@@ -92,6 +92,7 @@ class CompareReport:
             "bench": _side_summary(self.bench, int(np.count_nonzero(m.bench_to_npu >= 0))),
             "matched": m.matched,
             "matched_by_rule": m.count_by_rule(),
+            "rule_report": m.rule_report(),
             "verdicts": self.verdicts.histogram(),
             "tensor_pairs": len(self.pairs),
             "micro_steps": int(self.npu.nodes.micro_step.max(initial=0)) + 1,

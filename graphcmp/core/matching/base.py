@@ -1,17 +1,38 @@
-"""The match table and the top-down walk that fills it from child matchers."""
+"""The match table and the top-down walk that fills it from child matchers and rule matchers.
+
+Plain strategies (`ChildMatcher`: exact names, fuzzy names) pair children of a matched parent
+pair. Rule strategies (`RuleMatcher`: mapping files, op tables, manual matches) may also pin
+pairs anywhere before the walk (an id -> id table), claim one-to-many / many-to-one (fused)
+groups, say how the tensors of a pair correspond (`SlotMap`), and report per entry what it
+matched. The walk applies everything in the order given; the first claim on a node wins and a
+later rule that wanted it differently is listed in `MatchTable.conflicts`.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Protocol
 
 import numpy as np
 
+from graphcmp.core.mapping_files import RuleEntry, RuleFile
 from graphcmp.core.records import DumpGraph, NodeKind
 
-__all__ = ["ChildMatcher", "MatchTable", "children_rows", "match_graphs"]
+__all__ = [
+    "ChildMatcher",
+    "Claim",
+    "FusedGroup",
+    "MatchTable",
+    "RuleMatcher",
+    "RuleNote",
+    "SlotMap",
+    "Walk",
+    "children_rows",
+    "match_graphs",
+]
 
 ROOT_RULE = "root"
 GROUP_RULE = "group"
@@ -30,25 +51,105 @@ class ChildMatcher(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class SlotMap:
+    """How the tensors of one matched pair correspond when their slots differ.
+
+    Attributes
+    ----------
+    pairs : tuple of (int, str, int, str)
+        (npu role, npu slot, bench role, bench slot) of tensors that pair.
+    only : tuple of int
+        Roles whose tensors pair only through `pairs`; other roles pair by equal slot.
+    """
+
+    pairs: tuple[tuple[int, str, int, str], ...] = ()
+    only: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FusedGroup:
+    """A one-to-many, many-to-one or many-to-many match (a fused or decomposed op).
+
+    Attributes
+    ----------
+    npu, bench : tuple of int
+        Member rows of each side, in execution order.
+    rule : int
+        Index into `MatchTable.rules`.
+    via : int
+        Npu row of the enclosing matched module whose own tensors are the group's boundary (the
+        members are then not compared one by one), or -1 when the group is compared on its boundary
+        tensors: the first members' inputs and the last members' outputs.
+    """
+
+    npu: tuple[int, ...]
+    bench: tuple[int, ...]
+    rule: int
+    via: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What a rule matcher asks for: rows of each side (one each for a plain pair).
+
+    `entry` is the index of the rule entry responsible (-1: none, e.g. a same-name default);
+    `anchor` the (npu, bench) rows a group's members point to (default: each side's last row).
+    """
+
+    npu: tuple[int, ...]
+    bench: tuple[int, ...]
+    entry: int = -1
+    slots: SlotMap | None = None
+    via: int = -1
+    anchor: tuple[int, int] = (-1, -1)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleNote:
+    """What one rule entry did: how many npu nodes it matched and, if none, why."""
+
+    rule: str
+    where: str
+    text: str
+    matched: int
+    problem: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class MatchTable:
     """npu row <-> bench row pairs, and the rule that made each.
 
     Attributes
     ----------
     npu_to_bench : ndarray of int32
-        Bench row per npu row, -1 when unmatched.
+        Bench row per npu row, -1 when unmatched (a fused group's members point to its anchor).
     bench_to_npu : ndarray of int32
         Npu row per bench row, -1 when unmatched.
     rule : ndarray of int8
         Index into `rules` per npu row, -1 when unmatched.
     rules : tuple of str
         Names of the rules, e.g. ``("root", "group", "exact", "fuzzy")``.
+    groups : tuple of FusedGroup
+        One-to-many / many-to-one matches (empty unless a rule made some).
+    slot_maps : Mapping of int to SlotMap
+        Npu row -> how that pair's tensors correspond (API and data mappings).
+    slot_renames : Mapping of str to Mapping of str to str
+        Npu op -> {npu slot: bench slot} for every pair whose npu node has that op (parameter names).
+    notes : tuple of RuleNote
+        One per rule entry: what it matched.
+    conflicts : tuple of str
+        Rules that lost a node to an earlier rule, one line each naming the file and line.
     """
 
     npu_to_bench: np.ndarray
     bench_to_npu: np.ndarray
     rule: np.ndarray
     rules: tuple[str, ...]
+    groups: tuple[FusedGroup, ...] = ()
+    slot_maps: Mapping[int, SlotMap] = field(default_factory=dict)
+    slot_renames: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    notes: tuple[RuleNote, ...] = ()
+    conflicts: tuple[str, ...] = ()
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """(npu rows, bench rows) of every match, in npu execution order."""
@@ -64,6 +165,88 @@ class MatchTable:
     def matched(self) -> int:
         return int(np.count_nonzero(self.npu_to_bench >= 0))
 
+    def unused_rules(self) -> tuple[RuleNote, ...]:
+        """Rule entries that matched no node (typos, names of another model ...)."""
+        return tuple(note for note in self.notes if not note.matched)
+
+    def rule_report(self) -> dict[str, Any]:
+        """Per rule source: nodes matched (and entries used); every entry that matched nothing; conflicts.
+
+        Sources are the rules after ``root``/``group``; their entry counts are known only in the
+        comparison that made the table (a table read back from a report has its counts only).
+
+        Examples
+        --------
+        >>> note = RuleNote("layer-mapping=m.yaml", "m.yaml:3", "Blk: attn -> attention", 0, "no child")
+        >>> t = MatchTable(np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int8),
+        ...                ("root", "group", "layer-mapping=m.yaml", "exact"), notes=(note,))
+        >>> t.rule_report()["sources"]["layer-mapping=m.yaml"]
+        {'matched': 0, 'entries': 1, 'entries_used': 0}
+        >>> t.rule_report()["unused"]
+        ['m.yaml:3: Blk: attn -> attention (no child)']
+        """
+        counts = self.count_by_rule()
+        sources: dict[str, dict[str, int]] = {name: {"matched": counts.get(name, 0)}
+                                              for name in self.rules if name not in (ROOT_RULE, GROUP_RULE)}
+        for note in self.notes:
+            source = sources.setdefault(note.rule, {"matched": counts.get(note.rule, 0)})
+            source["entries"] = source.get("entries", 0) + 1
+            source["entries_used"] = source.get("entries_used", 0) + bool(note.matched)
+        unused = [f"{n.where}: {n.text}" + (f" ({n.problem})" if n.problem else "") for n in self.unused_rules()]
+        return {"sources": sources, "unused": unused, "conflicts": list(self.conflicts),
+                "fused_groups": len(self.groups)}
+
+
+class RuleMatcher:
+    """Base of the rule strategies: entries from a rule file, pins, child claims, per-entry notes.
+
+    Subclasses override what they need: `prepare` (per comparison), `pins` (pairs anywhere,
+    claimed before the walk), `blocks` (npu/bench rows that must stay unmatched),
+    `claim_children` (at each matched parent pair), `renames` (slot names) and `problem` (why an
+    entry matched nothing).
+    """
+
+    name = "rule"
+
+    def __init__(self, rules: RuleFile | None = None) -> None:
+        self.rules = rules
+
+    @property
+    def entries(self) -> tuple[RuleEntry, ...]:
+        return self.rules.entries if self.rules is not None else ()
+
+    def prepare(self, npu: DumpGraph, bench: DumpGraph) -> None:
+        """Called once per comparison, before anything else."""
+
+    def pins(self, npu: DumpGraph, bench: DumpGraph) -> Sequence[Claim]:
+        """Claims made before the walk, anywhere in the trees."""
+        return ()
+
+    def blocks(self, npu: DumpGraph, bench: DumpGraph) -> Sequence[tuple[int, int]]:
+        """(npu row or -1, bench row or -1) that no strategy may match."""
+        return ()
+
+    def claim_children(
+        self, walk: Walk, npu_parent: int, bench_parent: int, npu_rows: Sequence[int], bench_rows: Sequence[int]
+    ) -> Sequence[Claim]:
+        """Claims among the unmatched children `npu_rows`/`bench_rows` of a matched parent pair."""
+        return ()
+
+    def renames(self) -> Mapping[str, Mapping[str, str]]:
+        """Npu op -> {npu slot: bench slot} for tensor pairing."""
+        return {}
+
+    def problem(self, entry: int) -> str:
+        """Why entry `entry` matched nothing (called only for those)."""
+        return "matched no node"
+
+    def notes(self, matched: Mapping[int, int]) -> list[RuleNote]:
+        """One note per entry (none for built-in tables, which are not the user's to fix)."""
+        if self.rules is None or self.rules.builtin:
+            return []
+        return [RuleNote(self.name, e.where, e.text, matched.get(i, 0), "" if matched.get(i) else self.problem(i))
+                for i, e in enumerate(self.entries)]
+
 
 def children_rows(graph: DumpGraph) -> list[list[int]]:
     """Children rows per row, in execution order (rows are pre-order, so ascending)."""
@@ -74,39 +257,222 @@ def children_rows(graph: DumpGraph) -> list[list[int]]:
     return kids
 
 
-def match_graphs(npu: DumpGraph, bench: DumpGraph, matchers: Sequence[ChildMatcher]) -> MatchTable:
+class Walk:
+    """The state of one `match_graphs` run, as rule matchers see it.
+
+    Attributes
+    ----------
+    npu, bench : DumpGraph
+    npu_to_bench, bench_to_npu : ndarray of int32
+        Current partners (-1 free; any other value means taken).
+    npu_kids, bench_kids : list of list of int
+        Children per row with group nodes replaced by their members.
+    npu_kind, npu_dir, bench_kind, bench_dir : list of int
+        Node kind and direction codes per row as Python lists (built on first use, for per-node loops).
+    """
+
+    def __init__(self, npu: DumpGraph, bench: DumpGraph, matchers: Sequence[Any]) -> None:
+        self.npu, self.bench, self.matchers = npu, bench, matchers
+        self.npu_to_bench = np.full(len(npu), -1, np.int32)
+        self.bench_to_npu = np.full(len(bench), -1, np.int32)
+        self.rule = np.full(len(npu), -1, np.int8)
+        self.npu_kids, self.bench_kids = _flat_children(npu), _flat_children(bench)
+        self.groups: list[FusedGroup] = []
+        self.slot_maps: dict[int, SlotMap] = {}
+        self.credit: dict[int, Counter[int]] = {}
+        self.owner_npu: dict[int, tuple[int, int]] = {}  # row -> (matcher code, entry)
+        self.owner_bench: dict[int, tuple[int, int]] = {}
+        self.conflicts: dict[tuple[str, str], list] = {}  # (entry where, owner) -> [first message, count]
+        self.blocked = False
+
+    @cached_property
+    def npu_kind(self) -> list[int]:
+        return self.npu.nodes.kind.tolist()
+
+    @cached_property
+    def npu_dir(self) -> list[int]:
+        return self.npu.nodes.direction.tolist()
+
+    @cached_property
+    def bench_kind(self) -> list[int]:
+        return self.bench.nodes.kind.tolist()
+
+    @cached_property
+    def bench_dir(self) -> list[int]:
+        return self.bench.nodes.direction.tolist()
+
+    def claim(self, n: int, b: int, code: int) -> None:
+        self.npu_to_bench[n], self.bench_to_npu[b], self.rule[n] = b, n, code
+
+    def apply(self, claim: Claim, code: int) -> bool:
+        """Record `claim` for the matcher at `code`; True when it made a new one-to-one pair."""
+        n_rows, b_rows = claim.npu, claim.bench
+        if not n_rows or not b_rows:
+            return False
+        taken_n = [n for n in n_rows if self.npu_to_bench[n] != -1]
+        taken_b = [b for b in b_rows if self.bench_to_npu[b] != -1]
+        if taken_n or taken_b:
+            if len(n_rows) == len(b_rows) == 1 and self.npu_to_bench[n_rows[0]] == b_rows[0]:
+                self._credit(code, claim.entry, 1)  # agrees with an earlier rule
+            elif claim.entry >= 0:
+                self._conflict(claim, code, taken_n, taken_b)
+            return False
+        self._credit(code, claim.entry, len(n_rows))
+        for n in n_rows:
+            self.owner_npu[n] = (code, claim.entry)
+        for b in b_rows:
+            self.owner_bench[b] = (code, claim.entry)
+        if len(n_rows) == len(b_rows) == 1:
+            self.claim(n_rows[0], b_rows[0], code)
+            if claim.slots is not None:
+                self.slot_maps[n_rows[0]] = claim.slots
+            return True
+        n_anchor = claim.anchor[0] if claim.anchor[0] >= 0 else n_rows[-1]
+        b_anchor = claim.anchor[1] if claim.anchor[1] >= 0 else b_rows[-1]
+        self.npu_to_bench[list(n_rows)] = b_anchor
+        self.rule[list(n_rows)] = code
+        self.bench_to_npu[list(b_rows)] = n_anchor
+        self.groups.append(FusedGroup(tuple(n_rows), tuple(b_rows), code, claim.via))
+        return False
+
+    def block(self, n: int, b: int, code: int) -> None:
+        """Keep npu row `n` and bench row `b` (either may be -1) out of every later match (the matcher at `code`)."""
+        if n >= 0 and self.npu_to_bench[n] == -1:
+            self.npu_to_bench[n] = _BLOCKED
+            self.owner_npu[n] = (code, -1)
+            self.blocked = True
+        if b >= 0 and self.bench_to_npu[b] == -1:
+            self.bench_to_npu[b] = _BLOCKED
+            self.owner_bench[b] = (code, -1)
+            self.blocked = True
+
+    def _credit(self, code: int, entry: int, n: int) -> None:
+        if entry >= 0:
+            self.credit.setdefault(code, Counter())[entry] += n
+
+    def _conflict(self, claim: Claim, code: int, taken_n: list[int], taken_b: list[int]) -> None:
+        matcher = self.matchers[code - 2]
+        if matcher.rules is None or matcher.rules.builtin:
+            return
+        entry = matcher.entries[claim.entry]
+        npu_ids, bench_ids = self.npu.nodes.ids, self.bench.nodes.ids
+        want = f"{_ids(npu_ids, claim.npu)} <-> {_ids(bench_ids, claim.bench)}"
+        if taken_n:
+            n = taken_n[0]
+            partner = self.npu_to_bench[n]
+            held = f"npu {npu_ids[n]!r} " + ("is kept unmatched" if partner == _BLOCKED else
+                                             f"is already matched to {bench_ids[partner]!r}")
+            owner = self.owner_npu.get(n)
+        else:
+            b = taken_b[0]
+            partner = self.bench_to_npu[b]
+            held = f"bench {bench_ids[b]!r} " + ("is kept unmatched" if partner == _BLOCKED else
+                                                 f"is already matched to {npu_ids[partner]!r}")
+            owner = self.owner_bench.get(b)
+        by = self._describe(owner)
+        seen = self.conflicts.setdefault((entry.where, by), [f"{entry.where}: {entry.text}: wants {want}, but {held} "
+                                                             f"by {by}; the earlier rule wins", 0])
+        seen[1] += 1
+
+    def conflict_lines(self) -> list[str]:
+        """One line per (rule entry, earlier rule), with how many more nodes the same conflict hit."""
+        return [text + (f" (and {n - 1} more node{'s' if n > 2 else ''} alike)" if n > 1 else "")
+                for text, n in self.conflicts.values()]
+
+    def _describe(self, owner: tuple[int, int] | None) -> str:
+        if owner is None:
+            return "an earlier rule"
+        code, entry = owner
+        matcher = self.matchers[code - 2]
+        if entry >= 0 and matcher.entries:
+            return f"{matcher.name} ({matcher.entries[entry].where})"
+        return matcher.name
+
+
+_BLOCKED = np.iinfo(np.int32).max
+
+
+def _ids(ids: tuple[str, ...], rows: tuple[int, ...]) -> str:
+    text = ", ".join(repr(ids[r]) for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
+    return text if len(rows) == 1 else f"[{text}]"
+
+
+def match_graphs(npu: DumpGraph, bench: DumpGraph, matchers: Sequence[ChildMatcher | RuleMatcher]) -> MatchTable:
     """Match two runs top-down, asking `matchers` in order at every matched parent pair.
 
-    Group nodes (runs of top-level API calls) are transparent: their members are matched as
-    children of the root, and a group is then paired with the group holding most of its
-    members' matches.
+    Rule matchers' pins are claimed first (in matcher order), then their blocks; the walk then
+    descends from the roots and from every pinned pair. Group nodes (runs of top-level API
+    calls) are transparent: their members are matched as children of the root, and a group is
+    then paired with the group holding most of its members' matches.
     """
     rules = (ROOT_RULE, GROUP_RULE, *(m.name for m in matchers))
-    npu_to_bench = np.full(len(npu), -1, np.int32)
-    bench_to_npu = np.full(len(bench), -1, np.int32)
-    rule = np.full(len(npu), -1, np.int8)
-    npu_kids, bench_kids = _flat_children(npu), _flat_children(bench)
-
-    def claim(n: int, b: int, code: int) -> None:
-        npu_to_bench[n], bench_to_npu[b], rule[n] = b, n, code
-
-    claim(0, 0, 0)
+    walk = Walk(npu, bench, matchers)
+    rich = [isinstance(m, RuleMatcher) for m in matchers]
+    steps = list(zip(range(2, len(matchers) + 2), matchers, rich))
+    walk.claim(0, 0, 0)
     todo = [(0, 0)]
+    if any(rich):
+        todo.extend(_pin(walk, matchers, rich))
+    n2b, b2n, npu_kids, bench_kids = walk.npu_to_bench, walk.bench_to_npu, walk.npu_kids, walk.bench_kids
     while todo:
         n_parent, b_parent = todo.pop()
-        n_free = [r for r in npu_kids[n_parent] if npu_to_bench[r] < 0]
-        b_free = [r for r in bench_kids[b_parent] if bench_to_npu[r] < 0]
-        for code, matcher in enumerate(matchers, start=2):
+        n_free = [r for r in npu_kids[n_parent] if n2b[r] == -1]
+        b_free = [r for r in bench_kids[b_parent] if b2n[r] == -1]
+        for code, matcher, is_rule in steps:
             if not n_free or not b_free:
                 break
-            for n, b in matcher.match_children(npu, bench, n_free, b_free):
-                if npu_to_bench[n] < 0 and bench_to_npu[b] < 0:
-                    claim(n, b, code)
-                    todo.append((n, b))
-            n_free = [r for r in n_free if npu_to_bench[r] < 0]
-            b_free = [r for r in b_free if bench_to_npu[r] < 0]
-    _match_groups(npu, bench, npu_to_bench, bench_to_npu, rule)
-    return MatchTable(npu_to_bench, bench_to_npu, rule, rules)
+            if is_rule:
+                claims = matcher.claim_children(walk, n_parent, b_parent, n_free, b_free)
+                todo.extend((c.npu[0], c.bench[0]) for c in sorted(claims, key=_entry_order)
+                            if walk.apply(c, code))
+            else:
+                for n, b in matcher.match_children(npu, bench, n_free, b_free):
+                    if n2b[n] == -1 and b2n[b] == -1:
+                        n2b[n], b2n[b], walk.rule[n] = b, n, code
+                        todo.append((n, b))
+            n_free = [r for r in n_free if n2b[r] == -1]
+            b_free = [r for r in b_free if b2n[r] == -1]
+    if walk.blocked:
+        walk.npu_to_bench[walk.npu_to_bench == _BLOCKED] = -1
+        walk.bench_to_npu[walk.bench_to_npu == _BLOCKED] = -1
+    _match_groups(npu, bench, walk.npu_to_bench, walk.bench_to_npu, walk.rule)
+    return _table(walk, matchers, rich, rules)
+
+
+def _entry_order(claim: Claim) -> int:
+    return claim.entry if claim.entry >= 0 else 1 << 30
+
+
+def _pin(walk: Walk, matchers: Sequence[Any], rich: list[bool]) -> list[tuple[int, int]]:
+    pinned = []
+    for code, matcher in enumerate(matchers, start=2):
+        if rich[code - 2]:
+            matcher.prepare(walk.npu, walk.bench)
+            pinned.extend((c.npu[0], c.bench[0]) for c in matcher.pins(walk.npu, walk.bench) if walk.apply(c, code))
+    for code, matcher in enumerate(matchers, start=2):
+        if rich[code - 2]:
+            for n, b in matcher.blocks(walk.npu, walk.bench):
+                walk.block(n, b, code)
+    return pinned
+
+
+def _table(walk: Walk, matchers: Sequence[Any], rich: list[bool], rules: tuple[str, ...]) -> MatchTable:
+    if not any(rich):
+        return MatchTable(walk.npu_to_bench, walk.bench_to_npu, walk.rule, rules)
+    notes: list[RuleNote] = []
+    renames: dict[str, dict[str, str]] = {}
+    conflicts = walk.conflict_lines()
+    for code, matcher in enumerate(matchers, start=2):
+        if rich[code - 2]:
+            notes.extend(matcher.notes(walk.credit.get(code, {})))
+            if matcher.rules is not None:
+                conflicts.extend(matcher.rules.conflicts)
+            for op, table in matcher.renames().items():
+                merged = renames.setdefault(op, {})
+                for old, new in table.items():
+                    merged.setdefault(old, new)
+    return MatchTable(walk.npu_to_bench, walk.bench_to_npu, walk.rule, rules, groups=tuple(walk.groups),
+                      slot_maps=walk.slot_maps, slot_renames=renames, notes=tuple(notes), conflicts=tuple(conflicts))
 
 
 def _flat_children(graph: DumpGraph) -> list[list[int]]:
@@ -123,6 +489,8 @@ def _match_groups(
 ) -> None:
     bench_parent = bench.nodes.parent
     for group in np.flatnonzero(npu.nodes.kind == NodeKind.GROUP).tolist():
+        if npu_to_bench[group] >= 0:
+            continue
         members = np.flatnonzero(npu.nodes.parent == group)
         partners = npu_to_bench[members]
         votes = Counter(int(bench_parent[b]) for b in partners[partners >= 0])

@@ -21,7 +21,6 @@ from graphcmp.samples import samples_dir
 from tests.conftest import DATA, shared
 
 
-
 def sample_reports() -> list[CompareReport]:
     """The demo pair, steps 0 and 1."""
     base = samples_dir() / "msprobe" / "tf_small"

@@ -1,0 +1,90 @@
+"""Matching-rule options (``--layer-mapping`` ... ``--matches``), defined once, and their text report."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from graphcmp.core.matching import ChildMatcher, RuleMatcher
+from graphcmp.core.matching.specs import matchers_from_specs, spec
+
+__all__ = ["add_mapping_options", "matchers_from_args", "render_rule_report", "rule_specs"]
+
+_OPTIONS = (  # (option dest, rule source)
+    ("matches", "manual"),
+    ("data_mapping", "data-mapping"),
+    ("me_mapping", "me-mapping"),
+    ("cell_mapping", "cell-mapping"),
+    ("layer_mapping", "layer-mapping"),
+    ("api_mapping", "api-mapping"),
+    ("op_map", "op-map"),
+)
+
+
+def add_mapping_options(parser: argparse.ArgumentParser) -> None:
+    """Add the rule-source options; they apply in the order of docs/matching.md, the first claim wins."""
+    group = parser.add_argument_group(
+        "matching rules", "for runs whose code differs (renamed modules, other framework, fused ops); "
+        "they apply in this order and the first rule to claim a node wins (docs/matching.md). "
+        "Put a bare [FILE] option after the two runs, or write it as --layer-mapping=")
+    group.add_argument("--matches", metavar="FILE", help="manual matches (a .matches.json sidecar from the viewer)")
+    group.add_argument("--data-mapping", metavar="FILE",
+                       help="msprobe data mapping: full data name -> full data name (YAML/JSON)")
+    group.add_argument("--me-mapping", metavar="FILE",
+                       help="Model Explorer mapping JSON: npu node id -> bench node id (or lists: fused ops)")
+    group.add_argument("--cell-mapping", nargs="?", const="", metavar="FILE",
+                       help="msprobe cell mapping 'fc1.Dense: fc1.Linear'; bare: Cell.X <-> Module.X")
+    group.add_argument("--fused", action="store_true",
+                       help="fused ops: GE ops to their _datadump_original_op_names, and the leftover API calls of "
+                       "matched modules (MindSpore Dense = MatMul + BiasAdd ... vs PyTorch linear)")
+    group.add_argument("--layer-mapping", nargs="?", const="", metavar="FILE",
+                       help="msprobe layer mapping {NpuClass: {npu_child: bench_child}}; bare: same module paths, "
+                       "any class names (cross-framework)")
+    group.add_argument("--api-mapping", nargs="?", const="", metavar="FILE",
+                       help="API name table or msprobe ms_api/pt_api list with argument positions; "
+                       "bare: the built-in MindSpore -> PyTorch table")
+    group.add_argument("--op-map", metavar="FILE",
+                       help="op-type table between backends (get_op_map style, JSON/YAML/CSV) with parameter renames")
+
+
+def rule_specs(args: argparse.Namespace) -> list[str]:
+    """Specs of the rule options given (files made absolute), empty when none is.
+
+    >>> ns = argparse.Namespace(layer_mapping="", api_mapping=None, matches=None, data_mapping=None,
+    ...                         me_mapping=None, cell_mapping=None, op_map=None, fused=True)
+    >>> rule_specs(ns)
+    ['layer-mapping', 'fused-ops', 'fused']
+    """
+    specs = []
+    for dest, source in _OPTIONS:
+        value = getattr(args, dest, None)
+        if value is not None:
+            specs.append(spec(source, value or None))
+    if getattr(args, "fused", False):
+        specs.extend(("fused-ops", "fused"))
+    return specs
+
+
+def matchers_from_args(args: argparse.Namespace) -> list[ChildMatcher | RuleMatcher] | None:
+    """The matchers the options ask for (rules, exact names, ``--fuzzy``), or None when no rule option is given.
+
+    Raises
+    ------
+    MappingError
+        If a rule file is missing or malformed (the message names the file and line).
+    """
+    specs = rule_specs(args)
+    if not specs:
+        return None
+    specs.append("exact")
+    if getattr(args, "fuzzy", False):
+        specs.append("fuzzy")
+    return matchers_from_specs(specs)
+
+
+def render_rule_report(summary: dict[str, Any]) -> str:
+    """Text of ``summary["rule_report"]``: rule entries that matched nothing and conflicts ("" if none)."""
+    report = summary.get("rule_report") or {}
+    lines = [f"rule matched nothing: {line}" for line in report.get("unused", ())]
+    lines.extend(f"rule conflict: {line}" for line in report.get("conflicts", ()))
+    return "\n".join(lines)

@@ -1,0 +1,116 @@
+"""Rule sources by name: ``"layer-mapping=/abs/mapping.yaml"`` <-> a matcher, in the documented order.
+
+A spec is ``SOURCE`` or ``SOURCE=FILE``. It is also the matcher's name, so a report's
+``options.matchers`` (and ``summary()["matched_by_rule"]``) say which rules and files made the
+matches, and `matchers_from_specs` can rebuild them (to re-apply manual matches, for instance).
+`RULE_ORDER` is the order in which sources apply; the first claim on a node wins (docs/matching.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from graphcmp.core.errors import MappingError
+from graphcmp.core.mapping_files import (
+    load_api_mapping,
+    load_cell_mapping,
+    load_data_mapping,
+    load_layer_mapping,
+    load_me_mapping,
+    load_op_table,
+)
+from graphcmp.core.matching.base import ChildMatcher, RuleMatcher
+from graphcmp.core.matching.by_api import ApiMatcher
+from graphcmp.core.matching.by_layer import LayerMatcher
+from graphcmp.core.matching.by_mapping import CellMatcher, DataMatcher, ModelExplorerMatcher
+from graphcmp.core.matching.by_name import ExactMatcher
+from graphcmp.core.matching.by_op_table import OpTableMatcher
+from graphcmp.core.matching.decomposition import DecompositionMatcher
+from graphcmp.core.matching.fused_ops import FusedOpsMatcher
+from graphcmp.core.matching.fuzzy import FuzzyMatcher
+from graphcmp.core.matching.manual import ManualMatcher, load_manual_matches
+
+__all__ = ["FILE_REQUIRED", "RULE_ORDER", "matcher_from_spec", "matchers_from_specs", "spec"]
+
+RULE_ORDER = ("manual", "data-mapping", "me-mapping", "cell-mapping", "fused-ops",
+              "layer-mapping", "api-mapping", "op-map", "exact", "fuzzy", "fused")
+"""Rule sources in the order they apply (pins of the first five, then per matched parent pair)."""
+
+FILE_REQUIRED = ("manual", "data-mapping", "me-mapping", "op-map")
+"""Sources that need a file (the others have a default: no entries or a built-in table)."""
+
+_NO_FILE = ("exact", "fuzzy", "fused", "fused-ops")
+
+
+def spec(source: str, path: str | os.PathLike[str] | None = None) -> str:
+    """The spec of `source` with `path` made absolute.
+
+    >>> spec("exact"), spec("layer-mapping", "/data/m.yaml")
+    ('exact', 'layer-mapping=/data/m.yaml')
+    """
+    return f"{source}={Path(path).resolve()}" if path else source
+
+
+def _file_matcher(source: str, path: str, name: str) -> ChildMatcher | RuleMatcher:
+    if source == "layer-mapping":
+        return LayerMatcher(load_layer_mapping(path), name)
+    if source == "cell-mapping":
+        return CellMatcher(load_cell_mapping(path), name)
+    if source == "api-mapping":
+        return ApiMatcher(load_api_mapping(path), name)
+    if source == "data-mapping":
+        return DataMatcher(load_data_mapping(path), name)
+    if source == "me-mapping":
+        return ModelExplorerMatcher(load_me_mapping(path), name)
+    if source == "op-map":
+        return OpTableMatcher(*load_op_table(path), name)
+    return ManualMatcher(load_manual_matches(path), name, source=path)
+
+
+_DEFAULTS: dict[str, Callable[[], ChildMatcher | RuleMatcher]] = {
+    "layer-mapping": LayerMatcher, "cell-mapping": CellMatcher, "api-mapping": ApiMatcher,
+    "exact": ExactMatcher, "fuzzy": FuzzyMatcher, "fused": DecompositionMatcher, "fused-ops": FusedOpsMatcher,
+}
+
+
+def matcher_from_spec(text: str) -> ChildMatcher | RuleMatcher:
+    """The matcher a spec names, its file read.
+
+    Raises
+    ------
+    MappingError
+        If the source is unknown, needs a file it was not given (or takes none), or the file is bad.
+
+    Examples
+    --------
+    >>> matcher_from_spec("api-mapping").name
+    'api-mapping'
+    >>> matcher_from_spec("typo-mapping")
+    Traceback (most recent call last):
+    ...
+    graphcmp.core.errors.MappingError: unknown rule source 'typo-mapping' (known: manual, data-mapping, \
+me-mapping, cell-mapping, fused-ops, layer-mapping, api-mapping, op-map, exact, fuzzy, fused)
+    """
+    source, _, path = text.partition("=")
+    if source not in RULE_ORDER:
+        raise MappingError(f"unknown rule source {source!r} (known: {', '.join(RULE_ORDER)})")
+    if path and source in _NO_FILE:
+        raise MappingError(f"rule source {source!r} takes no file (got {path!r})")
+    if not path and source in FILE_REQUIRED:
+        raise MappingError(f"rule source {source!r} needs a file: {source}=FILE")
+    if path:
+        return _file_matcher(source, path, text)
+    return _DEFAULTS[source]()
+
+
+def matchers_from_specs(specs: Sequence[str]) -> list[ChildMatcher | RuleMatcher]:
+    """Matchers for `specs`, sorted into `RULE_ORDER` (specs of one source keep their order).
+
+    >>> [m.name for m in matchers_from_specs(["fuzzy", "exact", "layer-mapping"])]
+    ['layer-mapping', 'exact', 'fuzzy']
+    """
+    ordered = sorted(specs, key=lambda s: RULE_ORDER.index(s.partition("=")[0]) if s.partition("=")[0]
+                     in RULE_ORDER else -1)
+    return [matcher_from_spec(s) for s in ordered]
