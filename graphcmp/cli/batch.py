@@ -7,6 +7,7 @@ import sys
 
 from tqdm import tqdm
 
+from graphcmp.cli.mapping_options import rule_specs
 from graphcmp.cli.output import emit
 from graphcmp.cli.render import render_batch
 from graphcmp.core.distributed.batch import BatchOptions, batch_summary, run_batch
@@ -23,7 +24,8 @@ def add_batch_options(parser: argparse.ArgumentParser) -> None:
 
 def handle_batch(args: argparse.Namespace) -> int:
     out = args.output or "results"
-    options = BatchOptions(fuzzy=args.fuzzy, thresholds_file=args.thresholds, tensors=not args.no_tensors)
+    options = BatchOptions(fuzzy=args.fuzzy, thresholds_file=args.thresholds, tensors=not args.no_tensors,
+                           rules=tuple(rule_specs(args)))
     bar = tqdm(total=0, desc="compare runs", unit="run", file=sys.stderr, disable=True if args.quiet else None,
                leave=False)
 

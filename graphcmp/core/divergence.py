@@ -139,7 +139,7 @@ def analyze(report: Any, rule: DivergenceRule | None = None) -> Analysis:
     rule = rule or DivergenceRule()
     npu = report.npu
     keys = execution_keys(npu)
-    leaves = sorted(_leaf_rows(npu, report.matches.npu_to_bench), key=keys.__getitem__)
+    leaves = sorted(_leaf_rows(npu, report.matches), key=keys.__getitem__)
     io = _io_errors(report, keys)
     out_err = report.verdicts.severity
     levels = overflow_levels(npu)
@@ -155,15 +155,23 @@ def analyze(report: Any, rule: DivergenceRule | None = None) -> Analysis:
     return Analysis(divergences[0] if divergences else None, tuple(divergences[1:]), overflow, findings, exact, rule)
 
 
-def _leaf_rows(npu: DumpGraph, partner: np.ndarray) -> list[int]:
-    """Matched rows with data and no data below them, in execution order."""
+def _leaf_rows(npu: DumpGraph, matches: Any) -> list[int]:
+    """Matched rows with data and no data below them; a fused group counts as its enclosing module.
+
+    The members of a fused group compared through their module (a MindSpore Dense's Reshape/MatMul/
+    BiasAdd against one PyTorch linear) are not compared one by one, so the module is the leaf.
+    """
     has_data = npu.nodes.has_data & (npu.nodes.kind != NodeKind.GROUP)
     below = np.zeros(len(npu), np.int32)
     parent = npu.nodes.parent
     for row in range(len(npu) - 1, 0, -1):  # pre-order: children come after their parent
         if has_data[row] or below[row]:
             below[parent[row]] += 1
-    leaf = has_data & (below == 0) & (partner >= 0)
+    leaf = has_data & (below == 0) & (matches.npu_to_bench >= 0)
+    for group in getattr(matches, "groups", ()):
+        if group.via >= 0:
+            leaf[list(group.npu)] = False
+            leaf[group.via] = True
     return np.flatnonzero(leaf).tolist()
 
 

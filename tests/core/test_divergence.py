@@ -151,3 +151,25 @@ def test_decode_overflow_status(tmp_path):
     decoded = read_overflow_records(record)
     assert decoded == {"AI Core": ("float overflow",), "DHA Atomic Add": (),
                        "L2 Atomic Add": ("FP32 to FP16 or int32 to FP16 overflow",)}
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("npu", "bench", "mapping", "expected"), [
+    ("ms/tf", "pt/tf", "tf_ms_to_pt.yaml", "Cell.layers.1.mlp.fc1.Dense.forward.0"),
+    ("pt/tf", "ms/tf", "tf_ms_to_pt.yaml", "Module.layers.1.mlp.fc1.Linear.forward.0"),
+    ("ms/cnn", "pt/cnn", "cnn_ms_to_pt.yaml", "Cell.conv2.Conv2d.forward.0"),
+    ("pt/cnn", "ms/cnn", "cnn_ms_to_pt.yaml", "Module.conv2.Conv2d.forward.0"),
+])
+def test_cross_framework_divergence(npu, bench, mapping, expected):
+    """MindSpore vs PyTorch: baselines agree; the perturbed run diverges at the Cell/Module of the truth op."""
+    from graphcmp.core.matching.specs import matchers_from_specs
+
+    root = "mindspore_msprobe/dumps/{}/statistics_mix/{}/step0/rank0"
+    matchers = matchers_from_specs([f"layer-mapping={shared('mindspore_msprobe/mapping/' + mapping)}", "exact"])
+    baseline = compare_graphs(read_msprobe(shared(root.format(npu, "baseline"))),
+                              read_msprobe(shared(root.format(bench, "baseline"))), matchers=matchers)
+    assert find_divergence(baseline) is None
+    perturbed = compare_graphs(read_msprobe(shared(root.format(npu, "perturb"))),
+                               read_msprobe(shared(root.format(bench, "baseline"))), matchers=matchers)
+    d = find_divergence(perturbed)
+    assert d.node == expected and d.cause == "inputs differ"

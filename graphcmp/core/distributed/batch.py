@@ -47,6 +47,7 @@ class BatchOptions:
     fuzzy: bool = False
     thresholds_file: str | None = None
     tensors: bool = True
+    rules: tuple[str, ...] = ()  # matcher specs of rule sources (mapping files ...), see matching.specs
 
 
 def run_batch(
@@ -102,6 +103,7 @@ def compare_run(npu: str, bench: str, out_dir: str, step: int | None, rank: int 
                 options: BatchOptions) -> dict[str, Any]:
     """One task: compare one run pair, write its result file, return its index entry (never raises bad input)."""
     from graphcmp.core.compare import compare_graphs
+    from graphcmp.core.matching.specs import matchers_from_specs
     from graphcmp.core.readers import read_graph
     from graphcmp.core.report import save_report
     from graphcmp.core.rules import load_thresholds
@@ -113,8 +115,10 @@ def compare_run(npu: str, bench: str, out_dir: str, step: int | None, rank: int 
         thresholds = load_thresholds(options.thresholds_file) if options.thresholds_file else None
         npu_graph, bench_graph = read_graph(npu), read_graph(bench)  # tasks already run side by side
         tensors = tensor_metrics_for(npu_graph, bench_graph) if options.tensors else None
-        report = compare_graphs(npu_graph, bench_graph, fuzzy=options.fuzzy, thresholds=thresholds,
-                                tensor_metrics=tensors)
+        matchers = matchers_from_specs([*options.rules, "exact", *(["fuzzy"] if options.fuzzy else [])]) \
+            if options.rules else None
+        report = compare_graphs(npu_graph, bench_graph, fuzzy=options.fuzzy, matchers=matchers,
+                                thresholds=thresholds, tensor_metrics=tensors)
         save_report(report, Path(out_dir) / entry["file"])
         analysis = report.analysis()
     except GraphcmpError as err:
@@ -162,7 +166,8 @@ def _index(out: Path, pairs: dict[RunKey, Any], only_npu: list[RunKey], only_ben
         "schema_version": 1,
         "tool": {"name": "graphcmp", "version": __version__},
         "inputs": {"npu": str(npu_root), "bench": str(bench_root)},
-        "options": {"fuzzy": options.fuzzy, "thresholds_file": options.thresholds_file, "tensors": options.tensors},
+        "options": {"fuzzy": options.fuzzy, "thresholds_file": options.thresholds_file, "tensors": options.tensors,
+                    "rules": list(options.rules)},
         "missing": {"npu_only": [k.label for k in only_npu], "bench_only": [k.label for k in only_bench]},
         "runs": entries,
         "analysis": job_analysis(entries),
