@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 
@@ -19,6 +20,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             description=__doc__)
     parser.add_argument("-o", "--output", help="where to write the result (default: a temporary folder)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--serve", action="store_true",
+                        help="then open the browser viewer on the result (serves until Ctrl+C)")
+    parser.add_argument("--port", type=int, default=8050, help="viewer port with --serve (default 8050)")
     parser.set_defaults(handler=handle)
 
 
@@ -36,4 +40,20 @@ def handle(args: argparse.Namespace) -> int:
         f"written: {output}",
     ])
     emit(summary, text, args.json)
+    if args.serve or (not args.json and _ask("Open the browser viewer on this result? [y/N] ")):
+        from graphcmp.cli.serve import serve  # Dash loads only when the viewer is wanted
+
+        return serve([output], port=args.port, open_browser=True)
+    if not args.json:
+        print(f"view it in a browser: graphcmp serve {output}", file=sys.stderr)
     return 0
+
+
+def _ask(question: str) -> bool:
+    """Ask on a terminal only: no prompt when stdin or stdout is not a TTY (CI, pipes)."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return False
+    try:
+        return input(question).strip().lower() in ("y", "yes")
+    except EOFError:
+        return False

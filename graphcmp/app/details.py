@@ -1,0 +1,172 @@
+"""The details panel of a selected node: verdict and why, npu vs bench tensors with every metric, stack trace.
+
+Everything is looked up in the report (node views, pair metric columns, verdict columns); all
+names and values are passed to Dash as text children, so nothing from a dump is rendered as HTML.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from dash import html
+
+from graphcmp.app.model import ViewModel
+from graphcmp.core.judge import STATUS_NAMES
+from graphcmp.core.overflow import OVERFLOW_NAMES
+from graphcmp.core.records import STAT_NAMES, NodeView, Role, TensorView
+
+__all__ = ["details_panel", "short_stack"]
+
+_SHORT_FRAMES = 2
+_LIBRARY_MARKERS = ("site-packages", "dist-packages", "/lib/python")
+_ROLE_ORDER = {Role.INPUT: 0, Role.PARAM: 1, Role.OUTPUT: 2, Role.PARAM_GRAD: 3}
+
+
+def details_panel(model: ViewModel, rows: dict[str, int]) -> list:
+    """Components for the selected node(s): `rows` maps side -> row (the selected node and its twin)."""
+    if not rows:
+        return [html.P("Click a node to see its tensors, metrics, verdict and stack.", className="hint")]
+    views = {side: model.node_view(side, row) for side, row in rows.items()}
+    first = views.get("npu") or views["bench"]
+    parts = [html.H3(first.id, className="node-id"), _facts(model, views, rows)]
+    if "npu" in rows and model.paired:
+        parts.append(_verdict(model, rows["npu"]))
+    parts.append(_tensor_table(model, views, rows))
+    parts.extend(_stacks(views))
+    return parts
+
+
+def _facts(model: ViewModel, views: dict[str, NodeView], rows: dict[str, int]) -> html.Div:
+    v = next(iter(views.values()))
+    items = [f"{v.kind.name.lower()} · {v.op} · {v.direction.name.lower()} · micro-step {v.micro_step}",
+             f"children: {len(v.children)}"]
+    if model.paired:
+        if "npu" in views and "bench" in views:
+            rule = model.report.matches.rules[int(model.report.matches.rule[rows["npu"]])]
+            twin = views["bench"].id
+            items.append(f"bench twin ({rule} match): {twin}" if twin != v.id else f"matched ({rule})")
+        else:
+            items.append(f"no counterpart in the {'bench' if 'npu' in views else 'npu'} run")
+    for side, row in rows.items():
+        level = int(model.overflow[side][row])
+        if level:
+            items.append(f"overflow on {side}: {OVERFLOW_NAMES.get(level, level)} (inf/NaN or at the dtype's limit)")
+    return html.Ul([html.Li(t) for t in items], className="facts")
+
+
+def _verdict(model: ViewModel, row: int) -> html.Div:
+    v = model.report.verdicts
+    status = STATUS_NAMES[int(v.status[row])]
+    worst = STATUS_NAMES[int(v.worst[row])]
+    lines = [html.Span(status, className=f"badge status-{status}"),
+             html.Span(f" severity {_num(v.severity[row])} · input severity {_num(v.input_severity[row])}"
+                       f" · worst below: {worst}"
+                       + (f" · {int(v.unmatched_below[row])} unmatched below" if v.unmatched_below[row] else ""))]
+    reason = v.reason[row]
+    return html.Div([html.Div(lines), html.Div(reason or "—", className="reason")], className="verdict")
+
+
+def _tensor_table(model: ViewModel, views: dict[str, NodeView], rows: dict[str, int]) -> html.Table:
+    by_key: dict[tuple[int, str], dict[str, TensorView]] = {}
+    for side, view in views.items():
+        for t in view.tensors:
+            by_key.setdefault((int(t.role), t.slot), {})[side] = t
+    metrics = _pair_metrics(model, rows) if len(views) == 2 else {}
+    head = html.Tr([html.Th(h) for h in ("tensor", "run", "dtype", "shape",
+                                         *(s.capitalize() for s in STAT_NAMES), "md5 / value / metrics")])
+    body = []
+    for key in sorted(by_key, key=lambda k: (_ROLE_ORDER.get(k[0], 9), _slot_key(k[1]))):
+        name = f"{Role(key[0]).name.lower()}.{key[1]}"
+        sides = by_key[key]
+        for side in ("npu", "bench"):
+            if side in sides:
+                body.append(_tensor_row(name if side == next(iter(sides)) else "", side, sides[side]))
+        if key in metrics:
+            body.append(_metric_row(metrics[key]))
+    if not body:
+        body = [html.Tr(html.Td("no tensors recorded for this node", colSpan=9))]
+    return html.Table([html.Thead(head), html.Tbody(body)], className="tensors")
+
+
+def _slot_key(slot: str) -> tuple:
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in slot.split("."))
+
+
+def _tensor_row(name: str, side: str, t: TensorView) -> html.Tr:
+    stats = [html.Td(_num(t.stats[s]) if s in t.stats else "", className="num") for s in STAT_NAMES]
+    extra = t.md5 or t.value or t.file
+    return html.Tr([html.Td(name, className="slot"), html.Td(side), html.Td(t.dtype), html.Td(t.shape), *stats,
+                    html.Td(extra)], className=f"side-{side}")
+
+
+def _pair_metrics(model: ViewModel, rows: dict[str, int]) -> dict[tuple[int, str], dict]:
+    """Metric values of every tensor pair of the npu node, by (role, slot)."""
+    report = model.report
+    pairs = report.pairs
+    t = report.npu.tensors
+    ks = np.flatnonzero(t.node[pairs.npu] == rows["npu"])
+    out = {}
+    for k in ks.tolist():
+        tensor = int(pairs.npu[k])
+        values = {name: col[k] for name, col in pairs.metrics.items()}
+        values["level"] = int(report.verdicts.pair_level[k])
+        out[(int(t.role[tensor]), t.slot[tensor])] = values
+    return out
+
+
+def _metric_row(values: dict) -> html.Tr:
+    rel = values.get("rel_errs")
+    cells = [html.Td(_num(x), className="num") for x in rel] if rel is not None else [html.Td("")] * 4
+    level = STATUS_NAMES.get(values["level"], "")
+    skip = {"rel_errs", "level", "identical"}
+    text = []
+    for name, value in values.items():
+        if name in skip:
+            continue
+        if isinstance(value, np.ndarray):
+            text.append(f"{name} [{', '.join(_num(x) for x in value)}]")
+        elif not (isinstance(value, float) and math.isnan(value)):
+            text.append(f"{name} {_num(value)}")
+    if values.get("identical"):
+        text.append("identical")
+    return html.Tr([html.Td(html.Span(level, className=f"badge status-{level}")), html.Td("Δ rel"),
+                    html.Td(""), html.Td(""), *cells, html.Td(" · ".join(text), className="metrics")],
+                   className="metric-row")
+
+
+def short_stack(frames: tuple[str, ...]) -> list[str]:
+    """The first frames outside libraries (the model code that made the call), at most two.
+
+    >>> short_stack(("File /x/site-packages/torch/a.py, line 1", "File /m/model.py, line 31, in forward", "c"))
+    ['File /m/model.py, line 31, in forward', 'c']
+    """
+    own = [f for f in frames if not any(m in f for m in _LIBRARY_MARKERS)]
+    return (own or list(frames))[:_SHORT_FRAMES]
+
+
+def _stacks(views: dict[str, NodeView]) -> list:
+    out = []
+    shown: set[tuple[str, ...]] = set()
+    for side, view in views.items():
+        if not view.stack or view.stack in shown:
+            continue
+        shown.add(view.stack)
+        out.append(html.Div([
+            html.H4(f"stack ({side})" if len(views) > 1 else "stack"),
+            html.Pre("\n".join(short_stack(view.stack)), className="stack-short"),
+            html.Details([html.Summary(f"full stack ({len(view.stack)} frames)"),
+                          html.Pre("\n".join(view.stack), className="stack-full")]),
+        ], className="stack"))
+    return out
+
+
+def _num(x) -> str:
+    if isinstance(x, (bool, np.bool_)):
+        return str(bool(x))
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.6g}"

@@ -1,0 +1,240 @@
+"""What the viewer derives from one document, once: navigation trees, twins, verdict codes, overflow, findings.
+
+A `ViewModel` wraps a `CompareReport` (two sides) or a built `DumpGraph` (one side). Everything here is
+a lookup into the core's records; per-node numeric columns for colouring come from the report's
+verdicts and pair metrics (`metric_values`), aggregated per node with numpy.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+
+import numpy as np
+
+from graphcmp.app.colors import Scheme, parse_edges
+from graphcmp.app.tree import NavTree
+from graphcmp.core.divergence import Analysis, analyze
+from graphcmp.core.judge import SKIP, STATUS_NAMES, UNMATCHED
+from graphcmp.core.overflow import overflow_levels
+from graphcmp.core.records import STAT_NAMES, Direction, DumpGraph, NodeKind, NodeView, Role, TensorView
+from graphcmp.core.report import CompareReport
+from graphcmp.core.rules import PASS
+
+__all__ = ["SIDES", "ViewModel"]
+
+SIDES = ("npu", "bench")
+_VERDICT_METRICS = {"severity": "output severity", "worst_severity": "subtree severity",
+                    "input_severity": "input severity"}
+_OUTPUT_ROLES = (Role.OUTPUT, Role.PARAM_GRAD)
+
+
+class ViewModel:
+    """Derived, read-only data of one document for the viewer."""
+
+    def __init__(self, doc: CompareReport | DumpGraph) -> None:
+        self.report = doc if isinstance(doc, CompareReport) else None
+        graphs = (doc.npu, doc.bench) if self.report is not None else (doc,)
+        self.graphs: dict[str, DumpGraph] = dict(zip(SIDES, graphs))
+        self.trees = {side: NavTree(g) for side, g in self.graphs.items()}
+        self._lock = threading.Lock()
+        self._metric_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._memo: dict[tuple, object] = {}
+
+    @property
+    def sides(self) -> tuple[str, ...]:
+        return tuple(self.graphs)
+
+    @property
+    def paired(self) -> bool:
+        return self.report is not None
+
+    def twin(self, side: str, row: int) -> int:
+        """Row of the matched node on the other side, -1 when unmatched or single-sided."""
+        if self.report is None:
+            return -1
+        m = self.report.matches
+        return int((m.npu_to_bench if side == "npu" else m.bench_to_npu)[row])
+
+    def other(self, side: str) -> str:
+        return "bench" if side == "npu" else "npu"
+
+    def row_of(self, side: str, node_id: str) -> int | None:
+        graph = self.graphs.get(side)
+        return graph.row(node_id) if graph is not None and node_id in graph else None
+
+    def tensor_rows(self, side: str, row: int) -> np.ndarray:
+        """Tensor rows of one node (CSR index built once per side, no scan of the tensor table)."""
+        order, start = self._tensor_index[side]
+        return order[start[row]: start[row + 1]]
+
+    @cached_property
+    def _tensor_index(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        out = {}
+        for side, g in self.graphs.items():
+            order = np.argsort(g.tensors.node, kind="stable")
+            out[side] = order, np.searchsorted(g.tensors.node[order], np.arange(len(g) + 1))
+        return out
+
+    def node_view(self, side: str, row: int) -> NodeView:
+        """The core's `NodeView` of one node, built from the viewer's indexes (no networkx tree needed)."""
+        g = self.graphs[side]
+        nodes, t = g.nodes, g.tensors
+        parent, stack = int(nodes.parent[row]), int(nodes.stack[row])
+        tensors = []
+        for k in self.tensor_rows(side, row).tolist():
+            stats = {name: float(t.stats[k, j]) for j, name in enumerate(STAT_NAMES) if t.present[k, j]}
+            tensors.append(TensorView(Role(int(t.role[k])), t.slot[k], t.dtype[k], t.shape[k], stats,
+                                      t.md5[k], t.file[k], t.value[k]))
+        return NodeView(
+            id=nodes.ids[row], kind=NodeKind(int(nodes.kind[row])), op=nodes.op[row],
+            parent=nodes.ids[parent] if parent >= 0 else None, direction=Direction(int(nodes.direction[row])),
+            micro_step=int(nodes.micro_step[row]),
+            children=tuple(nodes.ids[c] for c in self.trees[side].children(row).tolist()),
+            tensors=tuple(tensors), stack=g.stacks[stack] if stack >= 0 else (),
+        )
+
+    @cached_property
+    def overflow(self) -> dict[str, np.ndarray]:
+        """Overflow level per row and side (0 none … 3 critical, see `graphcmp.core.overflow`)."""
+        return {side: overflow_levels(g) for side, g in self.graphs.items()}
+
+    @cached_property
+    def analysis(self) -> Analysis | None:
+        """The advisor's findings (first divergence, overflow …) of a report; None for a single run."""
+        return analyze(self.report) if self.report is not None else None
+
+    def status(self, side: str) -> np.ndarray | None:
+        """Verdict code per row of `side` (bench rows take their npu twin's; unmatched bench rows UNMATCHED)."""
+        if self.report is None:
+            return None
+        v = self.report.verdicts
+        if side == "npu":
+            return v.status
+        return self._bench_status
+
+    def worst(self, side: str) -> np.ndarray | None:
+        """Worst verdict in the subtree of each row (bench rows take their twin's)."""
+        if self.report is None:
+            return None
+        w = self.report.verdicts.worst
+        return w if side == "npu" else _through_twin(w, self.report.matches.bench_to_npu, SKIP)
+
+    @cached_property
+    def _bench_status(self) -> np.ndarray:
+        return _through_twin(self.report.verdicts.status, self.report.matches.bench_to_npu, UNMATCHED)
+
+    # ---- colour metrics -------------------------------------------------------------------------
+
+    def metric_names(self) -> dict[str, str]:
+        """Colour schemes on offer: name -> label ("verdict" first)."""
+        if self.report is None:
+            return {"none": "node kind"}
+        names = {"verdict": "verdict"} | _VERDICT_METRICS
+        for name, col in self.report.pairs.metrics.items():
+            if col.dtype.kind == "f" and name != "rel_errs":
+                names[name] = f"{name} (worst output)"
+        return names
+
+    def scheme(self, metric: str | None, edges_text: str | None) -> Scheme:
+        """The colour scheme for `metric` with edges typed by the user (defaults when absent or invalid)."""
+        names = self.metric_names()
+        metric = metric if metric in names else next(iter(names))
+        if metric in ("verdict", "none"):
+            return Scheme(metric)
+        higher = self.higher_is_better(metric)
+        edges = parse_edges(edges_text) or self.default_edges(metric)
+        return Scheme(metric, edges=edges, higher_is_better=higher)
+
+    def higher_is_better(self, metric: str) -> bool:
+        rules = self.report.thresholds.rules if self.report is not None else {}
+        return any(r.metric == metric and r.higher_is_better for task in rules.values() for r in task)
+
+    def default_edges(self, metric: str) -> tuple[float, ...]:
+        """Warn/error limits of the report's rule for `metric`, else the 50th and 90th percentile of its values."""
+        rules = self.report.thresholds.rules
+        key = "rel_err" if metric in _VERDICT_METRICS else metric
+        task = "tensor" if self.report.options.tensor_metrics and key == "rel_err" else None
+        for task_name, task_rules in rules.items():
+            for r in task_rules:
+                if (r.metric == key and task is None) or (task == task_name and not r.higher_is_better):
+                    return tuple(sorted({r.warn, r.error}))
+        values, present = self.metric_values(metric)
+        finite = values[present & np.isfinite(values)]
+        if not len(finite):
+            return (0.0,)
+        return tuple(sorted({float(np.quantile(finite, 0.5)), float(np.quantile(finite, 0.9))}))
+
+    def memo(self, key: tuple, compute):
+        """The value of `compute()` kept under `key` with this model (search results; at most 64 kept)."""
+        with self._lock:
+            if key in self._memo:
+                return self._memo[key]
+        value = compute()
+        with self._lock:
+            if len(self._memo) >= 64:
+                self._memo.clear()
+            self._memo[key] = value
+        return value
+
+    def metric_values(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        """(value, present) per npu row of `metric`: a verdict column, or a pair metric over the node's outputs.
+
+        NaN in a present value is a real NaN (an overflow); absent rows have no compared outputs.
+        """
+        with self._lock:
+            if metric not in self._metric_cache:
+                self._metric_cache[metric] = self._compute_metric(metric)
+            return self._metric_cache[metric]
+
+    def _compute_metric(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        report = self.report
+        v = report.verdicts
+        if metric in _VERDICT_METRICS:
+            values = getattr(v, metric).astype(np.float64)
+            present = v.status >= PASS if metric != "worst_severity" else v.worst >= PASS
+            return np.where(np.isinf(values), np.nan, values), present
+        pairs = report.pairs
+        col = pairs.metrics[metric]
+        col = np.abs(col).max(axis=1) if col.ndim == 2 else col.astype(np.float64)
+        t = report.npu.tensors
+        is_out = np.isin(t.role[pairs.npu], _OUTPUT_ROLES)
+        node, col = t.node[pairs.npu][is_out], col[is_out]
+        n = len(report.npu)
+        higher = self.higher_is_better(metric)
+        fill = np.inf if higher else -np.inf
+        out = np.full(n, fill)
+        (np.minimum if higher else np.maximum).at(out, node, np.where(np.isnan(col), fill, col))
+        is_nan = np.bincount(node[np.isnan(col)], minlength=n) > 0
+        present = np.bincount(node, minlength=n) > 0
+        return np.where(is_nan | ~present, np.nan, out), present
+
+    def side_metric(self, side: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        """(value, present) of `metric` per row of `side` (bench rows take their twin's)."""
+        values, present = self.metric_values(metric)
+        if side == "npu":
+            return values, present
+        b2n = self.report.matches.bench_to_npu
+        return _through_twin(values, b2n, np.nan), _through_twin(present, b2n, False)
+
+    @cached_property
+    def summary_rows(self) -> list[tuple[str, str]]:
+        """(label, value) lines for the overview panel."""
+        if self.report is None:
+            g = self.graphs["npu"]
+            return [("nodes", f"{len(g):,}"), ("tensors", f"{len(g.tensors):,}"), ("source", g.info.path)]
+        s = self.report.summary()
+        hist = s["verdicts"]
+        return [
+            ("npu nodes", f"{s['npu']['nodes']:,} ({s['npu']['unmatched']:,} unmatched)"),
+            ("bench nodes", f"{s['bench']['nodes']:,} ({s['bench']['unmatched']:,} unmatched)"),
+            ("verdicts", ", ".join(f"{name} {hist[name]:,}" for name in STATUS_NAMES.values() if name in hist)),
+            ("tensor pairs", f"{s['tensor_pairs']:,}"),
+        ]
+
+
+def _through_twin(values: np.ndarray, bench_to_npu: np.ndarray, missing) -> np.ndarray:
+    out = np.full(len(bench_to_npu), missing, dtype=values.dtype)
+    matched = bench_to_npu >= 0
+    out[matched] = values[bench_to_npu[matched]]
+    return out

@@ -1,0 +1,97 @@
+"""The page: header controls, the search/filter sidebar, the two graph panes and the details panel.
+
+Component ids are the contract with `callbacks` and the browser tests. The ``findings`` block in the
+sidebar lists the advisor's findings (`graphcmp.core.divergence.analyze`) with go-to-node.
+"""
+
+from __future__ import annotations
+
+import dash_cytoscape as cyto
+from dash import dcc, html
+
+from graphcmp.app.elements import STYLESHEET
+from graphcmp.app.state import FILTERS
+
+__all__ = ["PANE_IDS", "page_layout"]
+
+PANE_IDS = {"npu": "cy-npu", "bench": "cy-bench"}
+_PANE_TITLES = {"npu": "NPU (run under test)", "bench": "bench (baseline)"}
+
+
+def page_layout(title: str) -> html.Div:
+    """The whole page; every dynamic part is filled by the main callback from the URL."""
+    return html.Div([
+        dcc.Location(id="url", refresh=False),
+        dcc.Store(id="focus"),
+        dcc.Store(id="focus-done"),
+        dcc.Download(id="download"),
+        _header(title),
+        html.Div([_sidebar(), _panes()], className="main"),
+        html.Div(id="details", className="details"),
+    ], className="app")
+
+
+def _header(title: str) -> html.Div:
+    def labelled(text: str, control, wrapper_id: str | None = None) -> html.Label:
+        extra = {"id": wrapper_id} if wrapper_id else {}
+        return html.Label([html.Span(text), control], className="control", **extra)
+
+    return html.Div([
+        html.Div([html.Strong("graphcmp"), html.Span(title, className="doc-title")], className="brand"),
+        labelled("step", dcc.Dropdown(id="step", clearable=False, searchable=False, className="dd-small"), "ctl-step"),
+        labelled("rank", dcc.Dropdown(id="rank", clearable=False, searchable=False, className="dd-small"), "ctl-rank"),
+        labelled("micro-step", dcc.Dropdown(id="micro", clearable=False, searchable=False, className="dd-small"),
+                 "ctl-micro"),
+        labelled("colour by", dcc.Dropdown(id="metric", clearable=False, searchable=False, className="dd-metric")),
+        labelled("bin edges", dcc.Input(id="bins", type="text", debounce=True, className="bins",
+                                        placeholder="e.g. 1e-3, 1e-2")),
+        dcc.Checklist(id="sync", options=[{"label": " sync panes", "value": "on"}], value=["on"], className="sync"),
+        html.Button("collapse all", id="collapse", className="btn"),
+        html.Div([
+            html.Span("export", className="muted"),
+            html.Button("npu PNG", id="png-npu", className="btn"),
+            html.Button("npu SVG", id="svg-npu", className="btn"),
+            html.Span([html.Button("bench PNG", id="png-bench", className="btn"),
+                       html.Button("bench SVG", id="svg-bench", className="btn")], id="bench-export"),
+        ], className="export"),
+    ], className="header")
+
+
+def _sidebar() -> html.Div:
+    return html.Div([
+        html.H4("Search"),
+        dcc.Input(id="query", type="text", debounce=True, placeholder="regex over node names, Enter",
+                  className="query"),
+        html.H4("Filters"),
+        dcc.Checklist(id="filters", options=[{"label": f" {f}", "value": f} for f in FILTERS], value=[],
+                      className="filters", inline=True),
+        html.Div([
+            html.Button("◀ previous", id="prev", className="btn"),
+            html.Span(id="hit-info", className="hit-info"),
+            html.Button("next ▶", id="next", className="btn"),
+        ], className="stepper"),
+        dcc.RadioItems(id="hits", options=[], value=None, className="hits"),
+        html.H4("Legend"),
+        html.Div(id="legend", className="legend"),
+        html.H4("Overview"),
+        html.Div(id="overview", className="overview"),
+        html.H4("Findings"),
+        dcc.RadioItems(id="findings", options=[], value=None, className="findings"),
+    ], className="sidebar")
+
+
+def _panes() -> html.Div:
+    return html.Div([_pane(side) for side in ("npu", "bench")], className="panes")
+
+
+def _pane(side: str) -> html.Div:
+    return html.Div([
+        html.Div(_PANE_TITLES[side], id=f"title-{side}", className="pane-title"),
+        cyto.Cytoscape(
+            id=PANE_IDS[side], elements=[], stylesheet=STYLESHEET,
+            layout={"name": "preset", "fit": False, "animate": False},
+            className="cy", style={"position": "absolute", "top": "22px", "bottom": 0, "left": 0, "right": 0},
+            minZoom=0.03, maxZoom=3.0, autoRefreshLayout=False, responsive=True,
+            boxSelectionEnabled=False, autoungrabify=True,
+        ),
+    ], className=f"pane pane-{side}", id=f"pane-{side}")

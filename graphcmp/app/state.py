@@ -1,0 +1,220 @@
+"""The view state (result, open modules, pages, selection, search, filters, colours) and its URL form.
+
+The state is a small frozen value. Every user action is a pure function from state to state
+(`toggle`, `turn_page`, `select`, `reveal`), so the page is a function of the URL: a link
+reproduces the view, and tests drive actions without a browser. Open modules are kept in the order
+they were opened; past `MAX_VISIBLE` nodes in a pane the oldest unrelated ones close again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from urllib.parse import parse_qs, urlencode
+
+from graphcmp.app.layout import PAGE, page_of, visible_children
+from graphcmp.app.model import SIDES, ViewModel
+
+__all__ = [
+    "FILTERS", "MAX_VISIBLE", "ViewState", "reveal", "select", "selected_rows", "toggle", "turn_page", "visible_count",
+]
+
+MAX_VISIBLE = 1500
+"""Most nodes (and pager boxes) one pane shows; opening more closes the oldest unrelated modules."""
+FILTERS = ("error", "warning", "pass", "skip", "unmatched", "overflow")
+_MAX_QUERY = 300
+
+
+@dataclass(frozen=True, slots=True)
+class ViewState:
+    """Everything that defines what the page shows (rows are rows of the result's runs)."""
+
+    result: str = ""
+    micro: int | None = None
+    open: dict[str, tuple[int, ...]] = field(default_factory=lambda: {s: () for s in SIDES})
+    pages: dict[str, dict[int, int]] = field(default_factory=lambda: {s: {} for s in SIDES})
+    selected: tuple[str, str] | None = None  # (side, node id)
+    sync: bool = True
+    metric: str = ""
+    bins: str = ""
+    query: str = ""
+    filters: tuple[str, ...] = ()
+    hit: int = 0
+
+    def to_query(self) -> str:
+        """The URL query string (with the leading ``?``) of this state.
+
+        >>> s = ViewState(result="s0r0", open={"npu": (4, 5), "bench": (4,)}, selected=("npu", "a<b>"))
+        >>> ViewState.from_query(s.to_query()) == s
+        True
+        """
+        q = {"res": self.result, "micro": "" if self.micro is None else self.micro,
+             "open": ".".join(map(str, self.open["npu"])), "openb": ".".join(map(str, self.open["bench"])),
+             "pg": _pages_text(self.pages["npu"]), "pgb": _pages_text(self.pages["bench"]),
+             "sel": f"{self.selected[0]}:{self.selected[1]}" if self.selected else "",
+             "sync": "1" if self.sync else "0", "metric": self.metric, "bins": self.bins, "q": self.query,
+             "f": ",".join(self.filters), "hit": self.hit or ""}
+        return "?" + urlencode({k: v for k, v in q.items() if v != ""})
+
+    @classmethod
+    def from_query(cls, search: str | None) -> ViewState:
+        """Parse a URL query string; unknown or malformed values fall back to the defaults."""
+        q = {k: v[-1] for k, v in parse_qs((search or "").lstrip("?"), keep_blank_values=True).items()}
+        sel = q.get("sel", "")
+        side, _, node = sel.partition(":")
+        return cls(
+            result=q.get("res", ""), micro=_int(q.get("micro")),
+            open={"npu": _ints(q.get("open")), "bench": _ints(q.get("openb"))},
+            pages={"npu": _pages(q.get("pg")), "bench": _pages(q.get("pgb"))},
+            selected=(side, node) if side in SIDES and node else None, sync=q.get("sync", "1") != "0",
+            metric=q.get("metric", ""), bins=q.get("bins", ""), query=q.get("q", "")[:_MAX_QUERY],
+            filters=tuple(f for f in q.get("f", "").split(",") if f in FILTERS), hit=max(_int(q.get("hit")) or 0, 0),
+        )
+
+    def clean(self, model: ViewModel) -> ViewState:
+        """Drop rows that the model does not have (a link made for another result)."""
+        opened = {s: tuple(r for r in self.open[s] if s in model.trees and 0 < r < len(model.trees[s]))
+                  for s in SIDES}
+        pages = {s: {r: p for r, p in self.pages[s].items() if r == 0 or r in opened[s]} for s in SIDES}
+        selected = self.selected if self.selected and model.row_of(*self.selected) is not None else None
+        return replace(self, open=opened, pages=pages, selected=selected)
+
+
+def _pages_text(pages: dict[int, int]) -> str:
+    return ".".join(f"{r}:{p}" for r, p in sorted(pages.items()) if p)
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _ints(text: str | None) -> tuple[int, ...]:
+    out = []
+    for part in (text or "").split("."):
+        v = _int(part)
+        if v is not None and v > 0 and v not in out:
+            out.append(v)
+    return tuple(out)
+
+
+def _pages(text: str | None) -> dict[int, int]:
+    out = {}
+    for part in (text or "").split("."):
+        r, _, p = part.partition(":")
+        row, page = _int(r), _int(p)
+        if row is not None and page is not None and page > 0:
+            out[row] = page
+    return out
+
+
+# ---- actions ------------------------------------------------------------------------------------
+
+def visible_count(model: ViewModel, side: str, open_rows: tuple[int, ...], micro: int | None) -> int:
+    """Nodes one pane would draw with `open_rows` open (pages and pager boxes counted, closed branches not)."""
+    tree = model.trees[side]
+    shown = {0} | set(open_rows)
+    total = 0
+    for row in shown:
+        if all(a in shown for a in tree.ancestors(row)):
+            total += min(len(visible_children(tree, row, micro)), PAGE) + 2
+    return total
+
+
+def toggle(state: ViewState, model: ViewModel, side: str, row: int) -> ViewState:
+    """Open a closed module or close an open one; with sync on, its twin follows in the other pane."""
+    if not model.trees[side].n_children[row]:
+        return state
+    opening = row not in state.open[side]
+    state = _set_open(state, model, side, row, opening)
+    twin = model.twin(side, row) if state.sync else -1
+    other = model.other(side)
+    if twin > 0 and other in model.trees and model.trees[other].n_children[twin]:
+        state = _set_open(state, model, other, twin, opening)
+    return state
+
+
+def _set_open(state: ViewState, model: ViewModel, side: str, row: int, opening: bool) -> ViewState:
+    tree = model.trees[side]
+    current = state.open[side]
+    if opening:
+        path = [a for a in tree.ancestors(row) if a] + [row]
+        rows = tuple(r for r in current if r not in path) + tuple(path)
+        rows = _limit(model, side, rows, set(path), state.micro)
+    else:
+        rows = tuple(r for r in current if r != row and row not in tree.ancestors(r))
+    return replace(state, open={**state.open, side: rows})
+
+
+def _limit(model: ViewModel, side: str, rows: tuple[int, ...], keep: set[int], micro: int | None) -> tuple[int, ...]:
+    """Close the oldest modules outside `keep` until the pane shows at most MAX_VISIBLE nodes."""
+    rows = list(rows)
+    while visible_count(model, side, tuple(rows), micro) > MAX_VISIBLE:
+        victim = next((r for r in rows if r not in keep), None)
+        if victim is None:
+            break
+        tree = model.trees[side]
+        rows = [r for r in rows if r != victim and victim not in tree.ancestors(r)]
+    return tuple(rows)
+
+
+def turn_page(state: ViewState, model: ViewModel, side: str, row: int, step: int) -> ViewState:
+    """Show the previous (-1) or next (+1) page of `row`'s children; with sync on the twin pane follows."""
+    tree = model.trees[side]
+    n_pages = max(1, -(-len(visible_children(tree, row, state.micro)) // PAGE))
+    page = min(max(state.pages[side].get(row, 0) + step, 0), n_pages - 1)
+    state = replace(state, pages={**state.pages, side: _with_page(state.pages[side], row, page)})
+    kids = visible_children(tree, row, state.micro)
+    twin = model.twin(side, int(kids[page * PAGE])) if state.sync and len(kids) else -1
+    return reveal(state, model, model.other(side), twin) if twin >= 0 else state
+
+
+def reveal(state: ViewState, model: ViewModel, side: str, row: int) -> ViewState:
+    """Open the ancestors of `row` and turn their pages so that `row` is drawn."""
+    if side not in model.trees or row < 0:
+        return state
+    tree = model.trees[side]
+    micro = state.micro
+    if micro is not None and int(tree.graph.nodes.micro_step[row]) != micro:
+        micro = None
+        state = replace(state, micro=None)
+    path = [a for a in tree.ancestors(row) if a]
+    current = state.open[side]
+    rows = _limit(model, side, tuple(r for r in current if r not in path) + tuple(path), set(path), micro)
+    pages = state.pages[side]
+    for parent, child in zip([0, *path], [*path, row]):
+        pages = _with_page(pages, parent, page_of(tree, parent, child, micro))
+    return replace(state, open={**state.open, side: rows}, pages={**state.pages, side: pages})
+
+
+def _with_page(pages: dict[int, int], row: int, page: int) -> dict[int, int]:
+    """`pages` with `row` on `page` (page 0 is the default and not stored, so states compare equal)."""
+    out = {r: p for r, p in pages.items() if r != row}
+    if page:
+        out[row] = page
+    return out
+
+
+def select(state: ViewState, model: ViewModel, side: str, row: int) -> ViewState:
+    """Select a node, make it visible, and make its twin visible in the other pane."""
+    state = replace(state, selected=(side, model.graphs[side].nodes.ids[row]))
+    state = reveal(state, model, side, row)
+    twin = model.twin(side, row)
+    return reveal(state, model, model.other(side), twin) if twin >= 0 else state
+
+
+def selected_rows(state: ViewState, model: ViewModel) -> dict[str, int]:
+    """Row of the selected node per side (its twin on the other side), empty when nothing is selected."""
+    if not state.selected:
+        return {}
+    side, node = state.selected
+    row = model.row_of(side, node)
+    if row is None:
+        return {}
+    out = {side: row}
+    twin = model.twin(side, row)
+    if twin >= 0:
+        out[model.other(side)] = twin
+    return out
+

@@ -1,0 +1,129 @@
+"""Navigation arrays of one run for the viewer: children in execution order, depth, labels, ancestors.
+
+Built once per run from the `NodeTable` columns with numpy (no per-node objects), so a 100k-node
+run is indexed in well under a second and every later question is an array lookup.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+
+import numpy as np
+
+from graphcmp.core.records import Direction, DumpGraph, NodeKind
+
+__all__ = ["NavTree", "short_label"]
+
+_MAX_LABEL = 42
+_DIGITS = re.compile(r"^\d+$")
+
+
+def short_label(node_id: str, op: str, kind: int, direction: int) -> str:
+    """A short name for a node box: the module's attribute path end and class, or the API and its counter.
+
+    Examples
+    --------
+    >>> short_label("Module.encoder.layers.0.self_attn.MultiheadAttention.forward.0", "MultiheadAttention", 1, 0)
+    'self_attn: MultiheadAttention'
+    >>> short_label("Module.encoder.layers.3.TransformerEncoderLayer.backward.0", "TransformerEncoderLayer", 1, 1)
+    'layers.3: TransformerEncoderLayer ◂'
+    >>> short_label("Functional.linear.12.forward", "linear", 2, 0)
+    'linear.12'
+    """
+    parts = node_id.split(".")
+    at = len(parts) - 1 - parts[::-1].index(op) if op in parts else -1
+    if at > 0 and kind in (NodeKind.MODULE, NodeKind.PARAM_GRAD):
+        before = parts[1:at]
+        name = ".".join(before[-2:]) if before and _DIGITS.match(before[-1]) else (before[-1] if before else "")
+        label = f"{name}: {op}" if name else op
+        if kind == NodeKind.PARAM_GRAD:
+            label += " grads"
+    elif at > 0 and at + 1 < len(parts) and _DIGITS.match(parts[at + 1]):
+        label = f"{op}.{parts[at + 1]}"
+    else:
+        label = node_id
+    if direction == Direction.BACKWARD and kind != NodeKind.PARAM_GRAD:
+        label += " ◂"
+    return label if len(label) <= _MAX_LABEL else label[: _MAX_LABEL - 1] + "…"
+
+
+class NavTree:
+    """Children lists (CSR), depths and subtree sizes of one run, by row.
+
+    Examples
+    --------
+    >>> from graphcmp.core.hierarchy import HierarchyBuilder
+    >>> from graphcmp.core.records import RunInfo
+    >>> b = HierarchyBuilder()
+    >>> b.add_node("Module.fc.Linear.forward.0", NodeKind.MODULE, "Linear", Direction.FORWARD, None, 1)
+    >>> b.add_node("Functional.linear.0.forward", NodeKind.API, "linear", Direction.FORWARD,
+    ...            "Module.fc.Linear.forward.0", 0)
+    >>> t = NavTree(b.build(RunInfo(path="mem")))
+    >>> t.children(0).tolist(), t.children(1).tolist(), t.ancestors(2)
+    ([1], [2], [0, 1])
+    """
+
+    def __init__(self, graph: DumpGraph) -> None:
+        self.graph = graph
+        parent = graph.nodes.parent.astype(np.int64)
+        n = len(parent)
+        self.parent = parent
+        order = np.argsort(parent[1:], kind="stable") + 1  # pre-order rows: stable sort keeps execution order
+        self._order = order
+        self._start = np.searchsorted(parent[order], np.arange(n + 1), side="left")
+        self.n_children = np.diff(self._start)
+        self.depth = _depths(parent)
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def children(self, row: int) -> np.ndarray:
+        """Rows of the children of `row`, in execution order."""
+        return self._order[self._start[row]: self._start[row + 1]]
+
+    def ancestors(self, row: int) -> list[int]:
+        """Rows from the root down to the parent of `row` (empty for the root)."""
+        out = []
+        row = int(self.parent[row])
+        while row >= 0:
+            out.append(row)
+            row = int(self.parent[row])
+        return out[::-1]
+
+    def label(self, row: int) -> str:
+        """Short display name of `row` (see `short_label`)."""
+        nodes = self.graph.nodes
+        if row == 0:
+            return "model"
+        return short_label(nodes.ids[row], nodes.op[row], int(nodes.kind[row]), int(nodes.direction[row]))
+
+    @cached_property
+    def expandable(self) -> np.ndarray:
+        """True for rows that have children."""
+        return self.n_children > 0
+
+    def nearest_visible(self, visible: np.ndarray) -> np.ndarray:
+        """For every row, the row itself if `visible`, else its nearest visible ancestor (-1 if none)."""
+        rep = np.where(visible, np.arange(len(self.parent)), -1)
+        for d in range(1, int(self.depth.max(initial=0)) + 1):
+            rows = self._by_depth[d]
+            hidden = rows[rep[rows] < 0]
+            rep[hidden] = rep[self.parent[hidden]]
+        return rep
+
+    @cached_property
+    def _by_depth(self) -> list[np.ndarray]:
+        order = np.argsort(self.depth, kind="stable")
+        bounds = np.searchsorted(self.depth[order], np.arange(int(self.depth.max(initial=0)) + 2))
+        return [order[bounds[d]: bounds[d + 1]] for d in range(len(bounds) - 1)]
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    """Depth of every row by pointer jumping (log(depth) numpy passes, no Python loop over rows)."""
+    depth = (parent >= 0).astype(np.int32)
+    up = np.where(parent >= 0, parent, np.arange(len(parent)))
+    while not np.array_equal(up[up], up):
+        depth = depth + depth[up]
+        up = up[up]
+    return depth

@@ -1,0 +1,33 @@
+"""SVG export: one rect per drawn node, boxes, escaped labels, valid XML."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from graphcmp.app.layout import layout_pane
+from graphcmp.app.model import ViewModel
+from graphcmp.app.svg import pane_svg
+from graphcmp.core.report import load_report
+from tests.app.conftest import EVIL_ID
+
+
+def test_svg_of_an_open_view(sample_model, sample_report):
+    enc = sample_report.npu.row("Module.encoder.TransformerEncoder.forward.0")
+    geo = layout_pane(sample_model.trees["npu"], [enc], {}, None)
+    root = ET.fromstring(pane_svg(geo, {c.row: "#e53935" for c in geo.cells}, "npu"))
+    ns = "{http://www.w3.org/2000/svg}"
+    labels = [t.text for t in root.iter(f"{ns}text")]
+    assert labels == [c.label for c in sorted(geo.cells, key=lambda c: not c.is_box)]
+    assert len(root.findall(f".//{ns}g")) == len(geo.cells)
+
+
+def test_hostile_label_is_escaped(evil_report_file):
+    model = ViewModel(load_report(evil_report_file))
+    tree = model.trees["npu"]
+    geo = layout_pane(tree, [int(tree.children(0)[0])], {}, None)
+    ids = model.graphs["npu"].nodes.ids
+    text = pane_svg(geo, {}, "npu", {c.row: ids[c.row] for c in geo.cells})
+    assert "<img" not in text and "&lt;img src=x onerror=window.__xss=1&gt;" in text
+    root = ET.fromstring(text)
+    titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
+    assert EVIL_ID in titles
