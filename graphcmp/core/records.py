@@ -10,9 +10,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "STAT_NAMES",
@@ -283,6 +286,8 @@ def _tensor_view(tensors: TensorTable, t: int) -> TensorView:
 
 
 def _tree(table: NodeTable) -> nx.DiGraph:
+    import networkx as nx  # lazy: only navigation needs the tree, and networkx takes 0.15 s to import
+
     tree = nx.DiGraph()
     kind_names = [k.name.lower() for k in NodeKind]
     kinds = table.kind.tolist()

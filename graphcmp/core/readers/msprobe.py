@@ -285,11 +285,23 @@ def _collect_record(leaves: _Leaves, node_id: str, record: Any, source: str) -> 
 
 
 def _add_leaves(builder: HierarchyBuilder, leaves: _Leaves) -> None:
-    rows = [_leaf_fields(leaf) for leaf in leaves.leaf]
-    if not rows:
+    """Turn the leaves into tensor columns: one comprehension per column over the tensor records
+    (nearly all leaves), `_leaf_fields` for the few scalars and other values."""
+    items = leaves.leaf
+    if not items:
         return
-    dtype, shape, md5, file, value, *stats = (list(col) for col in zip(*rows))
-    raw = np.array(stats, dtype=object).T
+    tensor = [type(x) is dict and ("dtype" in x or "Max" in x) for x in items]
+    empty = {}
+    recs = [x if t else empty for x, t in zip(items, tensor)]
+    dtype = [intern(str(x.get("dtype") or "")) for x in recs]
+    shape = [intern(str(x["shape"])) if "shape" in x else "" for x in recs]
+    md5 = [str(x.get("md5") or "") for x in recs]
+    file = [_file_name(x.get("data_name")) for x in recs]
+    stats = [[x.get("Max"), x.get("Min"), x.get("Mean"), x.get("Norm")] for x in recs]
+    value = [""] * len(items)
+    for i in [i for i, t in enumerate(tensor) if not t]:
+        dtype[i], shape[i], md5[i], file[i], value[i], *stats[i] = _leaf_fields(items[i])
+    raw = np.array(stats, dtype=object)
     present = raw != None  # noqa: E711 - elementwise test on an object array
     try:
         values = np.where(present, raw, 0.0).astype(np.float64)
@@ -299,17 +311,14 @@ def _add_leaves(builder: HierarchyBuilder, leaves: _Leaves) -> None:
                         present=present.astype(bool), md5=md5, file=file, value=value)
 
 
+def _file_name(name: Any) -> str:
+    return "" if name in _NO_FILE else str(name)
+
+
 def _leaf_fields(leaf: Any) -> tuple:
-    """(dtype, shape, md5, file, value, max, min, mean, norm) of one leaf; None for an unrecorded stat."""
+    """(dtype, shape, md5, file, value, max, min, mean, norm) of a leaf that is not a tensor record."""
     if not isinstance(leaf, dict):
         return type(leaf).__name__, "", "", "", _text(leaf), None, None, None, None
-    get = leaf.get
-    if "dtype" in leaf or "Max" in leaf:
-        shape = get("shape")
-        name = get("data_name")
-        # interned: a few distinct dtypes and shapes repeat over every tensor of a large dump
-        return (intern(str(get("dtype") or "")), intern(str(shape)) if shape is not None else "", str(get("md5") or ""),
-                "" if name in _NO_FILE else str(name), "", get("Max"), get("Min"), get("Mean"), get("Norm"))
     kind = str(leaf.get("type", ""))
     value = leaf.get("value")
     if isinstance(value, (int, float)):  # bool included: True compares as 1.0
