@@ -246,11 +246,27 @@ class DumpGraph:
 
     def children(self, node_id: str) -> list[str]:
         """Children of `node_id` in execution order."""
-        return list(self.tree.successors(node_id))
+        ids = self.nodes.ids
+        return [ids[r] for r in self.child_rows(self.row(node_id)).tolist()]
+
+    def child_rows(self, row: int) -> np.ndarray:
+        """Rows of the children of `row`, in row order (an index built once, no tree needed)."""
+        if "children" not in self._cache:
+            order = np.argsort(self.nodes.parent, kind="stable")
+            starts = np.searchsorted(self.nodes.parent[order], np.arange(-1, len(self.nodes) + 1))
+            self._cache["children"] = (order, starts)
+        order, starts = self._cache["children"]  # type: ignore[misc]
+        return order[starts[row + 1]: starts[row + 2]]
 
     def tensor_rows(self, node_id: str) -> np.ndarray:
         """Rows of `tensors` that belong to `node_id`."""
-        return np.flatnonzero(self.tensors.node == self.row(node_id))
+        row = self.row(node_id)
+        node = self.tensors.node
+        if "tensors_sorted" not in self._cache:
+            self._cache["tensors_sorted"] = bool(np.all(node[1:] >= node[:-1]))
+        if self._cache["tensors_sorted"]:
+            return np.arange(np.searchsorted(node, row), np.searchsorted(node, row, side="right"))
+        return np.flatnonzero(node == row)
 
     def view(self, node_id: str) -> NodeView:
         """Everything known about one node, as a record."""

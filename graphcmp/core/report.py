@@ -142,8 +142,9 @@ class CompareReport:
                                           for k, v in doc["options"].items()}),
                 tool_version=str(doc["tool"]["version"]),
             )
-        except (KeyError, TypeError, ValueError) as err:
-            raise DumpFormatError(f"{source}: report is missing or has a malformed field ({err})") from err
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+            raise DumpFormatError(f"{source}: report is missing or has a malformed field ({err}); "
+                                  "rerun graphcmp compare to rewrite it") from err
 
 
 def _overflow_counts(graph: DumpGraph) -> dict[str, int]:

@@ -70,3 +70,20 @@ def test_not_a_report(tmp_path):
 def test_bool_is_false_when_an_error_exists(overflow_report):
     report, _ = overflow_report
     assert isinstance(report, CompareReport) and not report
+
+
+def test_malformed_report_is_one_clear_error(overflow_report, tmp_path):
+    _, path = overflow_report
+    doc = json.loads(path.read_text())
+    doc["npu"]["tensors"]["stats"]["special"] = [[1, "inf"]]  # the shape of an earlier draft of the format
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(DumpFormatError, match=r"bad\.json: .*malformed"):
+        load_report(bad)
+
+
+def test_children_and_tensor_rows_need_no_tree(perturb_pair):
+    graph = read_msprobe(perturb_pair[1])
+    for node_id in graph.nodes.ids:
+        assert graph.children(node_id) == list(graph.tree.successors(node_id))
+        assert graph.tensor_rows(node_id).tolist() == np.flatnonzero(graph.tensors.node == graph.row(node_id)).tolist()

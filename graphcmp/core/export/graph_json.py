@@ -57,7 +57,7 @@ def graph_from_dict(doc: dict[str, Any], source: str = "<document>") -> DumpGrap
         tensors = _tensor_table(doc["tensors"])
         stacks = tuple(tuple(s) for s in doc.get("stacks", ()))
         edges = _edge_table(doc["edges"]) if "edges" in doc else None
-    except (KeyError, TypeError, ValueError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
         raise DumpFormatError(f"{source}: graph document is missing or has a malformed field ({err})") from err
     if len(nodes.parent) != len(nodes.ids) or len(tensors.role) != len(tensors.slot):
         raise DumpFormatError(f"{source}: graph columns have different lengths")
