@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dask:
         from distributed import LocalCluster
 
-        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0")
         modes.append(("dask LocalCluster", cluster.scheduler_address))
     try:
         for name, scheduler in modes:

@@ -192,43 +192,53 @@ def _io_errors(report: Any, keys: np.ndarray) -> _InputErrors:
     t = npu.tensors
     producer = _earliest_producer(npu, keys)
     matched = report.matches.npu_to_bench >= 0
-    pair_node = t.node[report.pairs.npu]
-    pair_sev = np.where(np.isnan(report.verdicts.pair_severity), np.inf, report.verdicts.pair_severity)
-    is_input = np.isin(t.role[report.pairs.npu], (Role.INPUT, Role.PARAM))
+    tensor = report.pairs.npu
+    node = t.node[tensor]
+    severity = np.where(np.isnan(report.verdicts.pair_severity), np.inf, report.verdicts.pair_severity)
+    is_input = np.isin(t.role[tensor], (Role.INPUT, Role.PARAM))
+    made_by = producer[tensor]
+    earlier = (made_by >= 0) & (keys[np.maximum(made_by, 0)] < keys[node])
+    explained = is_input & earlier & matched[np.maximum(made_by, 0)]
+    unexplained = is_input & ~explained & (severity > 0)
     upstream = np.zeros(len(npu))
     fresh = np.zeros(len(npu))
+    np.maximum.at(upstream, node[explained], severity[explained])
+    np.maximum.at(fresh, node[unexplained], severity[unexplained])
     fresh_slots: dict[int, list[str]] = {}
-    role_names = {int(r): r.name.lower() for r in Role}
-    rows, tensors, severity = pair_node.tolist(), report.pairs.npu.tolist(), pair_sev.tolist()
-    for k in np.flatnonzero(is_input).tolist():
-        row, tensor = rows[k], tensors[k]
-        made_by = producer.get(_fingerprint(t, tensor), (keys[row], row))
-        if made_by[0] < keys[row] and matched[made_by[1]]:
-            upstream[row] = max(upstream[row], severity[k])
-        elif severity[k] > 0:
-            fresh[row] = max(fresh[row], severity[k])
-            origin = "" if made_by[0] >= keys[row] else f" (made by unmatched {npu.nodes.ids[made_by[1]]})"
-            fresh_slots.setdefault(row, []).append(f"{role_names[int(t.role[tensor])]}.{t.slot[tensor]}{origin}")
+    for k in np.flatnonzero(unexplained).tolist():
+        row, i = int(node[k]), int(tensor[k])
+        origin = f" (made by unmatched {npu.nodes.ids[made_by[k]]})" if earlier[k] else ""
+        fresh_slots.setdefault(row, []).append(f"{Role(int(t.role[i])).name.lower()}.{t.slot[i]}{origin}")
     return _InputErrors(upstream, fresh, fresh_slots)
 
 
-def _fingerprint(t: Any, row: int) -> tuple:
-    # No shape: a transpose or view between two dumped calls keeps the statistics but not the shape.
-    return (t.dtype[row], *t.stats[row].tolist())
+def _earliest_producer(npu: DumpGraph, keys: np.ndarray) -> np.ndarray:
+    """Per tensor row, the node row of the earliest call with an output of the same fingerprint (-1: none).
 
-
-def _earliest_producer(npu: DumpGraph, keys: np.ndarray) -> dict[tuple, tuple[float, int]]:
-    """Fingerprint of every output -> (execution key, row) of the earliest call that produced it."""
+    The fingerprint is dtype and statistics, without shape: a transpose or view between two dumped
+    calls keeps the statistics but not the shape.
+    """
     t = npu.tensors
-    producer: dict[tuple, tuple[float, int]] = {}
-    for tensor in np.flatnonzero(t.role == Role.OUTPUT).tolist():
-        if t.shape[tensor] and t.shape[tensor] != "scalar":
-            node = int(t.node[tensor])
-            made = (float(keys[node]), node)
-            fingerprint = _fingerprint(t, tensor)
-            if made < producer.get(fingerprint, (np.inf, -1)):
-                producer[fingerprint] = made
-    return producer
+    fingerprint = _fingerprints(t)
+    has_shape = np.fromiter((bool(s) and s != "scalar" for s in t.shape), bool, len(t))
+    outputs = np.flatnonzero((t.role == Role.OUTPUT) & has_shape)
+    made = t.node[outputs]
+    order = np.lexsort((made, keys[made]))  # earliest call first (execution key, then row)
+    first_fp, first_at = np.unique(fingerprint[outputs[order]], return_index=True)
+    producer_of_fp = np.full(int(fingerprint.max(initial=-1)) + 1, -1, np.int64)
+    producer_of_fp[first_fp] = made[order][first_at]
+    return producer_of_fp[fingerprint]
+
+
+def _fingerprints(t: Any) -> np.ndarray:
+    """An integer id per tensor row; equal ids for equal (dtype, recorded statistics)."""
+    if not len(t):
+        return np.zeros(0, np.int64)
+    dtype_code = np.unique(np.array(t.dtype, dtype=object), return_inverse=True)[1].reshape(-1)
+    stats = np.where(t.present, t.stats, 0.0) + 0.0  # + 0.0 folds -0.0 into 0.0
+    block = np.ascontiguousarray(np.column_stack([dtype_code.astype(np.float64), stats]))
+    rows = block.view(np.dtype((np.void, block.itemsize * block.shape[1]))).reshape(-1)
+    return np.unique(rows, return_inverse=True)[1].reshape(-1)
 
 
 def _is_exact(leaves: list[int], out_err: np.ndarray, rule: DivergenceRule) -> bool:

@@ -56,7 +56,7 @@ def test_batch_writes_results_and_resumes(tmp_path):
 def test_same_code_path_on_a_dask_cluster(tmp_path):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster:
+                                  dashboard_address=":0") as cluster:
         index = run_batch(SAMPLE / "perturb", SAMPLE / "baseline", tmp_path / "dask",
                           scheduler=cluster.scheduler_address, options=BatchOptions())
     local = run_batch(SAMPLE / "perturb", SAMPLE / "baseline", tmp_path / "local", workers=1)
