@@ -23,6 +23,7 @@ from graphcmp.core.export.graph_json import ENUMS, graph_from_dict, graph_to_dic
 from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
+from graphcmp.core.matching.base import FusedGroup, RuleNote
 from graphcmp.core.overflow import OVERFLOW_NAMES, overflow_levels
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import DumpGraph, NodeKind
@@ -116,8 +117,7 @@ class CompareReport:
             "overflow": overflow_levels(self.npu),
             "npu": graph_to_dict(self.npu),
             "bench": graph_to_dict(self.bench),
-            "matches": {"npu_to_bench": self.matches.npu_to_bench, "rule": self.matches.rule,
-                        "rules": self.matches.rules},
+            "matches": _matches_to_dict(self.matches),
             "pairs": {"npu": self.pairs.npu, "bench": self.pairs.bench, "metrics": _metrics_to_dict(self.pairs)},
             "verdicts": {
                 "status": v.status, "severity": encode_floats(v.severity),
@@ -179,12 +179,29 @@ def _metrics_to_dict(pairs: TensorPairs) -> dict[str, Any]:
     return {name: encode_floats(col) if col.dtype.kind == "f" else col for name, col in pairs.metrics.items()}
 
 
+def _matches_to_dict(m: MatchTable) -> dict[str, Any]:
+    return {
+        "npu_to_bench": m.npu_to_bench, "bench_to_npu": m.bench_to_npu, "rule": m.rule, "rules": m.rules,
+        "groups": [[list(g.npu), list(g.bench), g.rule, g.via] for g in m.groups],
+        "notes": [[n.rule, n.where, n.text, n.matched, n.problem] for n in m.notes],
+        "conflicts": list(m.conflicts),
+    }
+
+
 def _matches_from(doc: dict[str, Any], bench_len: int) -> MatchTable:
     npu_to_bench = np.asarray(doc["npu_to_bench"], np.int32)
-    bench_to_npu = np.full(bench_len, -1, np.int32)
-    matched = np.flatnonzero(npu_to_bench >= 0)
-    bench_to_npu[npu_to_bench[matched]] = matched
-    return MatchTable(npu_to_bench, bench_to_npu, np.asarray(doc["rule"], np.int8), tuple(doc["rules"]))
+    if "bench_to_npu" in doc:
+        bench_to_npu = np.asarray(doc["bench_to_npu"], np.int32)
+    else:
+        bench_to_npu = np.full(bench_len, -1, np.int32)
+        matched = np.flatnonzero(npu_to_bench >= 0)
+        bench_to_npu[npu_to_bench[matched]] = matched
+    return MatchTable(
+        npu_to_bench, bench_to_npu, np.asarray(doc["rule"], np.int8), tuple(doc["rules"]),
+        groups=tuple(FusedGroup(tuple(n), tuple(b), int(rule), int(via)) for n, b, rule, via in doc.get("groups", ())),
+        notes=tuple(RuleNote(*note) for note in doc.get("notes", ())),
+        conflicts=tuple(doc.get("conflicts", ())),
+    )
 
 
 def _pairs_from(doc: dict[str, Any]) -> TensorPairs:

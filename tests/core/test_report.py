@@ -87,3 +87,18 @@ def test_children_and_tensor_rows_need_no_tree(perturb_pair):
     for node_id in graph.nodes.ids:
         assert graph.children(node_id) == list(graph.tree.successors(node_id))
         assert graph.tensor_rows(node_id).tolist() == np.flatnonzero(graph.tensors.node == graph.row(node_id)).tolist()
+
+
+def test_rule_notes_and_fused_groups_survive_the_file(tmp_path):
+    from graphcmp.core.matching.specs import matchers_from_specs
+
+    mapping = DATA / "mapping_files" / "cnn_ms_to_pt.yaml"
+    report = compare_paths(DATA / "mindspore_cnn" / "bench", DATA / "pytorch_cnn" / "bench",
+                           matchers=matchers_from_specs([f"layer-mapping={mapping}", "exact", "fused"]))
+    assert report.matches.notes and report.matches.groups
+    save_report(report, tmp_path / "cmp.json")
+    back = load_report(tmp_path / "cmp.json")
+    assert back.matches.groups == report.matches.groups and back.matches.notes == report.matches.notes
+    assert back.summary()["rule_report"] == report.summary()["rule_report"]
+    np.testing.assert_array_equal(back.matches.bench_to_npu, report.matches.bench_to_npu)
+    jsonschema.validate(json.loads((tmp_path / "cmp.json").read_text()), SCHEMA)
