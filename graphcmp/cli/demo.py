@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from graphcmp.cli.output import emit
-from graphcmp.cli.render import render_summary
+from graphcmp.cli.render import render_analysis, render_summary
 from graphcmp.core.compare import compare_paths
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.report import save_report
@@ -33,10 +33,12 @@ def handle(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="graphcmp-demo-")) / "cmp.json"
     report = compare_paths(npu, bench)
     save_report(report, output)
-    summary = {**report.summary(), "output": str(output)}
+    analysis = report.analysis()
+    summary = {**report.summary(), "output": str(output), "analysis": analysis.to_dict()}
     text = "\n".join([
         "graphcmp demo: a 3-layer transformer whose encoder.layers.1.linear1 weight was perturbed on the npu side",
         render_summary(summary),
+        render_analysis(analysis),
         f"written: {output}",
     ])
     emit(summary, text, args.json)

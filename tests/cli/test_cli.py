@@ -57,7 +57,9 @@ def test_fuzzy_flag(perturb_pair, tmp_path, capsys, data_dir):
 
 def test_demo_runs_on_bundled_samples(tmp_path, capsys):
     assert main(["demo", "-o", str(tmp_path / "demo.json"), "--json"]) == 0
-    assert _json_out(capsys)["verdicts"]["error"] > 0
+    summary = _json_out(capsys)
+    assert summary["verdicts"]["error"] > 0
+    assert summary["analysis"]["first"]["node"] == "Functional.linear.2.forward"
 
 
 @pytest.mark.parametrize(
