@@ -31,7 +31,8 @@ def create_app(results: ResultSet) -> Dash:
     viewer.prepare(results.default.key)
     app = Dash(__name__, title="graphcmp", assets_folder=str(assets_dir()), update_title=None,
                serve_locally=True)
-    app.layout = page_layout(results.default.title if len(results.entries) > 1 else results.default.source)
+    app.layout = page_layout(results.default.title if len(results.entries) > 1 else results.default.source,
+                             job=results.job is not None)
     register_callbacks(app, viewer)
     app.server.config["GRAPHCMP_VIEWER"] = viewer
     return app

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dash import Dash, Input, Output, State, ctx, html, no_update
+from dash import ALL, Dash, Input, Output, State, ctx, html, no_update
 
 from graphcmp.app.details import details_panel
 from graphcmp.app.elements import node_element_id, parse_element_id
-from graphcmp.app.model import ViewModel
+from graphcmp.app.job import column_node, heat_figure
+from graphcmp.app.model import SIDES, ViewModel
 from graphcmp.app.page import PANE_IDS
 from graphcmp.app.state import (
     ViewState,
+    pick,
     reveal,
     select,
     selected_rows,
@@ -26,14 +28,16 @@ from graphcmp.app.state import (
 )
 from graphcmp.app.svg import pane_svg
 from graphcmp.app.viewer import Viewer
+from graphcmp.core.errors import GraphcmpError
 
-__all__ = ["register_callbacks"]
+__all__ = ["job_outputs", "jump_search", "register_callbacks"]
 
 _HIT_LIST = 300  # hits listed at once around the current one; next/previous step through all
 _CONTROLS = ("query", "filters", "metric", "bins", "sync", "step", "rank", "micro")
 _CENTRING = ("query", "filters", "prev", "next", "hits", "findings", "step", "rank")  # jumps: centre the node
 OUTPUTS = (("url", "search"), ("hit-info", "children"), ("hits", "options"), ("hits", "value"),
-           ("details", "children"), (PANE_IDS["npu"], "elements"), (PANE_IDS["bench"], "elements"), ("focus", "data"),
+           ("match-info", "children"), ("match", "disabled"), ("unmatch", "disabled"), ("details", "children"),
+           (PANE_IDS["npu"], "elements"), (PANE_IDS["bench"], "elements"), ("focus", "data"),
            ("legend", "children"), ("overview", "children"), ("findings", "options"), ("findings", "value"),
            ("metric", "options"), ("bins", "placeholder"), ("step", "options"), ("rank", "options"),
            ("micro", "options"), ("pane-bench", "style"), ("title-npu", "children"), ("ctl-step", "style"),
@@ -48,20 +52,26 @@ def register_callbacks(app: Dash, viewer: Viewer) -> None:
     outputs = [Output(component, prop) for component, prop in OUTPUTS]
     inputs = [Input("url", "search"), Input(PANE_IDS["npu"], "tapNodeData"), Input(PANE_IDS["bench"], "tapNodeData"),
               Input("prev", "n_clicks"), Input("next", "n_clicks"), Input("hits", "value"),
-              Input("findings", "value"), Input("collapse", "n_clicks"),
-              *(Input(c, "value") for c in _CONTROLS)]
+              Input("findings", "value"), Input("collapse", "n_clicks"), Input("match", "n_clicks"),
+              Input("unmatch", "n_clicks"), *(Input(c, "value") for c in _CONTROLS), State("match-children", "value")]
 
     @app.callback(outputs, inputs, prevent_initial_call=False)
-    def update(search, tap_npu, tap_bench, _prev, _next, hit_value, finding, _collapse, *controls):
+    def update(search, tap_npu, tap_bench, _prev, _next, hit_value, finding, _collapse, _match, _unmatch, *rest):
         before = ViewState.from_query(search)
         trigger = ctx.triggered_id
-        values = dict(zip(_CONTROLS, controls))
+        values = dict(zip(_CONTROLS, rest))
+        note = ""
         if trigger in (None, "url"):
             state, first = _initial(viewer, before), True
+        elif trigger in ("match", "unmatch"):
+            (state, note), first = _manual(viewer, before, trigger, bool(rest[-1])), True
         else:
             state, first = _apply(viewer, before, trigger, values, tap_npu, tap_bench, hit_value, finding), False
-        changed = _outputs(viewer, before, state, first, values, center=first or trigger in _CENTRING)
+        changed = _outputs(viewer, before, state, first, values, center=first or trigger in _CENTRING, note=note)
         return tuple(changed.get(key, no_update) for key in OUTPUTS)
+
+    if viewer.results.job is not None:
+        _register_job(app, viewer)
 
     app.clientside_callback(
         "function(focus) { return window.graphcmpFocus ? window.graphcmpFocus(focus) : null; }",
@@ -88,6 +98,53 @@ def register_callbacks(app: Dash, viewer: Viewer) -> None:
         names = {c.row: ids[c.row] for c in geo.cells if not c.pager}
         text = pane_svg(geo, viewer.colors(state, side), f"graphcmp {side}", names)
         return {"content": text, "filename": f"graphcmp-{side}.svg", "type": "image/svg+xml"}
+
+
+def jump_search(viewer: Viewer, state: ViewState, trigger, click: dict | None) -> str | None:
+    """The URL of a jump from the job overview (a heat cell: that rank at that module) or from a linked call
+    (that rank's call); None when the target is not among the results."""
+    results, job = viewer.results, viewer.results.job
+    step = results.entry(state.result).step
+    if job is None:
+        return None
+    if isinstance(trigger, dict):  # {"type": "peer", "index": "<rank>:<row>"}
+        rank, _, position = str(trigger.get("index", "")).partition(":")
+        if not (rank.isdigit() and position.isdigit()):
+            return None
+        node = job.call_node(step, int(rank), int(position))
+    else:
+        point = ((click or {}).get("points") or [{}])[0]
+        rank, node = str(point.get("y", "")).removeprefix("rank ").strip(), point.get("x")
+        node = column_node(node) if isinstance(node, str) else None
+    entry = results.find(step, int(rank)) if rank.isdigit() else None
+    if entry is None or not isinstance(node, str):
+        return None
+    fresh = replace(ViewState(), result=entry.key, selected=("npu", node), sync=state.sync, metric=state.metric,
+                    bins=state.bins)
+    return fresh.to_query()
+
+
+def _register_job(app: Dash, viewer: Viewer) -> None:
+    """The job overview's callbacks (only for a batch results folder, whose page has the overview)."""
+
+    @app.callback([Output("job-origin", "children"), Output("job-spread", "children"), Output("job-heat", "figure"),
+                   Output("job-step", "data")], Input("url", "search"), State("job-step", "data"))
+    def job_view(search, shown):
+        step = viewer.results.entry(ViewState.from_query(search).result).step
+        if shown is not None and shown.get("step") == step:
+            return no_update, no_update, no_update, no_update
+        out = job_outputs(viewer, step)
+        return out[("job-origin", "children")], out[("job-spread", "children")], out[("job-heat", "figure")], \
+            {"step": step}
+
+    @app.callback(Output("url", "search", allow_duplicate=True), Input("job-heat", "clickData"),
+                  Input({"type": "peer", "index": ALL}, "n_clicks"), State("url", "search"), prevent_initial_call=True)
+    def jump(click, _peers, search):
+        trigger = ctx.triggered_id
+        if isinstance(trigger, dict) and not (ctx.triggered and ctx.triggered[0].get("value")):
+            return no_update  # a peer button drawn, not clicked
+        target = jump_search(viewer, ViewState.from_query(search), trigger, click)
+        return target if target is not None else no_update
 
 
 def _png(side: str) -> dict:
@@ -137,8 +194,34 @@ def _tap(state: ViewState, model: ViewModel, side: str, data: dict | None) -> Vi
     row, pager = parsed
     if pager:
         return turn_page(state, model, side, row, pager)
-    state = toggle(state, model, side, row)
-    return replace(state, selected=(side, model.graphs[side].nodes.ids[row]))
+    return pick(toggle(state, model, side, row), model, side, row)
+
+
+def _manual(viewer: Viewer, state: ViewState, trigger: str, children: bool) -> tuple[ViewState, str]:
+    """Match the picked npu and bench nodes, or unmatch the selected pair; saved to the result's sidecar."""
+    state = _checked(viewer, state)
+    key = state.result
+    if not viewer.can_match(key):
+        return state, "manual matching needs a result file: graphcmp compare NPU BENCH -o cmp.json, then serve it"
+    model = viewer.model(key)
+    if trigger == "match":
+        npu, bench = state.picked
+        if not (npu and bench):
+            return state, "pick a node in each pane first"
+        manual, note = viewer.manual(key).with_match(npu, bench, children=children), f"matched {npu} ↔ {bench}"
+    else:
+        rows = selected_rows(state, model)
+        if len(rows) != 2:
+            return state, "select a matched node to unmatch it and its twin"
+        npu, bench = (model.graphs[side].nodes.ids[rows[side]] for side in SIDES)
+        manual, note = viewer.manual(key).with_unmatch(npu, bench), f"unmatched {npu} ↔ {bench}"
+    try:
+        viewer.decide(key, manual)
+    except GraphcmpError as err:
+        return state, str(err)
+    model = viewer.model(key)
+    state = select(state, model, "npu", model.graphs["npu"].row(npu))
+    return reveal(state, model, "bench", model.graphs["bench"].row(bench)), note
 
 
 def _step_hit(viewer: Viewer, state: ViewState, model: ViewModel, step: int) -> ViewState:
@@ -193,7 +276,7 @@ def _opt_int(value) -> int | None:
 # ---- outputs ------------------------------------------------------------------------------------
 
 def _outputs(viewer: Viewer, before: ViewState, state: ViewState, first: bool, values: dict,
-             center: bool = False) -> dict:
+             center: bool = False, note: str = "") -> dict:
     """The properties to set after an action (all of them when the page is (re)loaded)."""
     model = viewer.model(state.result)
     redraw = tuple(side for side in model.sides if first or _pane_changed(before, state, side))
@@ -207,7 +290,10 @@ def _outputs(viewer: Viewer, before: ViewState, state: ViewState, first: bool, v
     focus = {side: _focus_id(viewer, state, side, rows.get(side)) for side in ("npu", "bench")}
     out[("focus", "data")] = {**focus, "fit": first and not rows, "center": center, "seq": state.to_query()}
     if first or before.selected != state.selected or before.result != state.result:
-        out[("details", "children")] = details_panel(model, rows)
+        npu = model.graphs["npu"].nodes.ids[rows["npu"]] if "npu" in rows and model.paired else ""
+        out[("details", "children")] = details_panel(model, rows, viewer.peers(state.result, npu) if npu else ())
+    if first or before.picked != state.picked or before.selected != state.selected:
+        out.update(_match_outputs(viewer, model, state, rows, note))
     options, hit, info = _hit_list(model, state, rendered)
     if first or _hits_changed(before, state):
         out[("hits", "options")] = options
@@ -217,6 +303,29 @@ def _outputs(viewer: Viewer, before: ViewState, state: ViewState, first: bool, v
         out.update(_static_outputs(viewer, model, state, rendered.scheme))
     out.update(_control_values(viewer, state, rendered.scheme, values, first))
     return out
+
+
+def job_outputs(viewer: Viewer, step: int | None) -> dict:
+    """The job overview of `step`, drawn from the batch index only (empty when the results have none)."""
+    job = viewer.results.job
+    if job is None:
+        return {}
+    spread = job.spread_text(step)
+    return {("job-origin", "children"): job.origin_text(),
+            ("job-spread", "children"): [html.Div(f"step {_opt_text(step)} spread: " + "; ".join(spread))] if spread
+            else [], ("job-heat", "figure"): heat_figure(job.heat(step), job.analysis.get("origin"))}
+
+
+def _match_outputs(viewer: Viewer, model: ViewModel, state: ViewState, rows: dict[str, int], note: str) -> dict:
+    """The manual-match block: the picked pair, and which buttons apply."""
+    able = viewer.can_match(state.result)
+    lines = [html.Div([html.Span(f"{side} ", className="muted"), html.Span(node or "— (click a node)")])
+             for side, node in zip(SIDES, state.picked)] if able else \
+        [html.Div("manual matching needs a result file (serve the output of graphcmp compare -o)", className="muted")]
+    if note:
+        lines.append(html.Div(note, className="match-note"))
+    return {("match-info", "children"): lines, ("match", "disabled"): not (able and all(state.picked)),
+            ("unmatch", "disabled"): not (able and len(rows) == 2)}
 
 
 def _static_outputs(viewer: Viewer, model: ViewModel, state: ViewState, scheme) -> dict:
@@ -279,6 +388,7 @@ def _legend(items: list[tuple[str, str]]) -> list:
     rows = [html.Div([html.Span(className="swatch", style={"backgroundColor": color}), html.Span(text)],
                      className="legend-row") for color, text in items]
     marks = [("swatch unmatched", "unmatched (no twin)"), ("swatch overflow", "overflow (inf/NaN)"),
+             ("swatch fused", "fused op (several original ops)"),
              ("swatch module", "module: click to open/close"), ("swatch nodata", "not dumped (structure only)"),
              ("swatch hit", "search / filter hit")]
     rows += [html.Div([html.Span(className=cls), html.Span(text)], className="legend-row") for cls, text in marks]

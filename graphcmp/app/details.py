@@ -7,12 +7,15 @@ names and values are passed to Dash as text children, so nothing from a dump is 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from dash import html
 
+from graphcmp.app.job import Peer
 from graphcmp.app.model import ViewModel
 from graphcmp.core.judge import STATUS_NAMES
+from graphcmp.core.matching.fused_ops import original_names
 from graphcmp.core.overflow import OVERFLOW_NAMES
 from graphcmp.core.records import STAT_NAMES, NodeView, Role, TensorView
 
@@ -20,11 +23,18 @@ __all__ = ["details_panel", "short_stack"]
 
 _SHORT_FRAMES = 2
 _LIBRARY_MARKERS = ("site-packages", "dist-packages", "/lib/python")
+_MAX_PEERS = 64  # linked calls listed (an all_reduce of 1,024 ranks has 1,023)
+_MAX_ATTRS = 200  # attributes listed per node (a GE op has a few dozen)
+_MAX_VALUE = 2000  # characters of one attribute value shown
 _ROLE_ORDER = {Role.INPUT: 0, Role.PARAM: 1, Role.OUTPUT: 2, Role.PARAM_GRAD: 3}
 
 
-def details_panel(model: ViewModel, rows: dict[str, int]) -> list:
-    """Components for the selected node(s): `rows` maps side -> row (the selected node and its twin)."""
+def details_panel(model: ViewModel, rows: dict[str, int], peers: Sequence[Peer] = ()) -> list:
+    """Components for the selected node(s): `rows` maps side -> row (the selected node and its twin).
+
+    `peers` are the calls on other ranks linked with a communication call (`JobIndex.peers`); each is
+    a button with id ``{"type": "peer", "index": "<rank>:<row>"}`` that jumps to it (in the same step).
+    """
     if not rows:
         return [html.P("Click a node to see its tensors, metrics, verdict and stack.", className="hint")]
     views = {side: model.node_view(side, row) for side, row in rows.items()}
@@ -32,7 +42,10 @@ def details_panel(model: ViewModel, rows: dict[str, int]) -> list:
     parts = [html.H3(first.id, className="node-id"), _facts(model, views, rows)]
     if "npu" in rows and model.paired:
         parts.append(_verdict(model, rows["npu"]))
+    if peers:
+        parts.append(_peers(peers))
     parts.append(_tensor_table(model, views, rows))
+    parts.extend(_attributes(model, rows))
     parts.extend(_stacks(views))
     return parts
 
@@ -133,6 +146,45 @@ def _metric_row(values: dict) -> html.Tr:
     return html.Tr([html.Td(html.Span(level, className=f"badge status-{level}")), html.Td("Δ rel"),
                     html.Td(""), html.Td(""), *cells, html.Td(" · ".join(text), className="metrics")],
                    className="metric-row")
+
+
+def _peers(peers: Sequence[Peer]) -> html.Div:
+    """The linked calls on other ranks, each a jump to that rank's node, coloured by its verdict there."""
+    items = []
+    for p in peers[:_MAX_PEERS]:
+        status, gap = p.status or "unknown", "" if p.complete else " (link incomplete)"
+        items.append(html.Button([html.Span(status, className=f"badge status-{status}"),
+                                  html.Span(f" rank {p.rank}: {p.node}{gap}")],
+                                 id={"type": "peer", "index": f"{p.rank}:{p.position}"}, className="peer"))
+    if len(peers) > _MAX_PEERS:
+        items.append(html.Div(f"… {len(peers) - _MAX_PEERS} more ranks", className="muted"))
+    return html.Div([html.H4(f"linked calls on other ranks ({len(peers)})"), *items], className="peers")
+
+
+def _attributes(model: ViewModel, rows: dict[str, int]) -> list:
+    """Each side's node attributes as a key/value table, a fused op's original ops first (all text)."""
+    out = []
+    for side, row in rows.items():
+        attrs = model.attrs(side, row)
+        if not attrs:
+            continue
+        parts: list = [html.H4(f"attributes ({side})" if model.paired else "attributes")]
+        names = original_names(model.graphs[side], row)
+        if len(names) > 1:
+            parts.append(html.Div([html.Span("fused op", className="badge fused"),
+                                   html.Span(f" of {len(names)} original ops: " + ", ".join(names))],
+                                  className="fused-names"))
+        body = [html.Tr([html.Td(key, className="attr-key"), html.Td(_clip(value))]) for key, value in
+                attrs[:_MAX_ATTRS]]
+        if len(attrs) > _MAX_ATTRS:
+            body.append(html.Tr(html.Td(f"… {len(attrs) - _MAX_ATTRS} more", colSpan=2)))
+        parts.append(html.Table(html.Tbody(body), className="attrs"))
+        out.append(html.Div(parts, className="attributes"))
+    return out
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_VALUE else text[:_MAX_VALUE] + f" … ({len(text):,} characters)"
 
 
 def short_stack(frames: tuple[str, ...]) -> list[str]:

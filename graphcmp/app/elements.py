@@ -100,6 +100,7 @@ def _classes(model: ViewModel, side: str, tree: NavTree, rows: np.ndarray, is_bo
              hits: frozenset[int]) -> list[str]:
     status = model.status(side)
     overflow = model.overflow[side][rows] > 0
+    fused = model.fused[side][rows]
     unmatched = (status[rows] == -2) if status is not None else np.zeros(len(rows), bool)
     module = tree.n_children[rows] > 0
     nodata = ~tree.graph.nodes.has_data[rows]
@@ -108,6 +109,8 @@ def _classes(model: ViewModel, side: str, tree: NavTree, rows: np.ndarray, is_bo
         parts = ["box" if is_box[k] else ("module" if module[k] else "leaf")]
         if unmatched[k]:
             parts.append("unmatched")
+        if fused[k]:
+            parts.append("fused")
         if overflow[k]:
             parts.append("overflow")
         if nodata[k] and not module[k]:
@@ -147,6 +150,7 @@ STYLESHEET = [
     {"selector": "node.unmatched", "style": {
         "background-color": "#ffffff", "border-style": "dashed", "border-color": "#6d4c41", "border-width": 2,
         "color": "#6d4c41", "font-style": "italic"}},
+    {"selector": "node.fused", "style": {"border-color": "#00695c", "border-width": 5, "border-style": "double"}},
     {"selector": "node.overflow", "style": {"border-color": "#6a1b9a", "border-width": 4, "border-style": "double"}},
     {"selector": "node.hit", "style": {"underlay-color": "#1e88e5", "underlay-opacity": 0.35, "underlay-padding": 6}},
     {"selector": "node.box.hit", "style": {"underlay-opacity": 0.12, "underlay-padding": 3}},

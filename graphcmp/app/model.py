@@ -16,6 +16,7 @@ from graphcmp.app.colors import Scheme, parse_edges
 from graphcmp.app.tree import NavTree
 from graphcmp.core.divergence import Analysis, analyze
 from graphcmp.core.judge import SKIP, STATUS_NAMES, UNMATCHED
+from graphcmp.core.matching.fused_ops import original_names
 from graphcmp.core.overflow import overflow_levels
 from graphcmp.core.records import STAT_NAMES, Direction, DumpGraph, NodeKind, NodeView, Role, TensorView
 from graphcmp.core.report import CompareReport
@@ -98,6 +99,23 @@ class ViewModel:
     def overflow(self) -> dict[str, np.ndarray]:
         """Overflow level per row and side (0 none … 3 critical, see `graphcmp.core.overflow`)."""
         return {side: overflow_levels(g) for side, g in self.graphs.items()}
+
+    @cached_property
+    def fused(self) -> dict[str, np.ndarray]:
+        """Per side, True for fused ops: rows whose ``original_op_names`` attribute names more than one op."""
+        out = {}
+        for side, g in self.graphs.items():
+            mask = np.zeros(len(g), bool)
+            if g.nodes.attrs:
+                rows = [r for r, a in enumerate(g.nodes.attrs) if a and len(original_names(g, r)) > 1]
+                mask[rows] = True
+            out[side] = mask
+        return out
+
+    def attrs(self, side: str, row: int) -> tuple[tuple[str, str], ...]:
+        """The (key, value) attributes of one node (GE/MindSpore graphs, kernel dumps); empty when none."""
+        attrs = self.graphs[side].nodes.attrs
+        return attrs[row] if attrs else ()
 
     @cached_property
     def analysis(self) -> Analysis | None:

@@ -18,14 +18,19 @@ PANE_IDS = {"npu": "cy-npu", "bench": "cy-bench"}
 _PANE_TITLES = {"npu": "NPU (run under test)", "bench": "bench (baseline)"}
 
 
-def page_layout(title: str) -> html.Div:
-    """The whole page; every dynamic part is filled by the main callback from the URL."""
+def page_layout(title: str, job: bool = False) -> html.Div:
+    """The whole page; every dynamic part is filled by the main callback from the URL.
+
+    With `job` (a batch results folder) the page has the job overview; otherwise it has no plotly
+    graph at all, so plotly.js is never loaded.
+    """
     return html.Div([
         dcc.Location(id="url", refresh=False),
         dcc.Store(id="focus"),
         dcc.Store(id="focus-done"),
         dcc.Download(id="download"),
         _header(title),
+        *([_job()] if job else []),
         html.Div([_sidebar(), _panes()], className="main"),
         html.Div(id="details", className="details"),
     ], className="app")
@@ -57,6 +62,17 @@ def _header(title: str) -> html.Div:
     ], className="header")
 
 
+def _job() -> html.Details:
+    """The job overview of a results folder (hidden otherwise): origin, spread, rank x module heat map."""
+    return html.Details([
+        html.Summary([html.Strong("job overview "), html.Span(id="job-origin", className="job-origin")]),
+        dcc.Store(id="job-step"),
+        html.Div(id="job-spread", className="job-spread"),
+        dcc.Graph(id="job-heat", config={"displayModeBar": False, "responsive": True},
+                  figure={"data": [], "layout": {"height": 40}}),
+    ], id="job", open=True, className="job")
+
+
 def _sidebar() -> html.Div:
     return html.Div([
         html.H4("Search"),
@@ -71,6 +87,13 @@ def _sidebar() -> html.Div:
             html.Button("next ▶", id="next", className="btn"),
         ], className="stepper"),
         dcc.RadioItems(id="hits", options=[], value=None, className="hits"),
+        html.H4("Manual match"),
+        html.Div(id="match-info", className="match-info"),
+        dcc.Checklist(id="match-children", options=[{"label": " their children by order", "value": "on"}], value=[],
+                      className="match-children"),
+        html.Div([html.Button("match picked", id="match", className="btn", disabled=True),
+                  html.Button("unmatch selected", id="unmatch", className="btn", disabled=True)],
+                 className="stepper"),
         html.H4("Legend"),
         html.Div(id="legend", className="legend"),
         html.H4("Overview"),

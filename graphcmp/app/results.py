@@ -22,13 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from graphcmp.app.job import JobIndex
 from graphcmp.core.compare import compare_paths
+from graphcmp.core.distributed.batch import BATCH_FORMAT
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.jsonio import read_json
+from graphcmp.core.matching.manual import apply_manual_matches, load_manual_matches, sidecar_path
 from graphcmp.core.records import DumpGraph
 from graphcmp.core.report import CompareReport, load_document
 
-__all__ = ["Document", "Entry", "ResultSet", "open_results"]
+__all__ = ["Document", "Entry", "ResultSet", "load_entry", "open_results"]
 
 Document = CompareReport | DumpGraph
 _STEP_RANK = re.compile(r"^step(?P<step>\d+)_rank(?P<rank>\d+)\.json$")
@@ -37,12 +40,17 @@ _KEEP = 2  # documents kept in memory (a 100k-node report takes about 1 GB)
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One selectable result: its key (sent to the browser), step, rank and where it comes from."""
+    """One selectable result: its key (sent to the browser), step, rank and where it comes from.
+
+    `sidecar` is where the manual matches of a result file live (``cmp.json`` -> ``cmp.matches.json``,
+    fixed at start-up); empty for two dump folders compared on the spot, which have no file to sit next to.
+    """
 
     key: str
     step: int | None
     rank: int | None
     source: str
+    sidecar: str = ""
 
     @property
     def title(self) -> str:
@@ -70,6 +78,7 @@ class ResultSet:
         self._loader = loader
         self._docs: OrderedDict[str, Document] = OrderedDict()
         self._lock = threading.Lock()
+        self.job: JobIndex | None = None  # the batch index of a `graphcmp compare -o` folder (job overview)
 
     @property
     def default(self) -> Entry:
@@ -88,6 +97,14 @@ class ResultSet:
     def find(self, step: int | None, rank: int | None) -> Entry | None:
         """The entry of (step, rank), if any."""
         return next((e for e in self.entries if e.step == step and e.rank == rank), None)
+
+    def replace(self, key: str, doc: Document) -> None:
+        """Keep `doc` as the document of entry `key` (after manual matches changed it)."""
+        with self._lock:
+            self._docs[self.entry(key).key] = doc
+            self._docs.move_to_end(self.entry(key).key)
+            while len(self._docs) > _KEEP:
+                self._docs.popitem(last=False)
 
     def document(self, key: str | None) -> Document:
         """The document of an entry (read on first use; the last few stay in memory)."""
@@ -132,19 +149,37 @@ def open_results(paths: Sequence[str | os.PathLike[str]], **compare_options: Any
         entry = Entry("0", None, None, f"{npu} vs {bench}")
         results = ResultSet([entry], lambda _e: compare_paths(npu, bench, **compare_options))
     elif len(paths) == 1 and paths[0].is_dir():
-        results = ResultSet(_folder_entries(paths[0]), lambda e: load_document(e.source))
+        index = paths[0] / "index.json"
+        doc = read_json(index, salvage=False).value if index.is_file() else None
+        results = ResultSet(_folder_entries(paths[0], doc), load_entry)
+        if isinstance(doc, dict) and doc.get("format") == BATCH_FORMAT:
+            results.job = JobIndex(doc)
     elif len(paths) == 1:
-        results = ResultSet([Entry("0", None, None, str(paths[0]))], lambda e: load_document(e.source))
+        results = ResultSet([Entry("0", None, None, str(paths[0]), str(sidecar_path(paths[0])))], load_entry)
     else:
         raise DumpFormatError("give one result file, one folder of results, or two dump folders (npu, bench)")
     results.document(results.default.key)
     return results
 
 
-def _folder_entries(folder: Path) -> list[Entry]:
+def load_entry(entry: Entry) -> Document:
+    """The document of a file entry, with the manual matches of its sidecar applied when the sidecar exists.
+
+    Raises
+    ------
+    GraphcmpError
+        The file or its sidecar cannot be read, or the sidecar is malformed (the message names the file).
+    """
+    doc = load_document(entry.source)
+    if isinstance(doc, CompareReport) and entry.sidecar and Path(entry.sidecar).is_file():
+        doc = apply_manual_matches(doc, load_manual_matches(entry.sidecar))
+    return doc
+
+
+def _folder_entries(folder: Path, doc: Any) -> list[Entry]:
     index = folder / "index.json"
-    if index.is_file():
-        items = _index_items(index)
+    if doc is not None:
+        items = _index_items(index, doc)
     else:
         items = [(p.name, int(m["step"]), int(m["rank"])) for p in sorted(folder.iterdir())
                  if (m := _STEP_RANK.match(p.name))]
@@ -159,7 +194,7 @@ def _folder_entries(folder: Path) -> list[Entry]:
         if not path.is_file():
             raise DumpFormatError(f"{path}: listed result file not found")
         entries.append(Entry(f"s{_key(step)}r{_key(rank)}" if (step, rank) != (None, None) else name,
-                             step, rank, str(path)))
+                             step, rank, str(path), str(sidecar_path(path))))
     if len({e.key for e in entries}) != len(entries):
         raise DumpFormatError(f"{folder}: two results have the same step and rank")
     return entries
@@ -169,8 +204,7 @@ def _key(v: int | None) -> str:
     return "" if v is None else str(v)
 
 
-def _index_items(index: Path) -> list[tuple[str, int | None, int | None]]:
-    doc = read_json(index, salvage=False).value
+def _index_items(index: Path, doc: Any) -> list[tuple[str, int | None, int | None]]:
     items = (doc.get("results", doc.get("runs")) if isinstance(doc, dict) else doc)
     if not isinstance(items, list):
         raise DumpFormatError(f"{index}: expected a list of results (or {{\"results\": [...]}}, "

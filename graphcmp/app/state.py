@@ -15,7 +15,8 @@ from graphcmp.app.layout import PAGE, page_of, visible_children
 from graphcmp.app.model import SIDES, ViewModel
 
 __all__ = [
-    "FILTERS", "MAX_VISIBLE", "ViewState", "reveal", "select", "selected_rows", "toggle", "turn_page", "visible_count",
+    "FILTERS", "MAX_VISIBLE", "ViewState", "pick", "reveal", "select", "selected_rows", "toggle", "turn_page",
+    "visible_count",
 ]
 
 MAX_VISIBLE = 1500
@@ -39,6 +40,7 @@ class ViewState:
     query: str = ""
     filters: tuple[str, ...] = ()
     hit: int = 0
+    picked: tuple[str, str] = ("", "")  # the last node selected on each side (npu, bench): a manual match's pair
 
     def to_query(self) -> str:
         """The URL query string (with the leading ``?``) of this state.
@@ -52,7 +54,7 @@ class ViewState:
              "pg": _pages_text(self.pages["npu"]), "pgb": _pages_text(self.pages["bench"]),
              "sel": f"{self.selected[0]}:{self.selected[1]}" if self.selected else "",
              "sync": "1" if self.sync else "0", "metric": self.metric, "bins": self.bins, "q": self.query,
-             "f": ",".join(self.filters), "hit": self.hit or ""}
+             "f": ",".join(self.filters), "hit": self.hit or "", "pn": self.picked[0], "pb": self.picked[1]}
         return "?" + urlencode({k: v for k, v in q.items() if v != ""})
 
     @classmethod
@@ -68,6 +70,7 @@ class ViewState:
             selected=(side, node) if side in SIDES and node else None, sync=q.get("sync", "1") != "0",
             metric=q.get("metric", ""), bins=q.get("bins", ""), query=q.get("q", "")[:_MAX_QUERY],
             filters=tuple(f for f in q.get("f", "").split(",") if f in FILTERS), hit=max(_int(q.get("hit")) or 0, 0),
+            picked=(q.get("pn", ""), q.get("pb", "")),
         )
 
     def clean(self, model: ViewModel) -> ViewState:
@@ -76,7 +79,8 @@ class ViewState:
                   for s in SIDES}
         pages = {s: {r: p for r, p in self.pages[s].items() if r == 0 or r in opened[s]} for s in SIDES}
         selected = self.selected if self.selected and model.row_of(*self.selected) is not None else None
-        return replace(self, open=opened, pages=pages, selected=selected)
+        picked = tuple(p if p and model.row_of(s, p) is not None else "" for s, p in zip(SIDES, self.picked))
+        return replace(self, open=opened, pages=pages, selected=selected, picked=picked)
 
 
 def _pages_text(pages: dict[int, int]) -> str:
@@ -196,9 +200,16 @@ def _with_page(pages: dict[int, int], row: int, page: int) -> dict[int, int]:
     return out
 
 
+def pick(state: ViewState, model: ViewModel, side: str, row: int) -> ViewState:
+    """Select a node and remember it as the picked node of its side (see `ViewState.picked`)."""
+    node = model.graphs[side].nodes.ids[row]
+    picked = (node, state.picked[1]) if side == "npu" else (state.picked[0], node)
+    return replace(state, selected=(side, node), picked=picked)
+
+
 def select(state: ViewState, model: ViewModel, side: str, row: int) -> ViewState:
-    """Select a node, make it visible, and make its twin visible in the other pane."""
-    state = replace(state, selected=(side, model.graphs[side].nodes.ids[row]))
+    """Select (and pick) a node, make it visible, and make its twin visible in the other pane."""
+    state = pick(state, model, side, row)
     state = reveal(state, model, side, row)
     twin = model.twin(side, row)
     return reveal(state, model, model.other(side), twin) if twin >= 0 else state

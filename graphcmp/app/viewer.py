@@ -9,20 +9,31 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from graphcmp.app.colors import Scheme, legend_items
 from graphcmp.app.elements import PaneStyle, pane_colors, pane_elements
 from graphcmp.app.find import SearchError, find_hits
+from graphcmp.app.job import Peer
 from graphcmp.app.layout import PaneGeometry, layout_pane
 from graphcmp.app.model import ViewModel
 from graphcmp.app.results import ResultSet
 from graphcmp.app.state import ViewState
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.matching.manual import (
+    ManualMatches,
+    apply_manual_matches,
+    load_manual_matches,
+    save_manual_matches,
+)
+from graphcmp.core.report import CompareReport
 
 __all__ = ["Rendered", "Viewer"]
 
 _GEOMETRIES = 64
+COMM_PREFIX = "Distributed."  # msprobe's communication calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +68,45 @@ class Viewer:
             while len(self._models) > 2:
                 self._models.popitem(last=False)
         return model
+
+    def can_match(self, key: str) -> bool:
+        """True when manual matches of the result can be saved: a report read from a file."""
+        return bool(self.results.entry(key).sidecar) and self.model(key).paired
+
+    def manual(self, key: str) -> ManualMatches:
+        """The manual matches saved for a result (empty when it has no sidecar yet)."""
+        entry = self.results.entry(key)
+        if entry.sidecar and Path(entry.sidecar).is_file():
+            return load_manual_matches(entry.sidecar)
+        report = self.model(key).report
+        return ManualMatches(npu_path=report.npu.info.path, bench_path=report.bench.info.path)
+
+    def decide(self, key: str, manual: ManualMatches) -> None:
+        """Save `manual` to the result's sidecar (the only file the viewer writes) and recompare with it.
+
+        Raises
+        ------
+        GraphcmpError
+            The result has no sidecar (two dump folders) or the sidecar cannot be written.
+        """
+        entry = self.results.entry(key)
+        if not self.can_match(entry.key):
+            raise DumpFormatError(f"{entry.source}: manual matches need a result file (graphcmp compare -o)")
+        report = self.model(entry.key).report
+        assert isinstance(report, CompareReport)
+        updated = apply_manual_matches(report, manual)
+        save_manual_matches(manual, entry.sidecar)
+        self.results.replace(entry.key, updated)
+        with self._lock:
+            self._models.pop(entry.key, None)
+        self.prepare(entry.key)
+
+    def peers(self, key: str, node: str) -> list[Peer]:
+        """Linked calls on other ranks of communication call `node` of a result (from the batch index)."""
+        job, entry = self.results.job, self.results.entry(key)
+        if job is None or not node.startswith(COMM_PREFIX):
+            return []
+        return job.peers(entry.step, entry.rank, node)
 
     def prepare(self, key: str) -> None:
         """Build the slow parts of a result's model (findings, summary, indexes) before the first page asks."""

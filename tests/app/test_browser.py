@@ -241,3 +241,100 @@ def test_micro_step_selector(browser):
     finally:
         server.stop()
 
+
+
+def test_manual_match_persists_over_reload(browser, tmp_path):
+    from graphcmp.core.compare import compare_paths
+    from graphcmp.core.matching.manual import sidecar_path
+    from graphcmp.core.report import save_report
+    from tests.app.test_manual import BASE_BENCH, EXTRA_NPU, NODE
+
+    result = tmp_path / "cmp.json"
+    report = compare_paths(EXTRA_NPU, BASE_BENCH)  # without --fuzzy: the extra op's neighbours stay unmatched
+    save_report(report, result)
+    assert report.verdict(NODE).status == "unmatched"
+    server = _server([result])
+    try:
+        v = Viewer(browser.new_page(viewport={"width": 1500, "height": 950}), server.url)
+        v.page.fill("#query", "^" + re.escape(NODE) + "$")
+        v.page.press("#query", "Enter")
+        v.settle("#hit-info", "1 of 2")
+        v.page.click("#next")  # the npu hit, then the bench hit: one picked per side
+        v.settle("#hit-info", "2 of 2")
+        info = v.settle("#match-info", f"npu {re.escape(NODE)}[\\s\\S]*bench {re.escape(NODE)}")
+        assert info.count(NODE) == 2
+        v.page.click("#match")
+        v.settle("#match-info", "matched ")
+        assert "matched (manual)" in v.settle("#details", re.escape("matched (manual)"))
+        assert sidecar_path(result).is_file()
+        v.page.reload()
+        v.wait("window.graphcmp && window.graphcmp.count('npu') > 0")
+        assert "matched (manual)" in v.settle("#details", re.escape("matched (manual)"))
+        assert not v.errors
+        url = v.page.url
+        v.page.close()
+    finally:
+        server.stop()
+    server = _server([result])  # a new app on the same file re-applies the sidecar
+    try:
+        v = Viewer(browser.new_page(viewport={"width": 1500, "height": 950}), server.url + "?" + url.split("?", 1)[1])
+        assert "matched (manual)" in v.settle("#details", re.escape("matched (manual)"))
+        row = report.npu.row(NODE)
+        v.wait(f"window.graphcmp.selected('bench').length === 1 && window.graphcmp.selected('npu').includes('n{row}')")
+        assert not v.errors
+        v.page.close()
+    finally:
+        server.stop()
+
+
+def test_job_overview_cell_opens_the_rank(browser, tmp_path):
+    from graphcmp.core.distributed.batch import run_batch
+    from tests.app.conftest import TF_SMALL
+
+    out = tmp_path / "results"
+    index = run_batch(TF_SMALL / "perturb", TF_SMALL / "baseline", out, workers=1)
+    server = _server([out])
+    try:
+        v = Viewer(browser.new_page(viewport={"width": 1500, "height": 950}), server.url)
+        assert v.page.is_visible("#job")
+        v.page.wait_for_selector("#job-heat .nsewdrag")
+        origin = index["analysis"]["origin"]
+        assert origin["node"] in v.text("#job-origin")
+        box = v.page.locator("#job-heat .nsewdrag").bounding_box()
+        v.page.mouse.click(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
+        v.wait("window.location.search.includes('sel=npu')")
+        heat = [h[0] for h in next(r for r in index["runs"] if r["step"] == 0)["heat"]]
+        from urllib.parse import parse_qs, urlparse
+        node = parse_qs(urlparse(v.page.url).query)["sel"][0].split(":", 1)[1]
+        assert node in heat
+        assert node in v.settle("#details", re.escape(node))
+        assert not v.errors
+        v.page.close()
+    finally:
+        server.stop()
+
+
+@pytest.mark.shared
+def test_linked_call_jumps_to_the_peer_rank(browser, tmp_path):
+    from graphcmp.core.distributed.batch import run_batch
+    from tests.conftest import shared
+
+    root = shared("msprobe/dumps/dist4/statistics")
+    out = tmp_path / "results"
+    run_batch(root / "perturb_rank2", root / "baseline", out, workers=1)
+    server = _server([out])
+    try:
+        node = "Distributed.all_reduce.0.forward"
+        v = Viewer(browser.new_page(viewport={"width": 1500, "height": 950}), server.url + f"?res=s0r2&sel=npu:{node}")
+        assert "rank 2, step 0" in v.settle("#job-origin", "rank 2")
+        v.settle("#details", "linked calls on other ranks \\(3\\)")
+        buttons = v.page.locator("#details button.peer")
+        assert buttons.count() == 3 and "rank 0: " + node in buttons.nth(0).inner_text()
+        buttons.nth(0).click()
+        v.wait("window.location.search.includes('res=s0r0')")
+        v.settle("#details", "rank 2: " + re.escape(node))  # rank 0's all_reduce lists rank 2 among its peers
+        assert v.page.is_visible("#job-heat .nsewdrag")
+        assert not v.errors
+        v.page.close()
+    finally:
+        server.stop()
