@@ -200,15 +200,10 @@ def _reasons(
     flagged = np.flatnonzero(status >= WARNING)
     if not len(flagged):
         return tuple(reason)
-    out_pairs = np.flatnonzero(is_out & np.isin(node, flagged))
-    best: dict[int, int] = {}
-    for k in out_pairs.tolist():
-        row = int(node[k])
-        if row not in best or (level[k], severity[k]) > (level[best[row]], severity[best[row]]):
-            best[row] = k
+    best = _worst_output_pair(node, is_out, np.isin(node, flagged), level, severity)
+    texts = _pair_reasons(npu, pairs, np.fromiter(best.values(), np.int64, len(best)), notes)
     for row in flagged.tolist():
-        k = best.get(row)
-        text = _pair_reason(npu, pairs, k, notes.get(k, "")) if k is not None else ""
+        text = texts.get(best.get(row, -1), "")
         if same_in[row]:
             text = f"inputs agree, outputs differ ({text})" if text else "inputs agree, outputs differ"
         elif unpaired[row] and not text:
@@ -217,19 +212,43 @@ def _reasons(
     return tuple(reason)
 
 
-def _pair_reason(npu: DumpGraph, pairs: TensorPairs, k: int, note: str) -> str:
-    t = int(pairs.npu[k])
-    where = f"{Role(int(npu.tensors.role[t])).name.lower()}.{npu.tensors.slot[t]}"
-    if note:
-        return f"{where}: {note}"
+def _worst_output_pair(node: np.ndarray, is_out: np.ndarray, wanted: np.ndarray, level: np.ndarray,
+                       severity: np.ndarray) -> dict[int, int]:
+    """Node row -> index of its output pair with the highest (level, severity)."""
+    candidates = np.flatnonzero(is_out & wanted)
+    order = candidates[np.lexsort((severity[candidates], level[candidates], node[candidates]))]
+    owners = node[order]
+    last = np.ones(len(order), bool)
+    last[:-1] = owners[1:] != owners[:-1]
+    return dict(zip(owners[last].tolist(), order[last].tolist()))
+
+
+def _pair_reasons(npu: DumpGraph, pairs: TensorPairs, ks: np.ndarray, notes: dict[int, str]) -> dict[int, str]:
+    """One line per given pair: where it is and the metric that crossed its limit."""
+    t = npu.tensors
     m = pairs.metrics
-    if "cosine" in m and not np.isnan(m["cosine"][k]):
-        return f"{where}: cosine {m['cosine'][k]:.6f}, euclidean rel {m['euc_rel'][k]:.3g}"
-    if npu.info.task == "md5" and m["md5_diff"][k] == 1.0:
-        return f"{where}: md5 differs"
-    rel = m["rel_errs"][k]
-    s = int(np.argmax(rel))
-    return f"{where}: {STAT_NAMES[s].capitalize()} rel err {rel[s]:.3g}"
+    rows = pairs.npu[ks].tolist()
+    role_names = [r.name.lower() for r in Role]
+    roles = [role_names[r] for r in t.role[pairs.npu[ks]].tolist()]
+    stat = np.argmax(m["rel_errs"][ks], axis=1) if len(ks) else np.zeros(0, np.int64)
+    rel = (m["rel_errs"][ks, stat] if len(ks) else np.zeros(0)).tolist()
+    cosine = (m["cosine"][ks] if "cosine" in m else np.full(len(ks), np.nan)).tolist()
+    euc = (m["euc_rel"][ks] if "euc_rel" in m else np.full(len(ks), np.nan)).tolist()
+    md5 = ((m["md5_diff"][ks] == 1.0) & (npu.info.task == "md5")).tolist()
+    stat_names = [name.capitalize() for name in STAT_NAMES]
+    stat = stat.tolist()
+    texts = {}
+    for i, k in enumerate(ks.tolist()):
+        where = f"{roles[i]}.{t.slot[rows[i]]}"
+        if k in notes:
+            texts[k] = f"{where}: {notes[k]}"
+        elif cosine[i] == cosine[i]:  # not NaN: real tensors were compared
+            texts[k] = f"{where}: cosine {cosine[i]:.6f}, euclidean rel {euc[i]:.3g}"
+        elif md5[i]:
+            texts[k] = f"{where}: md5 differs"
+        else:
+            texts[k] = f"{where}: {stat_names[stat[i]]} rel err {rel[i]:.3g}"
+    return texts
 
 
 def _roll_up(npu: DumpGraph, status: np.ndarray, severity: np.ndarray) -> tuple[np.ndarray, ...]:

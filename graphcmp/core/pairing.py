@@ -217,13 +217,16 @@ def pair_metrics(
 
 
 def _same_values(a: tuple[str, ...], b: tuple[str, ...], rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
-    return np.fromiter((a[i] == b[j] for i, j in zip(rows_a.tolist(), rows_b.tolist())), bool, len(rows_a))
+    return _column(a, rows_a) == _column(b, rows_b)
 
 
 def _md5_diff(a: tuple[str, ...], b: tuple[str, ...], rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
-    def one(i: int, j: int) -> float:
-        if not a[i] or not b[j]:
-            return np.nan
-        return 0.0 if a[i] == b[j] else 1.0
+    """1.0 where the checksums differ, 0.0 where equal, NaN where either side has none."""
+    md5_a, md5_b = _column(a, rows_a), _column(b, rows_b)
+    unknown = (md5_a == "") | (md5_b == "")
+    return np.where(unknown, np.nan, (md5_a != md5_b).astype(np.float64))
 
-    return np.fromiter((one(i, j) for i, j in zip(rows_a.tolist(), rows_b.tolist())), np.float64, len(rows_a))
+
+def _column(values: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
+    """Strings at `rows`, as an object array (element-wise comparisons run in C)."""
+    return np.array(values, dtype=object)[rows] if len(values) else np.zeros(len(rows), object)
