@@ -146,7 +146,8 @@ def analyze(report: Any, rule: DivergenceRule | None = None) -> Analysis:
     dtype_rows = _precision_changes(report)
     exact = _is_exact(leaves, out_err, rule)
     floor = rule.exact_min_rel if exact else rule.cross_min_rel
-    origins = [r for r in leaves if _is_origin(r, out_err, io, floor, rule) or levels[r] == 3]
+    origin_mask = _origins(out_err, io, floor, rule) | (levels == 3)
+    origins = [r for r in leaves if origin_mask[r]]
     divergences = [_divergence(report, r, io, levels, dtype_rows, floor) for r in origins[: rule.candidates + 1]]
     first_overflow = next((r for r in leaves if levels[r] >= 2), None)
     overflow = _divergence(report, first_overflow, io, levels, dtype_rows, floor) if first_overflow is not None \
@@ -179,7 +180,21 @@ def _leaf_rows(npu: DumpGraph, matches: Any) -> list[int]:
 class _InputErrors:
     upstream: np.ndarray  # per npu row: largest error of inputs an earlier call produced
     fresh: np.ndarray  # per npu row: largest error of inputs no earlier call produced
-    fresh_slots: dict[int, list[str]]  # row -> differing fresh input slots
+    graph: DumpGraph
+    unexplained: np.ndarray  # pair indices of differing inputs no matched earlier call produced
+    unexplained_node: np.ndarray  # their npu rows
+    unexplained_tensor: np.ndarray  # their npu tensor rows
+    unexplained_maker: np.ndarray  # npu row of an earlier (unmatched) producer, -1 when none
+
+    def fresh_slots(self, row: int) -> list[str]:
+        """The differing inputs of `row` that no matched earlier call produced, as ``input.1`` texts."""
+        t, ids = self.graph.tensors, self.graph.nodes.ids
+        out = []
+        for k in np.flatnonzero(self.unexplained_node == row).tolist():
+            i, maker = int(self.unexplained_tensor[k]), int(self.unexplained_maker[k])
+            origin = f" (made by unmatched {ids[maker]})" if maker >= 0 else ""
+            out.append(f"{Role(int(t.role[i])).name.lower()}.{t.slot[i]}{origin}")
+        return out
 
 
 def _io_errors(report: Any, keys: np.ndarray) -> _InputErrors:
@@ -204,12 +219,9 @@ def _io_errors(report: Any, keys: np.ndarray) -> _InputErrors:
     fresh = np.zeros(len(npu))
     np.maximum.at(upstream, node[explained], severity[explained])
     np.maximum.at(fresh, node[unexplained], severity[unexplained])
-    fresh_slots: dict[int, list[str]] = {}
-    for k in np.flatnonzero(unexplained).tolist():
-        row, i = int(node[k]), int(tensor[k])
-        origin = f" (made by unmatched {npu.nodes.ids[made_by[k]]})" if earlier[k] else ""
-        fresh_slots.setdefault(row, []).append(f"{Role(int(t.role[i])).name.lower()}.{t.slot[i]}{origin}")
-    return _InputErrors(upstream, fresh, fresh_slots)
+    picked = np.flatnonzero(unexplained)
+    maker = np.where(earlier[picked], made_by[picked], -1)
+    return _InputErrors(upstream, fresh, npu, picked, node[picked], tensor[picked], maker)
 
 
 def _earliest_producer(npu: DumpGraph, keys: np.ndarray) -> np.ndarray:
@@ -249,12 +261,11 @@ def _is_exact(leaves: list[int], out_err: np.ndarray, rule: DivergenceRule) -> b
     return True
 
 
-def _is_origin(row: int, out_err: np.ndarray, io: _InputErrors, floor: float, rule: DivergenceRule) -> bool:
-    err = out_err[row]
-    if not err > floor:
-        return False
-    with np.errstate(over="ignore"):
-        return bool(err > rule.growth * io.upstream[row] or io.fresh[row] > floor)
+def _origins(out_err: np.ndarray, io: _InputErrors, floor: float, rule: DivergenceRule) -> np.ndarray:
+    """Per row: the output error is above the floor and not explained by the inputs."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        grew = out_err > rule.growth * io.upstream
+    return (out_err > floor) & (grew | (io.fresh > floor))
 
 
 def _precision_changes(report: Any) -> dict[int, str]:
@@ -294,7 +305,7 @@ def _cause(report: Any, row: int, io: _InputErrors, levels: np.ndarray, dtype_ro
     if row in dtype_rows:
         return "dtype change", (*evidence, f"output dtype {dtype_rows[row]}")
     if io.fresh[row] > floor:
-        slots = io.fresh_slots.get(row, [])
+        slots = io.fresh_slots(row)
         what = ("an input made by a call the bench run does not have" if any("unmatched" in s for s in slots)
                 else "a weight or data difference")
         return "inputs differ", (*evidence, f"inputs no matched earlier call produced differ ({', '.join(slots)}): "
@@ -328,7 +339,7 @@ def _findings(report: Any, divergences: list[Divergence], overflow: Divergence |
     if inconsistent is not None:
         out.append(Finding("input_inconsistent", "warning", ids[inconsistent],
                            f"inputs differ at {ids[inconsistent]} although earlier outputs agree "
-                           f"({', '.join(io.fresh_slots.get(inconsistent, []))})"))
+                           f"({', '.join(io.fresh_slots(inconsistent))})"))
     if dtype_rows:
         first = min(dtype_rows)
         message = f"{len(dtype_rows)} node(s) change float precision, first {ids[first]} ({dtype_rows[first]})"
