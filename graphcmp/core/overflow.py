@@ -18,7 +18,7 @@ import numpy as np
 from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.jsonio import read_json
-from graphcmp.core.records import DumpGraph, Role
+from graphcmp.core.records import DumpGraph, Role, string_codes
 
 __all__ = [
     "EXPLODE_MIN",
@@ -73,8 +73,8 @@ def overflow_levels(graph: DumpGraph) -> np.ndarray:
 def _bad_tensors(graph: DumpGraph) -> np.ndarray:
     t = graph.tensors
     nonfinite = (~np.isfinite(t.stats) & t.present).any(axis=1)
-    names, code = np.unique(np.array(t.dtype, dtype=object), return_inverse=True) if len(t) else ([], [])
-    limits = np.array([DTYPE_LIMITS.get(normalize_dtype(d), np.inf) for d in names])[code] if len(t) else np.zeros(0)
+    code, names = string_codes(t.dtype)
+    limits = np.array([DTYPE_LIMITS.get(normalize_dtype(d), np.inf) for d in names] + [np.inf])[code]
     with np.errstate(invalid="ignore"):
         at_limit = (np.where(t.present[:, :2], np.abs(t.stats[:, :2]), 0.0) >= limits[:, None]).any(axis=1)
     return nonfinite | at_limit

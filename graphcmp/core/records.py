@@ -29,6 +29,7 @@ __all__ = [
     "RunInfo",
     "TensorTable",
     "TensorView",
+    "string_codes",
 ]
 
 STAT_NAMES: tuple[str, ...] = ("max", "min", "mean", "norm")
@@ -314,6 +315,18 @@ def _tree(table: NodeTable) -> nx.DiGraph:
     ids = table.ids
     tree.add_edges_from((ids[p], ids[c]) for c, p in enumerate(table.parent.tolist()) if p >= 0)
     return tree
+
+
+def string_codes(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """Integer code per value and the distinct values, in first-seen order (faster than sorting strings).
+
+    >>> codes, names = string_codes(("float32", "int64", "float32"))
+    >>> codes.tolist(), names
+    ([0, 1, 0], ['float32', 'int64'])
+    """
+    table: dict[str, int] = {}
+    codes = np.fromiter((table.setdefault(v, len(table)) for v in values), np.int64, len(values))
+    return codes, list(table)
 
 
 def ids_to_rows(ids: Sequence[str]) -> dict[str, int]:
