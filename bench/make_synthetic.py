@@ -14,7 +14,7 @@ Usage::
 
     .venv/bin/python bench/make_synthetic.py \\
         --source ../shared/data/msprobe/dumps/tf_big/statistics/baseline/step0/rank0 \\
-        --nodes 200000 --out /tmp/graphcmp_synth/200k [--perturb-layer K] [--seed S] [--check]
+        --nodes 200000 --out /tmp/graphcmp_synth/200k [--perturb-layer K] [--seed S] [--indent 1] [--check]
 
 This is a benchmark helper, not part of the ``graphcmp`` package; it only needs numpy and orjson.
 """
@@ -451,19 +451,46 @@ def _classify(
 # --------------------------------------------------------------------------- writing
 
 
-def _dumps_factory(nonfinite: bool) -> Callable[[Any], bytes]:
-    if not nonfinite:
-        return orjson.dumps
-    # orjson would write NaN/Infinity as null; keep msprobe's bare tokens instead
-    return lambda o: json.dumps(o, ensure_ascii=False, separators=(",", ":")).encode()
+def _dumps_factory(nonfinite: bool, indent: int | None = None) -> Callable[[Any], bytes]:
+    """Record serialiser: compact, or laid out as ``json.dump(dump, indent=indent)`` writes a record
+    (nested two levels deep: the record's own lines start with ``2 * indent`` spaces)."""
+    if indent is None:
+        if not nonfinite:
+            return orjson.dumps
+        # orjson would write NaN/Infinity as null; keep msprobe's bare tokens instead
+        return lambda o: json.dumps(o, ensure_ascii=False, separators=(",", ":")).encode()
+    base = b"\n" + b" " * (2 * indent)
+    if nonfinite:
+        return lambda o: json.dumps(o, ensure_ascii=False, indent=indent).encode().replace(b"\n", base)
+    return lambda o: _reindent(orjson.dumps(o, option=orjson.OPT_INDENT_2), indent, base)
 
 
-def _open_dump(path: Path, header: dict[str, Any]) -> Any:
+def _reindent(text: bytes, indent: int, base: bytes) -> bytes:
+    """orjson's two-space indentation -> `indent` spaces per level after `base`, without a per-line loop.
+
+    Deepest levels first, through a NUL placeholder (JSON text never holds a raw NUL).
+    """
+    depth = 1
+    while b"\n" + b"  " * (depth + 1) in text:
+        depth += 1
+    for d in range(depth, 0, -1):
+        text = text.replace(b"\n" + b"  " * d, b"\n" + b"\0" * (indent * d))
+    return text.replace(b"\n", base).replace(b"\0", b" ")
+
+
+def _open_dump(path: Path, header: dict[str, Any], indent: int | None = None) -> Any:
     f = path.open("wb")
+    if indent is None:
+        f.write(b"{")
+        for key, value in header.items():
+            f.write(orjson.dumps(key) + b":" + orjson.dumps(value) + b",")
+        f.write(b'"data":{')
+        return f
+    pad = b"\n" + b" " * indent
     f.write(b"{")
     for key, value in header.items():
-        f.write(orjson.dumps(key) + b":" + orjson.dumps(value) + b",")
-    f.write(b'"data":{')
+        f.write(pad + json.dumps({key: value}, indent=indent).encode()[2:-2].strip() + b",")
+    f.write(pad + b'"data": {')
     return f
 
 
@@ -475,6 +502,7 @@ def make_synthetic(
     perturb_layer: int | None = None,
     seed: int | None = None,
     layers_prefix: str | None = None,
+    indent: int | None = None,
 ) -> SynthSummary:
     """Write ``out/npu`` and ``out/bench`` msprobe rank folders with at least `nodes` nodes each.
 
@@ -493,6 +521,8 @@ def make_synthetic(
     layers_prefix : str, optional
         Module path of the layer list, e.g. ``Module.encoder.layers``. Defaults to the module path
         with the most distinct integer children.
+    indent : int, optional
+        Write dump.json as ``json.dump(..., indent=indent)`` does (msprobe uses 1). Default: compact.
 
     Raises
     ------
@@ -529,7 +559,11 @@ def make_synthetic(
     npu_dir, bench_dir = out_dir / "npu", out_dir / "bench"
     npu_dir.mkdir(parents=True, exist_ok=True)
     bench_dir.mkdir(parents=True, exist_ok=True)
-    dumps = _dumps_factory(src.nonfinite)
+    dumps = _dumps_factory(src.nonfinite, indent)
+    key_pad = b"" if indent is None else b"\n" + b" " * (2 * indent)
+    key_sep = b":" if indent is None else b": "
+    rec_sep = b","
+    end = b"}}" if indent is None else b"\n" + b" " * indent + b"}\n}"
     construct_bytes = orjson.dumps(construct)
     stack_bytes = orjson.dumps(stack)
     for d in (npu_dir, bench_dir):
@@ -553,8 +587,8 @@ def make_synthetic(
     cache: dict[str, bytes] = {}
     perturbed = 0
     with (
-        _open_dump(npu_dir / "dump.json", header) as f_npu,
-        _open_dump(bench_dir / "dump.json", header) as f_bench,
+        _open_dump(npu_dir / "dump.json", header, indent) as f_npu,
+        _open_dump(bench_dir / "dump.json", header, indent) as f_bench,
     ):
         npu_chunk: list[bytes] = []
         bench_chunk: list[bytes] = []
@@ -564,7 +598,7 @@ def make_synthetic(
             rec_bytes = cache.get(src_id)
             if rec_bytes is None:
                 rec_bytes = cache[src_id] = dumps(rec)
-            key = orjson.dumps(nid) + b":"
+            key = key_pad + orjson.dumps(nid) + key_sep
             bench_chunk.append(key + rec_bytes)
             c = cat[p]
             if c == "clean" or not isinstance(rec, dict):
@@ -582,15 +616,15 @@ def make_synthetic(
                 npu_chunk.append(key + dumps(new))
                 perturbed += 1
             if len(bench_chunk) >= _CHUNK:
-                sep = b"" if first else b","
-                f_npu.write(sep + b",".join(npu_chunk))
-                f_bench.write(sep + b",".join(bench_chunk))
+                sep = b"" if first else rec_sep
+                f_npu.write(sep + rec_sep.join(npu_chunk))
+                f_bench.write(sep + rec_sep.join(bench_chunk))
                 npu_chunk.clear()
                 bench_chunk.clear()
                 first = False
-        sep = b"" if first or not bench_chunk else b","
-        f_npu.write(sep + b",".join(npu_chunk) + b"}}")
-        f_bench.write(sep + b",".join(bench_chunk) + b"}}")
+        sep = b"" if first or not bench_chunk else rec_sep
+        f_npu.write(sep + rec_sep.join(npu_chunk) + end)
+        f_bench.write(sep + rec_sep.join(bench_chunk) + end)
 
     d_set = set(d_ids)
     pg = sum(1 for nid in d_ids if "parameters_grad" in nid)
@@ -732,6 +766,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--perturb-layer", type=int, default=None, help="layer with the planted error (default: middle)")
     p.add_argument("--seed", type=int, default=None, help="seed of the npu noise (default: 0)")
     p.add_argument("--layers-prefix", default=None, help="e.g. Module.encoder.layers (default: detected)")
+    p.add_argument("--indent", type=int, default=None,
+                   help="write dump.json indented like json.dump(..., indent=N); msprobe uses 1 (default: compact)")
     p.add_argument("--check", action="store_true", help="reload the output and verify it")
     return p.parse_args(argv)
 
@@ -747,6 +783,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             perturb_layer=args.perturb_layer,
             seed=args.seed,
             layers_prefix=args.layers_prefix,
+            indent=args.indent,
         )
     except SynthError as err:
         print(f"make_synthetic: {err}", file=sys.stderr)

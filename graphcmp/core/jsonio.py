@@ -3,6 +3,8 @@
 `orjson` reads the common case. msprobe writes bare ``NaN``/``Infinity`` tokens in overflow dumps,
 which orjson rejects, so such files fall back to the standard library. A file cut short (a run
 killed mid-dump) is salvaged entry by entry: every complete entry is kept and the loss reported.
+`MemberChunks` reads the big object of a file written with ``json.dump(..., indent=1)`` a few
+megabytes at a time, so that a caller can turn each chunk into columns and drop its dicts.
 """
 
 from __future__ import annotations
@@ -21,7 +23,16 @@ import orjson
 
 from graphcmp.core.errors import DumpFormatError
 
-__all__ = ["JsonLoad", "dumps_strict", "gc_paused", "load_json", "read_json", "sanitize_floats"]
+__all__ = [
+    "JsonLoad",
+    "LayoutMismatch",
+    "MemberChunks",
+    "dumps_strict",
+    "gc_paused",
+    "load_json",
+    "read_json",
+    "sanitize_floats",
+]
 
 _DECODER = json.JSONDecoder()
 _WS = " \t\r\n"
@@ -138,6 +149,100 @@ def _skip_ws(text: str, pos: int) -> int:
     while pos < len(text) and text[pos] in _WS:
         pos += 1
     return pos
+
+
+class LayoutMismatch(Exception):
+    """The file is not laid out as `MemberChunks` expects (or is cut short): read it whole instead."""
+
+
+_MEMBER = b'\n  "'  # a member of a depth-1 object starts a line with exactly two spaces (indent=1)
+_CLOSE = b"\n }"  # the depth-1 object closes on a line with exactly one space
+_HEAD_BYTES = 1 << 16  # the members before the chunked one must start within this many bytes
+
+
+class MemberChunks:
+    """The members of the object under top-level `key` of an ``indent=1`` JSON file, in chunks.
+
+    Python's ``json.dump(doc, f, indent=1)`` starts every member of ``doc[key]`` on a line indented
+    by exactly two spaces, and closes ``doc[key]`` on a line indented by one: no other line looks
+    like that, since JSON strings hold no raw newline. Iterating finds those lines with
+    `bytes.find` (no per-byte Python loop) and yields one dict per run of whole members, about
+    `chunk_bytes` of text each, in file order. A chunk orjson rejects (bare ``NaN``/``Infinity``)
+    is parsed by the standard library, as `load_json` does for a whole file. Once iteration is
+    over, `rest` holds the other top-level members, with ``rest[key] == {}``.
+
+    Iteration raises `LayoutMismatch` when the layout differs (compact JSON, another indent, no
+    such key) or the file is cut short or malformed: the caller then reads the file whole, which
+    salvages or reports the damage. A member key repeated in two chunks appears in both (a whole
+    parse keeps the last value at the first position): callers that care check for it.
+
+    Examples
+    --------
+    >>> import json, tempfile, pathlib
+    >>> doc = {"task": "statistics", "data": {f"n{i}": {"v": [i, i + 1]} for i in range(5)}}
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "dump.json"
+    >>> _ = path.write_text(json.dumps(doc, indent=1))
+    >>> chunks = MemberChunks(path, "data", chunk_bytes=40)
+    >>> [list(c) for c in chunks]
+    [['n0'], ['n1'], ['n2', 'n3'], ['n4']]
+    >>> chunks.rest
+    {'task': 'statistics', 'data': {}}
+    """
+
+    def __init__(self, path: str | os.PathLike[str], key: str, *, chunk_bytes: int = 8 << 20) -> None:
+        self.path = Path(path)
+        self.key = key
+        self.chunk_bytes = max(int(chunk_bytes), 64)
+        self.rest: dict[str, Any] | None = None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        opener = b'\n "' + orjson.dumps(self.key)[1:-1] + b'": {\n'
+        with self.path.open("rb") as f:
+            head = f.read(_HEAD_BYTES)
+            at = head.find(opener)
+            if at < 0 or not head[:at].lstrip().startswith(b"{"):
+                raise LayoutMismatch(f"{self.path}: no {opener!r} in the first {len(head)} bytes")
+            head = head[: at + len(opener) - 1]  # ends with the key's "{"
+            f.seek(len(head))
+            buf = f.read(self.chunk_bytes)  # starts with the first member's line
+            while (close := buf.find(_CLOSE)) < 0:
+                block = f.read(self.chunk_bytes)
+                if not block:
+                    raise LayoutMismatch(f"{self.path}: ends before {self.key!r} closes")
+                if (cut := buf.rfind(_MEMBER)) > 0:
+                    yield _members(buf[:cut], last=False)
+                    buf = buf[cut:]
+                buf += block
+            if buf[:close].strip():
+                yield _members(buf[:close], last=True)
+            tail = buf[close + len(_CLOSE):] + f.read()
+        rest = _loads_or_mismatch(head + b"}" + tail)
+        if not isinstance(rest, dict) or rest.get(self.key) != {}:
+            raise LayoutMismatch(f"{self.path}: {self.key!r} is not the one object the layout shows")
+        self.rest = rest
+
+
+def _members(text: bytes, *, last: bool) -> dict[str, Any]:
+    """Parse a run of whole members (``"k": v,`` lines; the last run has no trailing comma)."""
+    if not last:
+        if not text.endswith(b","):
+            raise LayoutMismatch("a member line does not follow a comma")
+        text = text[:-1]
+    value = _loads_or_mismatch(b"{" + text + b"}")
+    if not isinstance(value, dict):
+        raise LayoutMismatch("a chunk is not an object")
+    return value
+
+
+def _loads_or_mismatch(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(data.decode("utf-8", errors="replace"))
+    except json.JSONDecodeError as err:
+        raise LayoutMismatch(f"a chunk is not valid JSON ({err.msg})") from err
 
 
 def sanitize_floats(value: Any) -> Any:

@@ -1,7 +1,11 @@
 """Reader for msprobe dump folders (one rank): dump.json + construct.json + stack.json.
 
 `parse_msprobe` turns the three parsed documents into a `DumpGraph` and is what tests call;
-`read_msprobe` reads the files (salvaging a run killed mid-dump) and delegates. PyTorch
+`read_msprobe` reads the files (salvaging a run killed mid-dump) and delegates. A dump.json laid
+out as msprobe writes it (``indent=1``) is read in chunks of whole records (`MemberChunks`): each
+chunk's leaves become tensor columns before the next chunk is parsed, so memory holds the columns
+and node ids, never the whole file's dicts. Any other layout, and any chunk that does not parse,
+goes through the whole-file path, which builds the same graph. PyTorch
 (``Module``/``Functional``/``Tensor``/``Torch``/``Distributed``) and MindSpore (``Cell``/``Primitive``/
 ``Mint``/``Jit``) naming are both read, as are both stack.json layouts.
 """
@@ -11,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from sys import intern
 from typing import Any
@@ -21,7 +25,7 @@ import orjson
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
-from graphcmp.core.jsonio import gc_paused, read_json
+from graphcmp.core.jsonio import LayoutMismatch, MemberChunks, gc_paused, read_json
 from graphcmp.core.readers.naming import parse_node_id
 from graphcmp.core.records import DumpGraph, NodeKind, Role, RunInfo
 
@@ -39,6 +43,8 @@ _ROLE_KEYS = (  # plain ints: enum access is slow in the per-leaf loop
 _PARAM_GRAD = int(Role.PARAM_GRAD)
 _SCALAR_FIELDS = {"type", "value", "requires_grad"}
 _NO_FILE = (None, "-1", -1)
+CHUNK_BYTES = 2 << 20
+"""Bytes of dump.json text parsed at a time by `read_msprobe` (a chunk's dicts take ~7x that)."""
 
 
 def sniff(path: str | os.PathLike[str]) -> bool:
@@ -46,11 +52,12 @@ def sniff(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / DUMP_FILE).is_file()
 
 
-def read_msprobe(path: str | os.PathLike[str]) -> DumpGraph:
+def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUNK_BYTES) -> DumpGraph:
     """Read one msprobe rank folder into a `DumpGraph`.
 
     A missing construct.json or stack.json, or a file cut short, still loads what is there;
-    the loss is listed in ``graph.info.missing``.
+    the loss is listed in ``graph.info.missing``. An ``indent=1`` dump.json is parsed
+    `chunk_bytes` at a time; ``chunk_bytes=None`` parses it whole (same graph, more memory).
 
     Raises
     ------
@@ -66,10 +73,47 @@ def read_msprobe(path: str | os.PathLike[str]) -> DumpGraph:
                               "point at the folder that holds dump.json, construct.json and stack.json")
     missing: list[str] = []
     with gc_paused():
+        if chunk_bytes is not None and (streamed := _read_dump_chunked(folder, chunk_bytes)) is not None:
+            builder, header, data, md5 = streamed
+            construct = _read_part(folder / CONSTRUCT_FILE, missing)
+            stack = _read_part(folder / STACK_FILE, missing)
+            return _assemble(builder, header, data, construct, stack, source=str(folder), notes=missing,
+                             md5=lambda: md5)
         dump = _read_part(folder / DUMP_FILE, missing, required=True)
         construct = _read_part(folder / CONSTRUCT_FILE, missing)
         stack = _read_part(folder / STACK_FILE, missing)
         return parse_msprobe(dump, construct, stack, source=str(folder), missing=tuple(missing))
+
+
+def _read_dump_chunked(
+    folder: Path, chunk_bytes: int
+) -> tuple[HierarchyBuilder, dict[str, Any], dict[str, None], bool] | None:
+    """Tensor columns of dump.json, read chunk by chunk: (builder, header, node ids in order, md5 task).
+
+    None when the file is not in msprobe's indented layout, is damaged, or holds something the
+    whole-file path reports or resolves differently (a bad record, a node id in two chunks).
+    """
+    chunks = MemberChunks(folder / DUMP_FILE, "data", chunk_bytes=chunk_bytes)
+    builder = HierarchyBuilder()
+    data: dict[str, None] = {}
+    md5: bool | None = None
+    try:
+        for chunk in chunks:
+            known = len(data)
+            data.update(dict.fromkeys(chunk))
+            if len(data) != known + len(chunk):
+                return None
+            if md5 is None:
+                md5 = _md5_flag(chunk, str(folder))
+            leaves = _Leaves()
+            for node_id, record in chunk.items():
+                _collect_record(leaves, node_id, record, str(folder))
+            _add_leaves(builder, leaves)
+            del chunk, leaves  # free this chunk's dicts before the next one is parsed
+    except (LayoutMismatch, DumpFormatError):
+        return None
+    header = chunks.rest or {}
+    return builder, header, data, bool(md5)
 
 
 def _read_part(path: Path, missing: list[str], *, required: bool = False) -> dict[str, Any]:
@@ -123,43 +167,65 @@ def parse_msprobe(
     data = dump.get("data")
     if not isinstance(data, Mapping):
         raise DumpFormatError(f"{source}/{DUMP_FILE}: no \"data\" object; is this an msprobe dump.json?")
+
+    def add_tensors(builder: HierarchyBuilder) -> None:
+        leaves = _Leaves()
+        for node_id, record in data.items():
+            _collect_record(leaves, node_id, record, source)
+        _add_leaves(builder, leaves)
+
+    return _assemble(HierarchyBuilder(), dump, data, construct, stack, source=source, notes=list(missing),
+                     md5=lambda: bool(_md5_flag(data, source)), add_tensors=add_tensors)
+
+
+def _assemble(
+    builder: HierarchyBuilder,
+    header: Mapping[str, Any],
+    data: Mapping[str, Any],
+    construct: Mapping[str, Any] | None,
+    stack: Mapping[str, Any] | None,
+    *,
+    source: str,
+    notes: list[str],
+    md5: Callable[[], bool],
+    add_tensors: Callable[[HierarchyBuilder], None] | None = None,
+) -> DumpGraph:
+    """Nodes (ids and order from `data`'s keys), tensors (already in `builder`, or `add_tensors`), stacks.
+
+    `md5` tells whether the first tensor record has an md5 (called last: records are checked first).
+    """
     construct = construct or {}
-    notes = list(missing)
-    builder = HierarchyBuilder()
     seq = _sequence(construct, data)
     parents = _parents(construct, data, source, notes)
     for node_id, position in seq.items():
         kind, op, direction, _ = parse_node_id(node_id)
         builder.add_node(node_id, kind, op, direction, parents.get(node_id), position,
                          has_data=node_id in data)
-    leaves = _Leaves()
-    for node_id, record in data.items():
-        _collect_record(leaves, node_id, record, source)
-    _add_leaves(builder, leaves)
+    if add_tensors is not None:
+        add_tensors(builder)
     _attach_stacks(builder, stack or {}, source, notes)
     step, rank = _step_rank(source)
     info = RunInfo(
-        path=source, format="msprobe", framework=str(dump.get("framework") or ""),
-        task=_task(dump), level=str(dump.get("level") or ""), rank=rank, step=step, missing=tuple(notes),
+        path=source, format="msprobe", framework=str(header.get("framework") or ""),
+        task=_task(header, md5()), level=str(header.get("level") or ""), rank=rank, step=step, missing=tuple(notes),
     )
     return builder.build(info)
 
 
-def _task(dump: Mapping[str, Any]) -> str:
-    task = str(dump.get("task") or "statistics")
-    if task == "statistics" and _first_has_md5(dump["data"]):
-        return "md5"
-    return task
+def _task(header: Mapping[str, Any], md5: bool) -> str:
+    task = str(header.get("task") or "statistics")
+    return "md5" if task == "statistics" and md5 else task
 
 
-def _first_has_md5(data: Mapping[str, Any]) -> bool:
+def _md5_flag(data: Mapping[str, Any], source: str) -> bool | None:
+    """Whether the first tensor record of `data` has an md5 (None when `data` has no tensor record)."""
     for node_id, record in data.items():
         leaves = _Leaves()
-        _collect_record(leaves, node_id, record, "")
+        _collect_record(leaves, node_id, record, source)
         for leaf in leaves.leaf:
             if isinstance(leaf, dict) and "dtype" in leaf:
                 return "md5" in leaf
-    return False
+    return None
 
 
 def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, float]:

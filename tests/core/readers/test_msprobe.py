@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import math
 import shutil
+import sys
 
 import numpy as np
 import pytest
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import GROUP_PREFIX, ROOT_ID
-from graphcmp.core.readers.msprobe import parse_msprobe, read_msprobe, sniff
+from graphcmp.core.jsonio import MemberChunks
+from graphcmp.core.readers.msprobe import CHUNK_BYTES, parse_msprobe, read_msprobe, sniff
 from graphcmp.core.records import Direction, NodeKind, Role
 from tests.conftest import DATA, shared
 
@@ -173,3 +177,93 @@ def test_dump_entry_missing_from_construct_is_reported(tmp_path, perturb_pair):
 
 def test_sniff(perturb_pair, tmp_path):
     assert sniff(perturb_pair[0]) and not sniff(tmp_path)
+
+
+# --------------------------------------------------------------------------- chunked reading
+
+
+def _same_graph(a, b) -> None:
+    """Equal info, stacks and every node, tensor and edge column."""
+    assert a.info == b.info and a.stacks == b.stacks
+    for table in ("nodes", "tensors", "edges"):
+        x, y = getattr(a, table), getattr(b, table)
+        for f in dataclasses.fields(x):
+            u, v = getattr(x, f.name), getattr(y, f.name)
+            if isinstance(u, np.ndarray):
+                assert u.dtype == v.dtype and np.array_equal(u, v, equal_nan=u.dtype.kind == "f"), (table, f.name)
+            else:
+                assert u == v, (table, f.name)
+
+
+_REAL_DUMPS = [
+    "../../sample_graphs/msprobe/tf_small/perturb/step0/rank0",
+    "../../sample_graphs/msprobe/tf_small/baseline/step1/rank0",
+    "msprobe_overflow_tokens/npu",  # bare Infinity/NaN: those chunks go through the stdlib parser
+    "msprobe_md5/npu",
+    "mindspore_cnn/npu",
+    "msprobe122_old_stack/rank",
+    "msprobe_gpt_mapping/bench",
+]
+
+
+@pytest.mark.parametrize("case", _REAL_DUMPS)
+def test_chunked_and_whole_file_reads_give_the_same_graph(case):
+    folder = (DATA / case).resolve()
+    text = (folder / "dump.json").read_bytes()
+    assert text.startswith(b'{\n "task"') and b'\n "data": {\n  "' in text  # msprobe's indent=1 layout
+    assert sum(1 for _ in MemberChunks(folder / "dump.json", "data", chunk_bytes=4096)) > 1
+    whole = read_msprobe(folder, chunk_bytes=None)
+    for chunk_bytes in (64, 4096, CHUNK_BYTES):
+        _same_graph(read_msprobe(folder, chunk_bytes=chunk_bytes), whole)
+
+
+def _make_synthetic():
+    spec = importlib.util.spec_from_file_location("make_synthetic", DATA.parents[1] / "bench" / "make_synthetic.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_indented_synthetic_dump_reads_the_same_chunked(tmp_path, perturb_pair):
+    synth = _make_synthetic()
+    synth.make_synthetic(perturb_pair[1], tmp_path, 800, indent=1)
+    dump = tmp_path / "npu" / "dump.json"
+    layout = [len(line) - len(line.lstrip(" ")) for line in dump.read_text().splitlines()]
+    expected = json.dumps(json.loads(dump.read_text()), indent=1).splitlines()
+    assert layout == [len(line) - len(line.lstrip(" ")) for line in expected]  # json.dump(..., indent=1)
+    assert sum(1 for _ in MemberChunks(dump, "data", chunk_bytes=16384)) > 10
+    whole = read_msprobe(tmp_path / "npu", chunk_bytes=None)
+    assert len(whole) > 800
+    _same_graph(read_msprobe(tmp_path / "npu", chunk_bytes=16384), whole)
+    compact = tmp_path / "compact"  # the same records written compact: read whole, same columns
+    synth.make_synthetic(perturb_pair[1], compact, 800)
+    from_compact = read_msprobe(compact / "npu")
+    _same_graph(dataclasses.replace(from_compact, info=whole.info), whole)
+
+
+def test_truncated_indented_dump_is_salvaged_as_before(tmp_path, perturb_pair):
+    run = tmp_path / "run"
+    shutil.copytree(perturb_pair[0], run)
+    text = (run / "dump.json").read_bytes()
+    for cut in (0.3, 0.77, 0.999):
+        (run / "dump.json").write_bytes(text[: int(len(text) * cut)])
+        graph = read_msprobe(run, chunk_bytes=256)
+        assert any("ends early" in m for m in graph.info.missing)
+        _same_graph(graph, read_msprobe(run, chunk_bytes=None))
+
+
+def test_node_id_repeated_in_two_chunks_reads_as_a_whole_parse(tmp_path, perturb_pair):
+    run = tmp_path / "run"
+    shutil.copytree(perturb_pair[0], run)
+    dump = json.loads((run / "dump.json").read_text())
+    first = next(iter(dump["data"]))
+    text = json.dumps(dump, indent=1)
+    repeated = json.dumps({first: {"output": [{"type": "torch.Tensor", "dtype": "torch.float16", "shape": [1],
+                                               "Max": 7.0, "Min": 7.0, "Mean": 7.0, "Norm": 7.0}]}}, indent=1)
+    inner = "\n".join(" " + line for line in repeated.splitlines()[1:-1])
+    (run / "dump.json").write_text(text[: text.rindex("\n }")] + ",\n" + inner + text[text.rindex("\n }"):])
+    graph = read_msprobe(run, chunk_bytes=512)
+    _same_graph(graph, read_msprobe(run, chunk_bytes=None))
+    assert [t.dtype for t in graph.view(first).tensors] == ["torch.float16"]  # last value, first position
+    assert graph.row(first) == read_msprobe(perturb_pair[0]).row(first)

@@ -1,0 +1,64 @@
+"""JSON reading helpers on real msprobe dumps: chunked members of an indent=1 file."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from graphcmp.core.jsonio import LayoutMismatch, MemberChunks, load_json
+from tests.conftest import DATA
+
+OVERFLOW = DATA / "msprobe_overflow_tokens" / "npu" / "dump.json"
+
+
+@pytest.mark.parametrize("chunk_bytes", [64, 1000, 50_000, 8 << 20])
+def test_chunks_hold_every_record_in_file_order(chunk_bytes):
+    whole = load_json(OVERFLOW.read_bytes(), str(OVERFLOW)).value
+    chunks = MemberChunks(OVERFLOW, "data", chunk_bytes=chunk_bytes)
+    parts = list(chunks)
+    merged = [item for part in parts for item in part.items()]
+    assert [k for k, _ in merged] == list(whole["data"])
+    assert json.dumps(dict(merged)) == json.dumps(whole["data"])  # NaN/Infinity survive (stdlib chunks)
+    assert any(isinstance(v, float) and math.isinf(v) for v in _floats(dict(merged)))
+    assert chunks.rest == {**{k: v for k, v in whole.items() if k != "data"}, "data": {}}
+    assert (len(parts) > 1) == (chunk_bytes < OVERFLOW.stat().st_size)
+
+
+def _floats(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _floats(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _floats(v)
+    elif isinstance(value, float):
+        yield value
+
+
+def test_members_after_the_data_object_are_kept(tmp_path):
+    doc = json.loads(OVERFLOW.read_text())
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps({"task": doc["task"], "data": doc["data"], "extra": {"a": [1, 2]}}, indent=1))
+    chunks = MemberChunks(path, "data", chunk_bytes=500)
+    assert len([k for c in chunks for k in c]) == len(doc["data"])
+    assert chunks.rest == {"task": doc["task"], "data": {}, "extra": {"a": [1, 2]}}
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda doc: json.dumps(doc),  # compact
+        lambda doc: json.dumps(doc, indent=2),
+        lambda doc: json.dumps({"task": "x", "data": {}}, indent=1),  # empty data: nothing to split
+        lambda doc: json.dumps(doc, indent=1)[:-2000],  # cut short
+        lambda doc: json.dumps(doc, indent=1)[:-1] + ', "data": {"x": {}}}',  # "data" given twice
+        lambda doc: json.dumps(doc, indent=1).replace("},\n  \"", "}\n  \"", 1),  # a comma missing
+    ],
+)
+def test_other_layouts_and_damage_ask_for_a_whole_read(tmp_path, write):
+    path = tmp_path / "dump.json"
+    path.write_text(write(json.loads(OVERFLOW.read_text())))
+    with pytest.raises(LayoutMismatch):
+        list(MemberChunks(path, "data", chunk_bytes=300))
