@@ -84,10 +84,10 @@ def run_child(kind: str, npu: str, bench: str, out: str) -> dict:
 
 
 def ensure_synthetic(nodes: int, synth_dir: Path) -> Path:
-    target = synth_dir / f"{nodes // 1000}k"
-    if not (target / "npu" / "dump.json").is_file():
+    target = synth_dir / f"{nodes // 1000}k_indent1"
+    if not (target / "npu" / "dump.json").is_file():  # indent=1: the layout msprobe itself writes
         subprocess.run([sys.executable, str(HERE / "make_synthetic.py"), "--source", str(SOURCE), "--nodes",
-                        str(nodes), "--out", str(target)], check=True, capture_output=True)
+                        str(nodes), "--indent", "1", "--out", str(target)], check=True, capture_output=True)
     return target
 
 
