@@ -10,7 +10,6 @@ from tqdm import tqdm
 from graphcmp.cli.mapping_options import rule_specs
 from graphcmp.cli.output import emit
 from graphcmp.cli.render import render_batch
-from graphcmp.core.distributed.batch import BatchOptions, batch_summary, run_batch
 
 __all__ = ["add_batch_options", "handle_batch"]
 
@@ -23,6 +22,8 @@ def add_batch_options(parser: argparse.ArgumentParser) -> None:
 
 
 def handle_batch(args: argparse.Namespace) -> int:
+    from graphcmp.core.distributed.batch import BatchOptions, batch_summary, run_batch  # only for job layouts
+
     out = args.output or "results"
     options = BatchOptions(fuzzy=args.fuzzy, thresholds_file=args.thresholds, tensors=not args.no_tensors,
                            rules=tuple(rule_specs(args)))

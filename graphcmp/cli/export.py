@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from graphcmp.cli.options import add_json
 from graphcmp.cli.output import emit
 from graphcmp.core.errors import OutputError
-from graphcmp.core.export.model_explorer import write_model_explorer
-from graphcmp.core.export.vis import ExportResult, write_vis
-from graphcmp.core.export.vis_db import write_vis_db
-from graphcmp.core.records import DumpGraph
 from graphcmp.core.report import CompareReport, load_document
+
+if TYPE_CHECKING:
+    from graphcmp.core.export.vis import ExportResult
+    from graphcmp.core.records import DumpGraph
 
 __all__ = ["add_parser", "handle"]
 
@@ -40,6 +41,11 @@ def handle(args: argparse.Namespace) -> int:
     if len(args.files) > 1 and args.to != "vis-db":
         raise OutputError(f"{args.output}: --to {args.to} writes one result; pass one FILE "
                           "(only vis-db gathers several steps and ranks in one file)")
+    # the writers load only when exporting: every other subcommand starts without them
+    from graphcmp.core.export.model_explorer import write_model_explorer
+    from graphcmp.core.export.vis import write_vis
+    from graphcmp.core.export.vis_db import write_vis_db
+
     if args.to == "vis-db":
         result = write_vis_db(_documents(args.files), args.output)
     elif args.to == "vis":

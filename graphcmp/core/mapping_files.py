@@ -20,12 +20,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import yaml
 
 from graphcmp.core.errors import MappingError
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = [
     "API_MAPPING_KEYS",
@@ -193,12 +195,11 @@ def _parse(text: str, source: str, kind: str | None) -> _Doc:
     return _Doc(source, _parse_yaml(text, source))
 
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _parse_yaml(text: str, source: str) -> Any:
+    import yaml  # lazy: only rule files need it, and every comparison imports this module
+
     try:
-        node = yaml.compose(text, Loader=_LOADER)
+        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
@@ -214,6 +215,8 @@ _YAML_NULL = "tag:yaml.org,2002:null"
 
 
 def _from_yaml(node: yaml.Node, source: str) -> Any:
+    import yaml
+
     line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         items = []
