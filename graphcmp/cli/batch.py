@@ -24,7 +24,7 @@ def add_batch_options(parser: argparse.ArgumentParser) -> None:
 def handle_batch(args: argparse.Namespace) -> int:
     from graphcmp.core.distributed.batch import BatchOptions, batch_summary, run_batch  # only for job layouts
 
-    out = args.output or "results"
+    out = "results" if args.output is None else args.output
     options = BatchOptions(fuzzy=args.fuzzy, thresholds_file=args.thresholds, tensors=not args.no_tensors,
                            rules=tuple(rule_specs(args)))
     bar = tqdm(total=0, desc="compare runs", unit="run", file=sys.stderr, disable=True if args.quiet else None,

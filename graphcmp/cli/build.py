@@ -9,6 +9,7 @@ from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
 from graphcmp.cli.render import render_graph_summary
+from graphcmp.core.outputs import checked_output
 from graphcmp.core.readers import read_graph
 from graphcmp.core.report import graph_summary, save_graph
 
@@ -25,6 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    checked_output(args.output, [args.dump])
     with stages(2, "build", quiet=args.quiet) as bar:
         bar.set_postfix_str("reading")
         graph = read_graph(args.dump, args.format)

@@ -16,6 +16,7 @@ from graphcmp.cli.progress import stages
 from graphcmp.cli.render import render_summary
 from graphcmp.core.compare import compare_graphs, read_pair
 from graphcmp.core.distributed.layout import is_batch_root
+from graphcmp.core.outputs import checked_output
 from graphcmp.core.report import save_report
 from graphcmp.core.rules import load_thresholds
 from graphcmp.core.tensorcmp import tensor_metrics_for
@@ -45,7 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     if is_batch_root(args.npu) or is_batch_root(args.bench):
         return handle_batch(args)
-    args.output = args.output or "cmp.json"
+    args.output = "cmp.json" if args.output is None else args.output
+    checked_output(args.output, [args.npu, args.bench])
     thresholds = load_thresholds(args.thresholds) if args.thresholds else None
     matchers = matchers_from_args(args)
     with stages(3, "compare", quiet=args.quiet) as bar:

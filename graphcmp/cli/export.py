@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from graphcmp.cli.options import add_json
 from graphcmp.cli.output import emit
 from graphcmp.core.errors import OutputError
+from graphcmp.core.outputs import checked_output
 from graphcmp.core.report import CompareReport, load_document
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    checked_output(args.output, args.files)
     if len(args.files) > 1 and args.to != "vis-db":
         raise OutputError(f"{args.output}: --to {args.to} writes one result; pass one FILE "
                           "(only vis-db gathers several steps and ranks in one file)")

@@ -6,6 +6,8 @@ import argparse
 import sys
 import webbrowser
 
+from graphcmp.core.errors import GraphcmpError
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("serve", help="open the browser viewer on a result", description=__doc__)
@@ -22,6 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     options = {"fuzzy": True} if args.fuzzy and len(args.paths) == 2 else {}
+    if not 0 <= args.port <= 65535:
+        raise GraphcmpError(f"--port {args.port}: a port is a number from 0 to 65535")
     return serve(args.paths, host=args.host, port=args.port, open_browser=args.open, **options)
 
 

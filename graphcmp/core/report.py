@@ -11,7 +11,6 @@ import contextlib
 import datetime as _dt
 import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, RuleNote
+from graphcmp.core.outputs import checked_output
 from graphcmp.core.overflow import OVERFLOW_NAMES, overflow_levels
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import DumpGraph, NodeKind
@@ -248,7 +248,7 @@ def save_graph(graph: DumpGraph, path: str | os.PathLike[str], tool_version: str
 
 def _write(data: bytes, path: str | os.PathLike[str]) -> None:
     """Write via a temporary file, so a failed write never leaves a half file under `path`."""
-    path = Path(path)
+    path = checked_output(path)
     tmp = path.with_name(path.name + ".part")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -146,6 +146,8 @@ def load_thresholds(path: str | os.PathLike[str]) -> Thresholds:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise RuleError(f"{path}: cannot read thresholds file ({err.strerror})") from err
+    except UnicodeDecodeError as err:
+        raise RuleError(f"{path}: not a text file; thresholds are TOML or JSON") from err
     try:
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:

@@ -31,3 +31,15 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path, capsys):
                  "--scheduler", "tcp://127.0.0.1:1"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "cannot reach the Dask scheduler" in err[0]
+
+
+def test_bad_scheduler_and_empty_layouts_are_clear_errors(tmp_path, capsys):
+    code = main(["compare", str(SAMPLE / "perturb"), str(SAMPLE / "baseline"), "-o", str(tmp_path / "r"), "-q",
+                 "--scheduler", "garbage"])
+    assert code == 2 and "cannot reach the Dask scheduler" in capsys.readouterr().err
+    (tmp_path / "empty" / "step0").mkdir(parents=True)
+    code = main(["compare", str(tmp_path / "empty"), str(SAMPLE / "baseline"), "-o", str(tmp_path / "r2"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no (step, rank) run is on both sides" in err
+    code = main(["compare", str(SAMPLE / "perturb"), str(SAMPLE / "baseline"), "-o", "/proc/x", "-q"])
+    assert code == 2 and "cannot create the results folder" in capsys.readouterr().err

@@ -96,3 +96,23 @@ def test_inputs_are_never_modified(perturb_pair, tmp_path):
     before = {p.name: p.read_bytes() for p in copy.iterdir()}
     main(["compare", str(copy), str(perturb_pair[1]), "-o", str(tmp_path / "c.json"), "-q"])
     assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
+
+
+@pytest.mark.parametrize("target", ["", "{npu}/dump.json", "{npu}/cmp.json", "{npu}"])
+def test_output_never_overwrites_or_enters_an_input(target, perturb_pair, tmp_path, capsys):
+    npu = tmp_path / "npu"
+    shutil.copytree(perturb_pair[0], npu)
+    before = {p.name: p.read_bytes() for p in npu.iterdir()}
+    for argv in (["build", str(npu)], ["compare", str(npu), str(perturb_pair[1])]):
+        code = main([*argv, "-o", target.format(npu=npu), "-q"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and err[0].startswith("graphcmp: error:")
+    assert {p.name: p.read_bytes() for p in npu.iterdir()} == before
+
+
+def test_binary_thresholds_file_is_a_clear_error(perturb_pair, tmp_path, capsys):
+    bad = tmp_path / "x.pb"
+    bad.write_bytes(bytes(range(256)))
+    code = main(["compare", str(perturb_pair[0]), str(perturb_pair[1]), "-o", str(tmp_path / "c.json"), "-q",
+                 "--thresholds", str(bad)])
+    assert code == 2 and "not a text file" in capsys.readouterr().err

@@ -26,8 +26,9 @@ import numpy as np
 from graphcmp._version import __version__
 from graphcmp.core.distributed.layout import RunKey, pair_runs
 from graphcmp.core.distributed.links import comm_calls
-from graphcmp.core.errors import GraphcmpError, OutputError
+from graphcmp.core.errors import DumpFormatError, GraphcmpError, OutputError
 from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
+from graphcmp.core.outputs import checked_output
 
 __all__ = ["BATCH_FORMAT", "INDEX_FILE", "BatchOptions", "batch_summary", "compare_run", "is_batch_result",
            "load_index", "run_batch"]
@@ -78,9 +79,15 @@ def run_batch(
         Called as ``progress(done, total, label)`` after each finished run.
     """
     options = options or BatchOptions()
-    out = Path(out_dir)
-    (out / ENTRIES).mkdir(parents=True, exist_ok=True)
+    out = checked_output(out_dir, (npu_root, bench_root))
     pairs, only_npu, only_bench = pair_runs(npu_root, bench_root)
+    if not pairs:
+        raise DumpFormatError(f"{npu_root} / {bench_root}: no (step, rank) run is on both sides "
+                              f"(npu only: {[k.label for k in only_npu]}, bench only: {[k.label for k in only_bench]})")
+    try:
+        (out / ENTRIES).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"{out}: cannot create the results folder ({err.strerror})") from err
     todo = {key: paths for key, paths in pairs.items() if not _done(out, key)}
     done = len(pairs) - len(todo)
     if progress and done:
@@ -207,8 +214,9 @@ def _dask_client(scheduler: str) -> Iterator[Any]:
     try:
         _check_reachable(scheduler)
         client = Client(scheduler, timeout=20)
-    except (OSError, TimeoutError) as err:
-        raise GraphcmpError(f"{scheduler}: cannot reach the Dask scheduler ({err})") from err
+    except (OSError, TimeoutError, ValueError) as err:
+        raise GraphcmpError(f"{scheduler}: cannot reach the Dask scheduler ({err}); "
+                            "give its address as tcp://HOST:PORT") from err
     with client:
         yield client
 

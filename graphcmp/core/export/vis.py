@@ -23,6 +23,7 @@ import orjson
 
 from graphcmp.core.errors import OutputError
 from graphcmp.core.judge import STATUS_NAMES
+from graphcmp.core.outputs import checked_output
 from graphcmp.core.readers.vis import ATTR_DISTRIBUTED, ATTR_OVERFLOW
 from graphcmp.core.records import DumpGraph, NodeKind, Role
 from graphcmp.core.report import CompareReport
@@ -280,7 +281,7 @@ def _pair_fields(report: CompareReport, pair: int) -> dict[str, str]:
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """A buffered binary file written under ``<path>.part`` and renamed to `path` once complete."""
-    path = Path(path)
+    path = checked_output(path)
     tmp = path.with_name(path.name + ".part")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ from graphcmp.core.export.vis import (
     vis_sides,
     vis_task,
 )
+from graphcmp.core.outputs import checked_output
 from graphcmp.core.readers.vis import ATTR_OVERFLOW
 from graphcmp.core.records import DumpGraph
 from graphcmp.core.report import CompareReport
@@ -84,7 +85,7 @@ def write_vis_db(
     start = time.perf_counter()
     if isinstance(documents, (CompareReport, DumpGraph)):
         documents = (documents,)
-    path = Path(path)
+    path = checked_output(path)
     tmp = path.with_name(path.name + ".part")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
