@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import os
 from dataclasses import asdict, dataclass, field
@@ -16,14 +15,14 @@ from typing import Any
 import numpy as np
 
 from graphcmp.core.divergence import Analysis, analyze
-from graphcmp.core.errors import DumpFormatError, OutputError
+from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.export.columns import decode_floats, encode_floats
 from graphcmp.core.export.graph_json import ENUMS, graph_from_dict, graph_to_dict
 from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, RuleNote
-from graphcmp.core.outputs import checked_output
+from graphcmp.core.outputs import write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, overflow_levels
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import DumpGraph, NodeKind
@@ -236,28 +235,14 @@ def _check_format(doc: Any, expected: str, source: str) -> None:
 
 def save_report(report: CompareReport, path: str | os.PathLike[str]) -> None:
     """Write `report` as JSON to `path` (parent folders are created)."""
-    _write(dumps_strict(report.to_dict()), path)
+    write_atomic(path, dumps_strict(report.to_dict()))
 
 
 def save_graph(graph: DumpGraph, path: str | os.PathLike[str], tool_version: str) -> None:
     """Write one run as a graphcmp graph JSON document."""
     doc = {"format": GRAPH_FORMAT, "schema_version": SCHEMA_VERSION,
            "tool": {"name": "graphcmp", "version": tool_version}, "enums": ENUMS, "run": graph_to_dict(graph)}
-    _write(dumps_strict(doc), path)
-
-
-def _write(data: bytes, path: str | os.PathLike[str]) -> None:
-    """Write via a temporary file, so a failed write never leaves a half file under `path`."""
-    path = checked_output(path)
-    tmp = path.with_name(path.name + ".part")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot write ({err.strerror})") from err
+    write_atomic(path, dumps_strict(doc))
 
 
 def load_document(path: str | os.PathLike[str]) -> CompareReport | DumpGraph:

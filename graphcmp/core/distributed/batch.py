@@ -28,7 +28,7 @@ from graphcmp.core.distributed.layout import RunKey, pair_runs
 from graphcmp.core.distributed.links import comm_calls
 from graphcmp.core.errors import DumpFormatError, GraphcmpError, OutputError
 from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
-from graphcmp.core.outputs import checked_output
+from graphcmp.core.outputs import checked_output, write_atomic
 
 __all__ = ["BATCH_FORMAT", "INDEX_FILE", "BatchOptions", "batch_summary", "compare_run", "is_batch_result",
            "load_index", "run_batch"]
@@ -97,12 +97,12 @@ def run_batch(
                    for key, (n, b) in todo.items()}
         for future in as_completed(futures):
             entry = future.result()
-            _write_json(out / ENTRIES / f"{futures[future].label}.json", entry)
+            write_atomic(out / ENTRIES / f"{futures[future].label}.json", dumps_strict(entry))
             done += 1
             if progress:
                 progress(done, len(pairs), futures[future].label)
     index = _index(out, pairs, only_npu, only_bench, npu_root, bench_root, options)
-    _write_json(out / INDEX_FILE, index)
+    write_atomic(out / INDEX_FILE, dumps_strict(index))
     return index
 
 
@@ -226,15 +226,6 @@ def _check_reachable(scheduler: str) -> None:
     host, _, port = scheduler.removeprefix("tcp://").rpartition(":")
     if host and port.isdigit():
         socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
-
-
-def _write_json(path: Path, doc: Any) -> None:
-    tmp = path.with_name(path.name + ".part")
-    try:
-        tmp.write_bytes(dumps_strict(doc))
-        tmp.replace(path)
-    except OSError as err:
-        raise OutputError(f"{path}: cannot write ({err.strerror})") from err
 
 
 @contextmanager

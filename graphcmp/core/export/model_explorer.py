@@ -28,8 +28,9 @@ import numpy as np
 import orjson
 
 from graphcmp.core.errors import DumpFormatError, OutputError
-from graphcmp.core.export.vis import ExportResult, atomic_output
+from graphcmp.core.export.vis import ExportResult
 from graphcmp.core.judge import STATUS_NAMES, UNMATCHED
+from graphcmp.core.outputs import atomic_output
 from graphcmp.core.readers.vis import ATTR_PRECISION
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role
 from graphcmp.core.report import CompareReport

@@ -9,7 +9,6 @@ graphcmp's metrics (see docs/interop.md for how they differ from msprobe's).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
@@ -21,9 +20,8 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from graphcmp.core.errors import OutputError
 from graphcmp.core.judge import STATUS_NAMES
-from graphcmp.core.outputs import checked_output
+from graphcmp.core.outputs import atomic_output
 from graphcmp.core.readers.vis import ATTR_DISTRIBUTED, ATTR_OVERFLOW
 from graphcmp.core.records import DumpGraph, NodeKind, Role
 from graphcmp.core.report import CompareReport
@@ -35,7 +33,6 @@ __all__ = [
     "VIS_TOOL_TIP",
     "ExportResult",
     "VisSide",
-    "atomic_output",
     "iter_vis_nodes",
     "vis_sides",
     "vis_task",
@@ -276,26 +273,6 @@ def _pair_fields(report: CompareReport, pair: int) -> dict[str, str]:
             fields[key] = _num(float(m[name][pair]))
     fields["Result"] = STATUS_NAMES[int(report.verdicts.pair_level[pair])]
     return fields
-
-
-@contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """A buffered binary file written under ``<path>.part`` and renamed to `path` once complete."""
-    path = checked_output(path)
-    tmp = path.with_name(path.name + ".part")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("wb", buffering=1 << 20) as f:
-            yield f
-        tmp.replace(path)
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot write ({err.strerror})") from err
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise
 
 
 def write_vis(document: CompareReport | DumpGraph, path: str | os.PathLike[str]) -> ExportResult:

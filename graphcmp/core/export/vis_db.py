@@ -28,7 +28,7 @@ from graphcmp.core.export.vis import (
     vis_sides,
     vis_task,
 )
-from graphcmp.core.outputs import checked_output
+from graphcmp.core.outputs import atomic_path
 from graphcmp.core.readers.vis import ATTR_OVERFLOW
 from graphcmp.core.records import DumpGraph
 from graphcmp.core.report import CompareReport
@@ -85,20 +85,13 @@ def write_vis_db(
     start = time.perf_counter()
     if isinstance(documents, (CompareReport, DumpGraph)):
         documents = (documents,)
-    path = checked_output(path)
-    tmp = path.with_name(path.name + ".part")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
         tmp.unlink(missing_ok=True)
-        count = _write(tmp, documents, str(path))
-        tmp.replace(path)
-    except (OSError, sqlite3.Error) as err:
-        tmp.unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot write ({err})") from err
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return ExportResult((str(path),), count, path.stat().st_size, time.perf_counter() - start)
+        try:
+            count = _write(tmp, documents, str(path))
+        except sqlite3.Error as err:
+            raise OutputError(f"{path}: cannot write ({err})") from err
+    return ExportResult((str(path),), count, Path(path).stat().st_size, time.perf_counter() - start)
 
 
 def _write(db_path: Path, documents: Iterable[CompareReport | DumpGraph], target: str) -> int:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from graphcmp.core.errors import OutputError
 from graphcmp.core.mapping_files import MANUAL_FORMAT, MANUAL_VERSION, RuleEntry, RuleFile, load_manual_file
 from graphcmp.core.matching.base import Claim, RuleMatcher, RuleNote, children_rows
+from graphcmp.core.outputs import write_atomic
 from graphcmp.core.records import DumpGraph
 
 if TYPE_CHECKING:
@@ -166,15 +166,7 @@ def save_manual_matches(manual: ManualMatches, path: str | os.PathLike[str]) -> 
     OutputError
         If the file cannot be written.
     """
-    path = Path(path)
-    tmp = path.with_name(path.name + ".part")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(orjson.dumps(manual.to_dict(), option=orjson.OPT_INDENT_2))
-        tmp.replace(path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot write manual matches ({err.strerror})") from err
+    write_atomic(path, orjson.dumps(manual.to_dict(), option=orjson.OPT_INDENT_2))
 
 
 class ManualMatcher(RuleMatcher):
