@@ -14,7 +14,7 @@ import numpy as np
 
 from graphcmp.app.colors import Scheme, parse_edges
 from graphcmp.app.tree import NavTree
-from graphcmp.core.divergence import Analysis, analyze
+from graphcmp.core.divergence import Analysis
 from graphcmp.core.judge import SKIP, STATUS_NAMES, UNMATCHED
 from graphcmp.core.matching.fused_ops import original_names
 from graphcmp.core.overflow import overflow_levels
@@ -120,7 +120,7 @@ class ViewModel:
     @cached_property
     def analysis(self) -> Analysis | None:
         """The advisor's findings (first divergence, overflow …) of a report; None for a single run."""
-        return analyze(self.report) if self.report is not None else None
+        return self.report.analysis() if self.report is not None else None
 
     def status(self, side: str) -> np.ndarray | None:
         """Verdict code per row of `side` (bench rows take their npu twin's; unmatched bench rows UNMATCHED)."""

@@ -27,8 +27,8 @@ import numpy as np
 
 from graphcmp.core.dtypes import normalize_dtype, precision_changed
 from graphcmp.core.hierarchy import execution_keys
-from graphcmp.core.overflow import OVERFLOW_NAMES, overflow_levels
-from graphcmp.core.records import DumpGraph, NodeKind, Role, string_codes
+from graphcmp.core.overflow import OVERFLOW_NAMES
+from graphcmp.core.records import DumpGraph, NodeKind, Role, string_codes, string_column
 
 __all__ = ["Analysis", "Divergence", "DivergenceRule", "Finding", "analyze", "find_divergence"]
 
@@ -142,7 +142,7 @@ def analyze(report: Any, rule: DivergenceRule | None = None) -> Analysis:
     leaves = sorted(_leaf_rows(npu, report.matches), key=keys.__getitem__)
     io = _io_errors(report, keys)
     out_err = report.verdicts.severity
-    levels = overflow_levels(npu)
+    levels = report.overflow_levels()
     dtype_rows = _precision_changes(report)
     exact = _is_exact(leaves, out_err, rule)
     floor = rule.exact_min_rel if exact else rule.cross_min_rel
@@ -278,8 +278,7 @@ def _origins(out_err: np.ndarray, io: _InputErrors, floor: float, rule: Divergen
 def _precision_changes(report: Any) -> dict[int, str]:
     nt, bt = report.npu.tensors, report.bench.tensors
     i, j = report.pairs.npu, report.pairs.bench
-    npu_dtype = np.array(nt.dtype, dtype=object)[i] if len(nt) else np.zeros(0, object)
-    bench_dtype = np.array(bt.dtype, dtype=object)[j] if len(bt) else np.zeros(0, object)
+    npu_dtype, bench_dtype = string_column(nt.dtype, i), string_column(bt.dtype, j)
     differ = (nt.role[i] == Role.OUTPUT) & (npu_dtype != bench_dtype)
     rows: dict[int, str] = {}
     for k in np.flatnonzero(differ).tolist():

@@ -32,6 +32,7 @@ __all__ = [
     "MIN_GROUP_RUN",
     "ROOT_ID",
     "HierarchyBuilder",
+    "depths",
     "execution_keys",
     "rebuild_graph",
     "subtree_rows",
@@ -342,6 +343,18 @@ def _inherit_group_micro_steps(micro: np.ndarray, kind: np.ndarray, parent: np.n
         kids = np.flatnonzero(parent == row)
         if len(kids):
             micro[row] = micro[kids[0]]
+
+
+def depths(parent: np.ndarray) -> np.ndarray:
+    """Depth of every row (the root is 0), for rows in pre-order.
+
+    >>> depths(np.array([-1, 0, 1, 0])).tolist()
+    [0, 1, 2, 1]
+    """
+    depth = np.zeros(len(parent), np.int32)
+    for row in range(1, len(parent)):  # pre-order: a parent's row is smaller than its children's
+        depth[row] = depth[parent[row]] + 1
+    return depth
 
 
 def subtree_rows(parent: np.ndarray) -> np.ndarray:

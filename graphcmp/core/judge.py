@@ -13,10 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphcmp.core.dtypes import precision_changed
+from graphcmp.core.hierarchy import depths
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.metrics import is_nonfinite
 from graphcmp.core.pairing import TensorPairs
-from graphcmp.core.records import STAT_NAMES, DumpGraph, NodeKind, Role, TensorTable
+from graphcmp.core.records import STAT_NAMES, DumpGraph, NodeKind, Role, TensorTable, string_column
 from graphcmp.core.rules import ERROR, PASS, WARNING, Thresholds
 
 __all__ = ["SKIP", "STATUS_NAMES", "UNMATCHED", "NodeVerdicts", "Verdict", "judge", "status_code"]
@@ -135,21 +136,17 @@ def _pair_notes(nt: TensorTable, bt: TensorTable, pairs: TensorPairs) -> dict[in
     """Overflow, shape and precision notes of the pairs that have one, by pair index."""
     i, j = pairs.npu, pairs.bench
     notes: dict[int, str] = {}
-    for k in np.flatnonzero(_column(nt.dtype, i) != _column(bt.dtype, j)).tolist():
+    for k in np.flatnonzero(string_column(nt.dtype, i) != string_column(bt.dtype, j)).tolist():
         a, b = nt.dtype[i[k]], bt.dtype[j[k]]
         if a and b and precision_changed(a, b):
             notes[k] = f"dtype {a} vs {b}"
-    shape_a, shape_b = _column(nt.shape, i), _column(bt.shape, j)
+    shape_a, shape_b = string_column(nt.shape, i), string_column(bt.shape, j)
     for k in np.flatnonzero((shape_a != shape_b) & (shape_a != "") & (shape_b != "")).tolist():
         notes[k] = f"shape {shape_a[k]} vs {shape_b[k]}"
     bad = is_nonfinite(nt.stats[i], nt.present[i]) | is_nonfinite(bt.stats[j], bt.present[j])
     for k in np.flatnonzero(bad).tolist():
         notes[k] = _nonfinite_text(nt, int(i[k]), "npu") or _nonfinite_text(bt, int(j[k]), "bench")
     return notes
-
-
-def _column(values: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
-    return np.array(values, dtype=object)[rows] if len(values) else np.zeros(0, object)
 
 
 def _rule_levels(thresholds: Thresholds, task: str, metrics: dict[str, np.ndarray]) -> np.ndarray:
@@ -253,7 +250,7 @@ def _pair_reasons(npu: DumpGraph, pairs: TensorPairs, ks: np.ndarray, notes: dic
 
 def _roll_up(npu: DumpGraph, status: np.ndarray, severity: np.ndarray) -> tuple[np.ndarray, ...]:
     parent = npu.nodes.parent
-    depth = _depths(parent)
+    depth = depths(parent)
     worst = np.maximum(status, PASS).astype(np.int8)
     worst_sev = severity.copy()
     unmatched = (status == UNMATCHED).astype(np.int32)
@@ -265,8 +262,3 @@ def _roll_up(npu: DumpGraph, status: np.ndarray, severity: np.ndarray) -> tuple[
     return worst, worst_sev, unmatched
 
 
-def _depths(parent: np.ndarray) -> np.ndarray:
-    depth = np.zeros(len(parent), np.int32)
-    for row in range(1, len(parent)):  # pre-order: a parent's row is smaller than its children's
-        depth[row] = depth[parent[row]] + 1
-    return depth

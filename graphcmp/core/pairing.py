@@ -11,7 +11,7 @@ from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, SlotMap
 from graphcmp.core.matching.by_api import is_cross_framework
 from graphcmp.core.metrics import stat_abs_diff, stat_rel_errors, stats_identical
-from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, TensorTable
+from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, TensorTable, string_column
 from graphcmp.core.rules import Thresholds
 
 __all__ = ["TensorPairs", "pair_metrics", "pair_tensors"]
@@ -217,16 +217,11 @@ def pair_metrics(
 
 
 def _same_values(a: tuple[str, ...], b: tuple[str, ...], rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
-    return _column(a, rows_a) == _column(b, rows_b)
+    return string_column(a, rows_a) == string_column(b, rows_b)
 
 
 def _md5_diff(a: tuple[str, ...], b: tuple[str, ...], rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
     """1.0 where the checksums differ, 0.0 where equal, NaN where either side has none."""
-    md5_a, md5_b = _column(a, rows_a), _column(b, rows_b)
+    md5_a, md5_b = string_column(a, rows_a), string_column(b, rows_b)
     unknown = (md5_a == "") | (md5_b == "")
     return np.where(unknown, np.nan, (md5_a != md5_b).astype(np.float64))
-
-
-def _column(values: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
-    """Strings at `rows`, as an object array (element-wise comparisons run in C)."""
-    return np.array(values, dtype=object)[rows] if len(values) else np.zeros(len(rows), object)

@@ -30,6 +30,7 @@ __all__ = [
     "TensorTable",
     "TensorView",
     "string_codes",
+    "string_column",
 ]
 
 STAT_NAMES: tuple[str, ...] = ("max", "min", "mean", "norm")
@@ -327,6 +328,15 @@ def string_codes(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     table: dict[str, int] = {}
     codes = np.fromiter((table.setdefault(v, len(table)) for v in values), np.int64, len(values))
     return codes, list(table)
+
+
+def string_column(values: Sequence[str], rows: np.ndarray) -> np.ndarray:
+    """The strings at `rows` as an object array, so element-wise comparisons run in C.
+
+    >>> (string_column(("a", "b", "a"), np.array([0, 2])) == "a").tolist()
+    [True, True]
+    """
+    return np.array(values, dtype=object)[rows] if len(values) else np.zeros(len(rows), object)
 
 
 def ids_to_rows(ids: Sequence[str]) -> dict[str, int]:

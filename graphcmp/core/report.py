@@ -80,6 +80,12 @@ class CompareReport:
             self._cache["analysis"] = analyze(self)
         return self._cache["analysis"]
 
+    def overflow_levels(self) -> np.ndarray:
+        """Overflow level per npu node (see `overflow_levels`; computed once)."""
+        if "overflow" not in self._cache:
+            self._cache["overflow"] = overflow_levels(self.npu)
+        return self._cache["overflow"]
+
     def verdict(self, node_id: str) -> Verdict:
         """The verdict of one npu node."""
         return self.verdicts.verdict(self.npu, node_id)
@@ -96,7 +102,7 @@ class CompareReport:
             "verdicts": self.verdicts.histogram(),
             "tensor_pairs": len(self.pairs),
             "micro_steps": int(self.npu.nodes.micro_step.max(initial=0)) + 1,
-            "overflow": _overflow_counts(self.npu),
+            "overflow": _overflow_counts(self.overflow_levels()),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -113,7 +119,7 @@ class CompareReport:
             "enums": {**ENUMS, "status": {name: code for code, name in STATUS_NAMES.items()}},
             "summary": self.summary(),
             "analysis": sanitize_floats(self.analysis().to_dict()),
-            "overflow": overflow_levels(self.npu),
+            "overflow": self.overflow_levels(),
             "npu": graph_to_dict(self.npu),
             "bench": graph_to_dict(self.bench),
             "matches": _matches_to_dict(self.matches),
@@ -146,8 +152,8 @@ class CompareReport:
                                   "rerun graphcmp compare to rewrite it") from err
 
 
-def _overflow_counts(graph: DumpGraph) -> dict[str, int]:
-    levels = np.bincount(overflow_levels(graph), minlength=4)
+def _overflow_counts(levels: np.ndarray) -> dict[str, int]:
+    levels = np.bincount(levels, minlength=4)
     return {name: int(levels[code]) for code, name in OVERFLOW_NAMES.items() if code and levels[code]}
 
 

@@ -27,6 +27,7 @@ from graphcmp._version import __version__
 from graphcmp.core.distributed.layout import RunKey, pair_runs
 from graphcmp.core.distributed.links import comm_calls
 from graphcmp.core.errors import DumpFormatError, GraphcmpError, OutputError
+from graphcmp.core.hierarchy import depths
 from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.outputs import checked_output, write_atomic
 
@@ -143,10 +144,7 @@ def compare_run(npu: str, bench: str, out_dir: str, step: int | None, rank: int 
 
 def _heat_rows(report: Any) -> list[list]:
     """[node id, worst status, worst severity] of the shallow module rows of the npu graph."""
-    parent = report.npu.nodes.parent
-    depth = np.zeros(len(parent), np.int32)
-    for row in range(1, len(parent)):
-        depth[row] = depth[parent[row]] + 1
+    depth = depths(report.npu.nodes.parent)
     rows = np.flatnonzero((depth >= 1) & (depth <= HEAT_DEPTH)).tolist()
     v = report.verdicts
     return [[report.npu.nodes.ids[r], int(v.worst[r]), float(v.worst_severity[r])] for r in rows]
