@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tqdm import tqdm
-
 from graphcmp.cli.mapping_options import rule_specs
 from graphcmp.cli.output import emit
 from graphcmp.cli.render import render_batch
@@ -27,6 +25,8 @@ def handle_batch(args: argparse.Namespace) -> int:
     out = "results" if args.output is None else args.output
     options = BatchOptions(fuzzy=args.fuzzy, thresholds_file=args.thresholds, tensors=not args.no_tensors,
                            rules=tuple(rule_specs(args)))
+    from tqdm import tqdm  # lazy: a single-pair compare never shows this bar
+
     bar = tqdm(total=0, desc="compare runs", unit="run", file=sys.stderr, disable=True if args.quiet else None,
                leave=False)
 

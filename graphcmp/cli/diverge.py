@@ -7,7 +7,6 @@ import argparse
 from graphcmp.cli.options import add_json
 from graphcmp.cli.output import emit
 from graphcmp.cli.render import render_analysis, render_job_analysis
-from graphcmp.core.distributed.batch import is_batch_result, load_index
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.report import CompareReport, load_document
 
@@ -20,6 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from graphcmp.core.distributed.batch import is_batch_result, load_index  # lazy: jobs only
+
     if is_batch_result(args.result):
         analysis = load_index(args.result)["analysis"]
         emit(analysis, render_job_analysis(analysis), args.json)

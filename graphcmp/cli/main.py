@@ -7,7 +7,9 @@ Exit codes: 0 all pass; 1 divergence or invalid values found (as ``diff`` does);
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import threading
 from collections.abc import Sequence
 
 from graphcmp._version import __version__
@@ -46,5 +48,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    """Console-script entry point.
+
+    With no other thread left, the process ends without the interpreter's teardown, which frees a
+    large comparison object by object (about 0.1 s for 40k nodes) for nothing.
+    """
+    code = main()
+    if threading.active_count() > 1:
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a closed pipe (graphcmp ... | head): nothing left to say
+        pass
+    os._exit(code)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from graphcmp.core.matching import ChildMatcher, RuleMatcher
-from graphcmp.core.matching.specs import matchers_from_specs, spec
+if TYPE_CHECKING:
+    from graphcmp.core.matching import ChildMatcher, RuleMatcher
 
 __all__ = ["add_mapping_options", "matchers_from_args", "render_rule_report", "rule_specs"]
 
@@ -55,6 +55,8 @@ def rule_specs(args: argparse.Namespace) -> list[str]:
     >>> rule_specs(ns)
     ['layer-mapping', 'fused-ops', 'fused']
     """
+    from graphcmp.core.matching.specs import spec  # lazy: the rule matchers load only when a rule is given
+
     specs = []
     for dest, source in _OPTIONS:
         value = getattr(args, dest, None)
@@ -79,6 +81,8 @@ def matchers_from_args(args: argparse.Namespace) -> list[ChildMatcher | RuleMatc
     specs.append("exact")
     if getattr(args, "fuzzy", False):
         specs.append("fuzzy")
+    from graphcmp.core.matching.specs import matchers_from_specs
+
     return matchers_from_specs(specs)
 
 

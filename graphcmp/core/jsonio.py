@@ -30,6 +30,7 @@ __all__ = [
     "dumps_strict",
     "gc_paused",
     "load_json",
+    "loads_object",
     "read_json",
     "sanitize_floats",
 ]
@@ -196,6 +197,13 @@ class MemberChunks:
         self.rest: dict[str, Any] | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        return map(loads_object, self.texts())
+
+    def texts(self) -> Iterator[bytes]:
+        """The chunks as JSON object text (``{"k": v, ...}``), for a caller with a decoder of its own.
+
+        `loads_object` turns one into a dict as iteration does; `rest` is set once all are read.
+        """
         opener = b'\n "' + orjson.dumps(self.key)[1:-1] + b'": {\n'
         with self.path.open("rb") as f:
             head = f.read(_HEAD_BYTES)
@@ -210,11 +218,11 @@ class MemberChunks:
                 if not block:
                     raise LayoutMismatch(f"{self.path}: ends before {self.key!r} closes")
                 if (cut := buf.rfind(_MEMBER)) > 0:
-                    yield _members(buf[:cut], last=False)
+                    yield _object_text(buf[:cut], last=False)
                     buf = buf[cut:]
                 buf += block
             if buf[:close].strip():
-                yield _members(buf[:close], last=True)
+                yield _object_text(buf[:close], last=True)
             tail = buf[close + len(_CLOSE):] + f.read()
         rest = _loads_or_mismatch(head + b"}" + tail)
         if not isinstance(rest, dict) or rest.get(self.key) != {}:
@@ -222,13 +230,18 @@ class MemberChunks:
         self.rest = rest
 
 
-def _members(text: bytes, *, last: bool) -> dict[str, Any]:
-    """Parse a run of whole members (``"k": v,`` lines; the last run has no trailing comma)."""
+def _object_text(text: bytes, *, last: bool) -> bytes:
+    """A run of whole members (``"k": v,`` lines; the last run has no trailing comma) as an object."""
     if not last:
         if not text.endswith(b","):
             raise LayoutMismatch("a member line does not follow a comma")
         text = text[:-1]
-    value = _loads_or_mismatch(b"{" + text + b"}")
+    return b"{" + text + b"}"
+
+
+def loads_object(text: bytes) -> dict[str, Any]:
+    """Parse one chunk of `MemberChunks.texts` (bare NaN/Infinity allowed); `LayoutMismatch` if it is not an object."""
+    value = _loads_or_mismatch(text)
     if not isinstance(value, dict):
         raise LayoutMismatch("a chunk is not an object")
     return value

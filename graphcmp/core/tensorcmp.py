@@ -14,8 +14,6 @@ import numpy as np
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.records import DumpGraph
-from graphcmp.core.tensor_metrics import TENSOR_METRICS, compare_tensors
-from graphcmp.core.tensorio import read_tensor
 
 __all__ = ["TENSOR_DATA_DIR", "tensor_file", "tensor_metrics_for"]
 
@@ -54,6 +52,8 @@ def measure_pairs(
     *, progress: Progress | None = None,
 ) -> dict[str, np.ndarray]:
     """Tensor metrics per pair (NaN where either file is missing), loading one pair at a time."""
+    from graphcmp.core.tensor_metrics import TENSOR_METRICS  # lazy: statistics-only runs never need it
+
     out = {name: np.full(len(npu_rows), np.nan) for name in TENSOR_METRICS}
     total = len(npu_rows)
     for k, (i, j) in enumerate(zip(npu_rows.tolist(), bench_rows.tolist())):
@@ -67,6 +67,9 @@ def measure_pairs(
 
 
 def _compare_files(npu_file: Path, bench_file: Path) -> dict[str, float]:
+    from graphcmp.core.tensor_metrics import compare_tensors
+    from graphcmp.core.tensorio import read_tensor
+
     try:
         return compare_tensors(np.asarray(read_tensor(npu_file)), np.asarray(read_tensor(bench_file)))
     except DumpFormatError:

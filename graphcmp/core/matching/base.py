@@ -14,12 +14,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from graphcmp.core.mapping_files import RuleEntry, RuleFile
 from graphcmp.core.records import DumpGraph, NodeKind
+
+if TYPE_CHECKING:
+    from graphcmp.core.mapping_files import RuleEntry, RuleFile
 
 __all__ = [
     "ChildMatcher",

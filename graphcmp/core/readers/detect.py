@@ -4,21 +4,29 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from importlib import import_module
 from pathlib import Path
 
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.readers import ge, mindspore_dump, mindspore_ir, msprobe
 from graphcmp.core.records import DumpGraph
 
-__all__ = ["FORMATS", "detect_format", "read_graph"]
+__all__ = ["FORMATS", "detect_format", "read_graph", "reader"]
 
-FORMATS: dict[str, tuple[Callable[[str | os.PathLike[str]], bool], Callable[..., DumpGraph]]] = {
-    "msprobe": (msprobe.sniff, msprobe.read_msprobe),
-    "mindspore_dump": (mindspore_dump.sniff, mindspore_dump.read_mindspore_dump),
-    "ge": (ge.sniff, ge.read_ge),
-    "mindspore_ir": (mindspore_ir.sniff, mindspore_ir.read_mindspore_ir),
+FORMATS: dict[str, tuple[str, str, str]] = {
+    "msprobe": ("msprobe", "sniff", "read_msprobe"),
+    "mindspore_dump": ("mindspore_dump", "sniff", "read_mindspore_dump"),
+    "ge": ("ge", "sniff", "read_ge"),
+    "mindspore_ir": ("mindspore_ir", "sniff", "read_mindspore_ir"),
 }
-"""Format name -> (sniff, read). Readers register here; the first whose sniff accepts a path wins."""
+"""Format name -> (module under `graphcmp.core.readers`, its sniff, its read). Readers register here;
+the first whose sniff accepts a path wins. Modules load when asked for (GE's pulls in protobuf)."""
+
+
+def reader(name: str) -> tuple[Callable[[str | os.PathLike[str]], bool], Callable[..., DumpGraph]]:
+    """(sniff, read) of format `name`."""
+    module, sniff, read = FORMATS[name]
+    loaded = import_module(f"graphcmp.core.readers.{module}")
+    return getattr(loaded, sniff), getattr(loaded, read)
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
@@ -31,8 +39,8 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     """
     if not Path(path).exists():
         raise DumpFormatError(f"{path}: no such file or folder")
-    for name, (sniff, _) in FORMATS.items():
-        if sniff(path):
+    for name in FORMATS:
+        if reader(name)[0](path):
             return name
     known = ", ".join(FORMATS)
     raise DumpFormatError(f"{path}: unknown input format (known: {known}); "
@@ -44,4 +52,4 @@ def read_graph(path: str | os.PathLike[str], format: str | None = None) -> DumpG
     name = format or detect_format(path)
     if name not in FORMATS:
         raise DumpFormatError(f"{path}: unknown format {name!r} (known: {', '.join(FORMATS)})")
-    return FORMATS[name][1](path)
+    return reader(name)[1](path)

@@ -12,37 +12,30 @@ goes through the whole-file path, which builds the same graph. PyTorch
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from sys import intern
 from typing import Any
-
-import numpy as np
-import orjson
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
-from graphcmp.core.jsonio import LayoutMismatch, MemberChunks, gc_paused, read_json
+from graphcmp.core.jsonio import LayoutMismatch, MemberChunks, gc_paused, loads_object, read_json
+from graphcmp.core.readers.msprobe_leaves import (
+    Leaves,
+    Misfit,
+    add_leaves,
+    collect_record,
+    collect_typed,
+    md5_flag,
+    typed_records,
+)
 from graphcmp.core.readers.naming import parse_node_id
-from graphcmp.core.records import DumpGraph, NodeKind, Role, RunInfo
+from graphcmp.core.records import DumpGraph, NodeKind, RunInfo
 
 __all__ = ["parse_msprobe", "read_msprobe", "sniff"]
 
 DUMP_FILE, CONSTRUCT_FILE, STACK_FILE = "dump.json", "construct.json", "stack.json"
-_STAT_KEYS = ("Max", "Min", "Mean", "Norm")
-_ROLE_KEYS = (  # plain ints: enum access is slow in the per-leaf loop
-    ("input_args", int(Role.INPUT)),
-    ("input", int(Role.INPUT)),
-    ("input_kwargs", int(Role.INPUT)),
-    ("output", int(Role.OUTPUT)),
-    ("parameters", int(Role.PARAM)),
-)
-_PARAM_GRAD = int(Role.PARAM_GRAD)
-_SCALAR_FIELDS = {"type", "value", "requires_grad"}
-_NO_FILE = (None, "-1", -1)
 CHUNK_BYTES = 2 << 20
 """Bytes of dump.json text parsed at a time by `read_msprobe` (a chunk's dicts take ~7x that)."""
 
@@ -98,22 +91,42 @@ def _read_dump_chunked(
     data: dict[str, None] = {}
     md5: bool | None = None
     try:
-        for chunk in chunks:
+        for text in chunks.texts():
+            records = _add_chunk(builder, text, str(folder))
             known = len(data)
-            data.update(dict.fromkeys(chunk))
-            if len(data) != known + len(chunk):
+            data.update(dict.fromkeys(records))
+            if len(data) != known + len(records):
                 return None
             if md5 is None:
-                md5 = _md5_flag(chunk, str(folder))
-            leaves = _Leaves()
-            for node_id, record in chunk.items():
-                _collect_record(leaves, node_id, record, str(folder))
-            _add_leaves(builder, leaves)
-            del chunk, leaves  # free this chunk's dicts before the next one is parsed
+                md5 = md5_flag(records, str(folder))
+            del records  # free this chunk's records before the next one is parsed
     except (LayoutMismatch, DumpFormatError):
         return None
     header = chunks.rest or {}
     return builder, header, data, bool(md5)
+
+
+def _add_chunk(builder: HierarchyBuilder, text: bytes, source: str) -> dict[str, Any]:
+    """Add the tensors of one chunk of records (typed when they fit, else as plain dicts); return the records."""
+    records = typed_records(text)
+    if records is not None:
+        leaves = Leaves()
+        collect_typed(leaves, records, source)
+        try:
+            add_leaves(builder, leaves, typed=True)
+            return records
+        except Misfit:
+            pass
+    records = loads_object(text)
+    _add_records(builder, records, source)
+    return records
+
+
+def _add_records(builder: HierarchyBuilder, records: Mapping[str, Any], source: str) -> None:
+    leaves = Leaves()
+    for node_id, record in records.items():
+        collect_record(leaves, node_id, record, source)
+    add_leaves(builder, leaves)
 
 
 def _read_part(path: Path, missing: list[str], *, required: bool = False) -> dict[str, Any]:
@@ -168,14 +181,9 @@ def parse_msprobe(
     if not isinstance(data, Mapping):
         raise DumpFormatError(f"{source}/{DUMP_FILE}: no \"data\" object; is this an msprobe dump.json?")
 
-    def add_tensors(builder: HierarchyBuilder) -> None:
-        leaves = _Leaves()
-        for node_id, record in data.items():
-            _collect_record(leaves, node_id, record, source)
-        _add_leaves(builder, leaves)
-
     return _assemble(HierarchyBuilder(), dump, data, construct, stack, source=source, notes=list(missing),
-                     md5=lambda: bool(_md5_flag(data, source)), add_tensors=add_tensors)
+                     md5=lambda: bool(md5_flag(data, source)),
+                     add_tensors=lambda builder: _add_records(builder, data, source))
 
 
 def _assemble(
@@ -215,17 +223,6 @@ def _assemble(
 def _task(header: Mapping[str, Any], md5: bool) -> str:
     task = str(header.get("task") or "statistics")
     return "md5" if task == "statistics" and md5 else task
-
-
-def _md5_flag(data: Mapping[str, Any], source: str) -> bool | None:
-    """Whether the first tensor record of `data` has an md5 (None when `data` has no tensor record)."""
-    for node_id, record in data.items():
-        leaves = _Leaves()
-        _collect_record(leaves, node_id, record, source)
-        for leaf in leaves.leaf:
-            if isinstance(leaf, dict) and "dtype" in leaf:
-                return "md5" in leaf
-    return None
 
 
 def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, float]:
@@ -297,114 +294,6 @@ def _param_grad_owner(node_id: str, ids: set[str]) -> str | None:
             return candidate
     calls = sorted((i for i in ids if i.startswith(stem + ".backward.")), key=lambda i: int(i.rsplit(".", 1)[1]))
     return calls[-1] if calls else None
-
-
-class _Leaves:
-    """Flattened leaves of every record: parallel lists, turned into columns in one go."""
-
-    __slots__ = ("leaf", "node", "role", "slot")
-
-    def __init__(self) -> None:
-        self.node: list[str] = []
-        self.role: list[int] = []
-        self.slot: list[str] = []
-        self.leaf: list[Any] = []
-
-    def collect(self, node_id: str, role: int, value: Any, prefix: str) -> None:
-        """Flatten nested args: lists by index, dicts without "type" by key."""
-        if type(value) is list:
-            for i, item in enumerate(value):
-                slot = intern(f"{prefix}.{i}" if prefix else str(i))
-                if type(item) is dict and "type" in item:  # the common case, without recursion
-                    self.node.append(node_id)
-                    self.role.append(role)
-                    self.slot.append(slot)
-                    self.leaf.append(item)
-                elif item is not None:
-                    self.collect(node_id, role, item, slot)
-        elif isinstance(value, dict) and "type" not in value:
-            for key, item in value.items():
-                self.collect(node_id, role, item, f"{prefix}.{key}" if prefix else str(key))
-        elif value is not None:
-            self.node.append(node_id)
-            self.role.append(role)
-            self.slot.append(intern(prefix or "0"))
-            self.leaf.append(value)
-
-
-def _collect_record(leaves: _Leaves, node_id: str, record: Any, source: str) -> None:
-    if not isinstance(record, dict):
-        raise DumpFormatError(f"{source}/{DUMP_FILE}: {node_id!r}: record is a {type(record).__name__}, "
-                              "expected an object of inputs/outputs")
-    if parse_node_id(node_id)[0] == NodeKind.PARAM_GRAD:
-        for key, value in record.items():
-            single = value[0] if isinstance(value, list) and len(value) == 1 else value
-            leaves.collect(node_id, _PARAM_GRAD, single, str(key))
-        return
-    for role_key, role in _ROLE_KEYS:
-        value = record.get(role_key)
-        if value is None:
-            continue
-        if isinstance(value, dict) and "type" in value:
-            value = [value]
-        leaves.collect(node_id, role, value, "")
-
-
-def _add_leaves(builder: HierarchyBuilder, leaves: _Leaves) -> None:
-    """Turn the leaves into tensor columns: one comprehension per column over the tensor records
-    (nearly all leaves), `_leaf_fields` for the few scalars and other values."""
-    items = leaves.leaf
-    if not items:
-        return
-    tensor = [type(x) is dict and ("dtype" in x or "Max" in x) for x in items]
-    empty = {}
-    recs = [x if t else empty for x, t in zip(items, tensor)]
-    dtype = [intern(str(x.get("dtype") or "")) for x in recs]
-    shape = [intern(str(x["shape"])) if "shape" in x else "" for x in recs]
-    md5 = [str(x.get("md5") or "") for x in recs]
-    file = [_file_name(x.get("data_name")) for x in recs]
-    stats = [[x.get("Max"), x.get("Min"), x.get("Mean"), x.get("Norm")] for x in recs]
-    value = [""] * len(items)
-    for i in [i for i, t in enumerate(tensor) if not t]:
-        dtype[i], shape[i], md5[i], file[i], value[i], *stats[i] = _leaf_fields(items[i])
-    raw = np.array(stats, dtype=object)
-    present = raw != None  # noqa: E711 - elementwise test on an object array
-    try:
-        values = np.where(present, raw, 0.0).astype(np.float64)
-    except (TypeError, ValueError):
-        values = np.vectorize(_float, otypes=[np.float64])(np.where(present, raw, 0.0))
-    builder.add_tensors(leaves.node, leaves.role, leaves.slot, dtype=dtype, shape=shape, stats=values,
-                        present=present.astype(bool), md5=md5, file=file, value=value)
-
-
-def _file_name(name: Any) -> str:
-    return "" if name in _NO_FILE else str(name)
-
-
-def _leaf_fields(leaf: Any) -> tuple:
-    """(dtype, shape, md5, file, value, max, min, mean, norm) of a leaf that is not a tensor record."""
-    if not isinstance(leaf, dict):
-        return type(leaf).__name__, "", "", "", _text(leaf), None, None, None, None
-    kind = str(leaf.get("type", ""))
-    value = leaf.get("value")
-    if isinstance(value, (int, float)):  # bool included: True compares as 1.0
-        v = float(value)
-        return kind, "scalar", "", "", _text(value), v, v, v, None
-    text = _text(value) if "value" in leaf else _text({k: v for k, v in leaf.items() if k not in _SCALAR_FIELDS})
-    return kind, "", "", "", text, None, None, None, None
-
-
-def _float(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return orjson.dumps(value, default=str).decode()
 
 
 def _attach_stacks(builder: HierarchyBuilder, stack: Mapping[str, Any], source: str, notes: list[str]) -> None:

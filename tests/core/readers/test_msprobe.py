@@ -16,6 +16,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import GROUP_PREFIX, ROOT_ID
 from graphcmp.core.jsonio import MemberChunks
 from graphcmp.core.readers.msprobe import CHUNK_BYTES, parse_msprobe, read_msprobe, sniff
+from graphcmp.core.readers.msprobe_leaves import typed_records
 from graphcmp.core.records import Direction, NodeKind, Role
 from tests.conftest import DATA, shared
 
@@ -215,6 +216,51 @@ def test_chunked_and_whole_file_reads_give_the_same_graph(case):
     whole = read_msprobe(folder, chunk_bytes=None)
     for chunk_bytes in (64, 4096, CHUNK_BYTES):
         _same_graph(read_msprobe(folder, chunk_bytes=chunk_bytes), whole)
+
+
+@pytest.mark.parametrize("case", _REAL_DUMPS)
+def test_real_dumps_take_the_typed_path(case):
+    # the chunked read above decodes these chunks with msgspec; bare NaN/Infinity chunks cannot be typed
+    texts = list(MemberChunks(DATA / case / "dump.json", "data", chunk_bytes=4096).texts())
+    typed = [typed_records(text) is not None for text in texts]
+    assert sum(typed) >= (1 if "overflow" in case else len(texts))
+    assert all(typed) != ("overflow" in case)
+
+
+_ODD_LEAVES = {  # leaves the typed decoder reads differently or not at all: read as plain dicts
+    "Functional.a.0.forward": {"input_args": [{"type": "torch.Size", "value": [2, 3]}, {"type": "int", "value": 3},
+                                              {"type": "float", "value": 0.5}, {"type": "bool", "value": True},
+                                              {"type": "str", "value": "mean"}, {"type": "NoneType"}],
+                               "input_kwargs": {"dim": {"type": "int", "value": -1}},
+                               "output": [{"type": "torch.Tensor", "dtype": "torch.bool", "shape": [2],
+                                           "Max": True, "Min": False, "Mean": None, "Norm": None,
+                                           "data_name": "-1"}]},
+    "Functional.b.0.forward": {"input_args": [{"type": "torch.Tensor", "dtype": "torch.int64", "shape": [],
+                                               "Max": 3, "Min": 3}],  # absent Mean/Norm, int stats
+                               "output": [[{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [1],
+                                            "Max": 1.0, "Min": 1.0, "Mean": 1.0, "Norm": 1.0}, None]]},
+    "Functional.c.0.forward": {"input_args": [{"type": "weird", "shape": [1], "Min": 2.0}]},  # not a tensor
+    "Functional.d.0.forward": {"input_kwargs": {"type": {"type": "torch.Tensor", "dtype": "torch.float16",
+                                                         "shape": [1], "Max": 1.0, "Min": 1.0, "Mean": 1.0,
+                                                         "Norm": 1.0}}},  # a keyword named "type"
+    "Functional.e.0.forward": {"output": [{"type": "torch.Tensor", "Max": None}]},  # no dtype: still a tensor
+    "Functional.f.0.forward": {"input_args": [[[{"k": 1}]]], "output": {"type": "torch.Tensor", "dtype": "x",
+                                                                       "Max": 1.0}},
+}
+
+
+@pytest.mark.parametrize("node_id", list(_ODD_LEAVES))
+def test_odd_leaves_read_the_same_typed_or_plain(tmp_path, node_id):
+    run = tmp_path / "run"
+    run.mkdir()
+    records = {"Functional.z.0.forward": {"output": [{"type": "torch.Tensor", "dtype": "torch.float32",
+                                                      "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+                                                      "Norm": 1.0}]},
+               node_id: _ODD_LEAVES[node_id]}
+    (run / "dump.json").write_text(json.dumps({"task": "statistics", "data": records}, indent=1))
+    chunked, whole = read_msprobe(run, chunk_bytes=64), read_msprobe(run, chunk_bytes=None)
+    _same_graph(chunked, whole)
+    assert len(whole.tensor_rows(node_id)) > 0
 
 
 def _make_synthetic():
