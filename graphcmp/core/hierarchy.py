@@ -9,7 +9,7 @@ of top-level API calls, micro-steps (gradient accumulation) and the networkx tre
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from operator import itemgetter
 
 import numpy as np
@@ -49,21 +49,11 @@ MIN_GROUP_RUN = 2
 _API = int(NodeKind.API)  # plain int: enum comparisons are slow in per-node loops
 
 
-@dataclass(slots=True)
-class _Pending:
-    node_id: str
-    kind: NodeKind
-    op: str
-    direction: Direction
-    parent: str | None
-    seq: float
-    stack: int
-    has_data: bool
-    attrs: tuple[tuple[str, str], ...]
-
-
 class HierarchyBuilder:
     """Collects nodes and tensors of one run, then builds the `DumpGraph`.
+
+    Nodes are kept as columns (one list per attribute, a row per node in the order added) and
+    `build` orders them with numpy: no per-node object, no per-node Python in the tree walk.
 
     Examples
     --------
@@ -77,13 +67,22 @@ class HierarchyBuilder:
     """
 
     def __init__(self) -> None:
-        self._nodes: dict[str, _Pending] = {}
+        self._rows: dict[str, int] = {}
+        self._ids: list[str] = []
+        self._kind: list[int] = []
+        self._op: list[str] = []
+        self._direction: list[int] = []
+        self._parent: list[str | None] = []
+        self._seq: list[float] = []
+        self._stack: list[int] = []
+        self._has_data: list[bool] = []
+        self._attrs: list[tuple[tuple[str, str], ...]] = []
         self._stacks: dict[tuple[str, ...], int] = {}
         self._tensor_parts: list[tuple] = []
         self._edges: list[tuple[str, str, bool]] = []
 
     def __contains__(self, node_id: str) -> bool:
-        return node_id in self._nodes
+        return node_id in self._rows
 
     def add_node(
         self,
@@ -99,12 +98,18 @@ class HierarchyBuilder:
         attrs: Iterable[tuple[str, str]] = (),
     ) -> None:
         """Add a node; `seq` orders it among all nodes (smaller runs earlier). A repeated id is ignored."""
-        if node_id in self._nodes:
+        if node_id in self._rows:
             return
-        stack_row = self.add_stack(stack) if stack else -1
-        self._nodes[node_id] = _Pending(
-            node_id, kind, op, direction, parent, float(seq), stack_row, has_data, tuple(attrs)
-        )
+        self._rows[node_id] = len(self._ids)
+        self._ids.append(node_id)
+        self._kind.append(kind)
+        self._op.append(op)
+        self._direction.append(direction)
+        self._parent.append(parent)
+        self._seq.append(float(seq))
+        self._stack.append(self.add_stack(stack) if stack else -1)
+        self._has_data.append(has_data)
+        self._attrs.append(tuple(attrs))
 
     def add_stack(self, frames: Sequence[str]) -> int:
         """Intern a stack (a sequence of frame lines) and return its row."""
@@ -113,7 +118,7 @@ class HierarchyBuilder:
 
     def set_stack(self, node_id: str, stack_row: int) -> None:
         """Attach an interned stack to an already added node."""
-        self._nodes[node_id].stack = stack_row
+        self._stack[self._rows[node_id]] = stack_row
 
     def add_edge(self, src_id: str, dst_id: str, control: bool = False) -> None:
         """Add a data-flow edge from node `src_id` to node `dst_id` (a control edge if `control`).
@@ -148,23 +153,98 @@ class HierarchyBuilder:
     def build(self, info: RunInfo, *, group_apis: bool = True) -> DumpGraph:
         """Resolve parents, order, groups and micro-steps, and return the run as a `DumpGraph`.
 
+        A container starts when its first descendant starts; siblings run in order of start
+        (ties: the order they were added); runs of top-level API calls go under group nodes.
+
         Raises
         ------
         GraphCycleError
             If parent links form a cycle.
         """
-        nodes = self._nodes
         self._add_implicit_parents()
-        nodes[ROOT_ID] = _Pending(ROOT_ID, NodeKind.ROOT, "", Direction.NONE, None, -1.0, -1, False, ())
-        children = _children_by_parent(nodes)
-        unsorted = _preorder(children)
-        _check_acyclic(nodes, unsorted, info.path)
-        _pull_up_start(nodes, children, unsorted)
+        root = self._add_root()
+        parent = np.fromiter((self._rows[p] if p is not None else root for p in self._parent), np.int64, root + 1)
+        parent[root] = root
+        depth = _depths_or_cycle(parent, root, self._ids, info.path)
+        start = _subtree_min(np.array(self._seq), parent, depth)
+        siblings = _sibling_order(parent, start, root)
         if group_apis:
-            _group_top_level_apis(nodes, children)
-        order = _preorder(children)
-        graph = _assemble(info, nodes, order, self._stacks, self._tensor_table(order))
+            parent, depth, siblings = self._group_top_level_apis(parent, depth, start, siblings, root)
+        order = _preorder_rows(parent, depth, siblings, root)
+        graph = self._assemble(info, order, parent)
         return replace(graph, edges=self._edge_table(graph, info.path)) if self._edges else graph
+
+    def _add_root(self) -> int:
+        """Add the root (a node a dump names like the root becomes it) and return its row."""
+        if ROOT_ID not in self._rows:
+            self.add_node(ROOT_ID, NodeKind.ROOT, "", Direction.NONE, None, -1.0, has_data=False)
+        root = self._rows[ROOT_ID]
+        self._kind[root], self._op[root], self._direction[root] = NodeKind.ROOT, "", Direction.NONE
+        self._parent[root], self._seq[root], self._stack[root] = None, -1.0, -1
+        self._has_data[root], self._attrs[root] = False, ()
+        return root
+
+    def _add_implicit_parents(self) -> None:
+        """A parent named but never added becomes a top-level node starting with its first child."""
+        from graphcmp.core.readers.naming import parse_node_id  # lazy: readers depend on this module
+
+        missing = {}
+        for parent, seq in zip(self._parent, self._seq):
+            if parent is not None and parent not in self._rows:
+                missing.setdefault(parent, seq)
+        for parent, seq in missing.items():
+            kind, op, direction, _ = parse_node_id(parent)
+            self.add_node(parent, kind, op, direction, None, seq, has_data=False)
+
+    def _group_top_level_apis(
+        self, parent: np.ndarray, depth: np.ndarray, start: np.ndarray, siblings: np.ndarray, root: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Put runs of at least `MIN_GROUP_RUN` top-level API calls under group nodes (new rows)."""
+        top = siblings[parent[siblings] == root]
+        runs = _runs(np.asarray(self._kind)[top] == _API, MIN_GROUP_RUN)
+        if not runs:
+            return parent, depth, siblings
+        first_group = len(self._ids)
+        k = 0
+        for begin, _ in runs:
+            while f"{GROUP_PREFIX}.{k}" in self._rows:  # only a hand-made dump names a node so
+                k += 1
+            first = int(top[begin])
+            self.add_node(f"{GROUP_PREFIX}.{k}", NodeKind.GROUP, GROUP_PREFIX, Direction(self._direction[first]),
+                          None, float(start[first]), has_data=False)
+        groups = np.arange(first_group, len(self._ids))
+        parent = np.concatenate([parent, np.full(len(runs), root)])
+        depth = np.concatenate([depth, np.ones(len(runs), depth.dtype)])
+        members = np.concatenate([top[b:e] for b, e in runs])
+        parent[members] = np.repeat(groups, [e - b for b, e in runs])
+        _deepen(depth, parent, root)
+        rank = np.empty(len(parent), np.int64)  # a group takes its first member's place among the root's children
+        rank[siblings] = np.arange(len(siblings))
+        rank[groups] = rank[top[[b for b, _ in runs]]]
+        rows = np.concatenate([siblings, groups])
+        return parent, depth, rows[np.lexsort((rank[rows], parent[rows]))]
+
+    def _assemble(self, info: RunInfo, order: np.ndarray, parent: np.ndarray) -> DumpGraph:
+        pick = order.tolist()
+        position = np.empty(len(order), np.int64)
+        position[order] = np.arange(len(order))
+        ids = _take(self._ids, pick)
+        kind = np.array(self._kind, np.int8)[order]
+        direction = np.array(self._direction, np.int8)[order]
+        parents = position[parent[order]].astype(np.int32)
+        parents[0] = -1
+        micro = _micro_steps(direction, kind)
+        _inherit_group_micro_steps(micro, kind, parents)
+        attrs = _take(self._attrs, pick) if any(self._attrs) else ()
+        table = NodeTable(
+            ids=ids, parent=parents, kind=kind, op=_take(self._op, pick), direction=direction, micro_step=micro,
+            stack=np.array(self._stack, np.int32)[order], has_data=np.array(self._has_data, bool)[order],
+            attrs=attrs,
+        )
+        rows = ids_to_rows(ids)
+        stack_list = sorted(self._stacks, key=self._stacks.__getitem__)
+        return DumpGraph(info=info, nodes=table, tensors=self._tensor_table(rows), stacks=tuple(stack_list),
+                         _rows=rows)
 
     def _edge_table(self, graph: DumpGraph, source: str) -> EdgeTable:
         rows = graph._rows
@@ -176,29 +256,17 @@ class HierarchyBuilder:
         return EdgeTable(src=np.fromiter((rows[s] for s in src), np.int32, n),
                          dst=np.fromiter((rows[d] for d in dst), np.int32, n), control=np.array(control, bool))
 
-    def _add_implicit_parents(self) -> None:
-        from graphcmp.core.readers.naming import parse_node_id  # lazy: readers depend on this module
-
-        nodes = self._nodes
-        for pending in list(nodes.values()):
-            parent = pending.parent
-            if parent is not None and parent not in nodes:
-                kind, op, direction, _ = parse_node_id(parent)
-                nodes[parent] = _Pending(parent, kind, op, direction, None, pending.seq, -1, False, ())
-
-    def _tensor_table(self, order: list[str]) -> TensorTable:
+    def _tensor_table(self, rows: dict[str, int]) -> TensorTable:
         if not self._tensor_parts:
             return TensorTable.empty()
         columns = list(zip(*self._tensor_parts))
         node_ids = [n for part in columns[0] for n in part]
-        rows = ids_to_rows(order)
-        node = np.fromiter((rows[n] for n in node_ids), np.int32, len(node_ids))
+        node = np.fromiter(map(rows.__getitem__, node_ids), np.int32, len(node_ids))
         by_row = np.argsort(node, kind="stable")
         pick = by_row.tolist()
 
         def strings(k: int) -> tuple[str, ...]:
-            flat = [v for part in columns[k] for v in part]
-            return tuple(itemgetter(*pick)(flat)) if len(pick) > 1 else tuple(flat)
+            return _take([v for part in columns[k] for v in part], pick)
 
         return TensorTable(
             node=node[by_row], role=np.concatenate(columns[1])[by_row], slot=strings(2), dtype=strings(3),
@@ -207,80 +275,79 @@ class HierarchyBuilder:
         )
 
 
-def _children_by_parent(nodes: dict[str, _Pending]) -> dict[str, list[str]]:
-    children: dict[str, list[str]] = {node_id: [] for node_id in nodes}
-    for node_id, pending in nodes.items():
-        if node_id == ROOT_ID:
-            continue
-        parent = pending.parent if pending.parent is not None else ROOT_ID
-        children[parent].append(node_id)
-    return children
+def _take(values: Sequence, pick: list[int]) -> tuple:
+    """``tuple(values[i] for i in pick)`` at C speed."""
+    if len(pick) == 1:
+        return (values[pick[0]],)
+    return tuple(itemgetter(*pick)(values)) if pick else ()
 
 
-def _check_acyclic(nodes: dict[str, _Pending], reached: list[str], source: str) -> None:
-    """Every node is reached from the root unless parent links form a cycle."""
-    if len(reached) == len(nodes):
-        return
-    stuck = next(node_id for node_id in nodes if not _reaches_root(nodes, node_id))
-    raise GraphCycleError(f"{source}: parent links form a cycle through {stuck!r}; a node cannot contain itself")
+def _depths_or_cycle(parent: np.ndarray, root: int, ids: Sequence[str], source: str) -> np.ndarray:
+    """Depth of every row (`parent[root] == root`), by pointer jumping; raises if some row never reaches the root."""
+    jump = parent.copy()
+    depth = (np.arange(len(parent)) != root).astype(np.int64)
+    for _ in range(max(len(parent), 2).bit_length()):
+        depth += depth[jump]
+        jump = jump[jump]
+    stuck = np.flatnonzero(jump != root)
+    if len(stuck):
+        raise GraphCycleError(f"{source}: parent links form a cycle through {ids[stuck[0]]!r}; "
+                              "a node cannot contain itself")
+    return depth
 
 
-def _reaches_root(nodes: dict[str, _Pending], node_id: str) -> bool:
-    seen = set()
-    while node_id != ROOT_ID:
-        if node_id in seen:
-            return False
-        seen.add(node_id)
-        parent = nodes[node_id].parent
-        node_id = parent if parent is not None else ROOT_ID
-    return True
+def _subtree_min(seq: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """The smallest `seq` in each row's subtree: when a container starts."""
+    start = seq.copy()
+    by_depth = np.argsort(depth, kind="stable")
+    ends = np.searchsorted(depth[by_depth], np.arange(depth.max() + 2))
+    for d in range(int(depth.max()), 0, -1):
+        level = by_depth[ends[d]:ends[d + 1]]
+        np.minimum.at(start, parent[level], start[level])
+    return start
 
 
-def _pull_up_start(nodes: dict[str, _Pending], children: dict[str, list[str]], preorder: list[str]) -> None:
-    """A container starts when its first descendant starts; sort children by start."""
-    for node_id in reversed(preorder):
-        kids = children[node_id]
-        if kids:
-            first = min(nodes[k].seq for k in kids)
-            if first < nodes[node_id].seq:
-                nodes[node_id].seq = first
-    for kids in children.values():
-        kids.sort(key=lambda k: nodes[k].seq)
+def _sibling_order(parent: np.ndarray, start: np.ndarray, root: int) -> np.ndarray:
+    """Every row but the root, grouped by parent and in order of start within a parent (ties: row order)."""
+    rows = np.arange(len(parent))
+    rows = rows[rows != root]
+    return rows[np.lexsort((rows, start[rows], parent[rows]))]
 
 
-def _group_top_level_apis(nodes: dict[str, _Pending], children: dict[str, list[str]]) -> None:
-    top = children[ROOT_ID]
-    regrouped: list[str] = []
-    run: list[str] = []
-    groups = 0
-    for node_id in [*top, None]:
-        if node_id is not None and nodes[node_id].kind == _API:
-            run.append(node_id)
-            continue
-        if len(run) >= MIN_GROUP_RUN:
-            group_id, groups = f"{GROUP_PREFIX}.{groups}", groups + 1
-            first = nodes[run[0]]
-            nodes[group_id] = _Pending(group_id, NodeKind.GROUP, GROUP_PREFIX, first.direction,
-                                       None, first.seq, -1, False, ())
-            children[group_id] = run
-            for member in run:
-                nodes[member].parent = group_id
-            regrouped.append(group_id)
-        else:
-            regrouped.extend(run)
-        run = []
-        if node_id is not None:
-            regrouped.append(node_id)
-    children[ROOT_ID] = regrouped
+def _runs(flags: np.ndarray, min_length: int) -> list[tuple[int, int]]:
+    """(begin, end) of every run of True at least `min_length` long."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], flags.astype(np.int8), [0]])))
+    return [(int(b), int(e)) for b, e in zip(edges[::2], edges[1::2]) if e - b >= min_length]
 
 
-def _preorder(children: dict[str, list[str]]) -> list[str]:
-    order: list[str] = []
-    todo = [ROOT_ID]
-    while todo:
-        node_id = todo.pop()
-        order.append(node_id)
-        todo.extend(reversed(children[node_id]))
+def _deepen(depth: np.ndarray, parent: np.ndarray, root: int) -> None:
+    """Recompute depths in place after rows moved one level down (under a new group)."""
+    depth[:] = _depths_or_cycle(parent, root, (), "")
+
+
+def _preorder_rows(parent: np.ndarray, depth: np.ndarray, siblings: np.ndarray, root: int) -> np.ndarray:
+    """Rows in pre-order (a node, then its children's subtrees in sibling order), without a Python walk.
+
+    A row's position is its parent's position + 1 + the sizes of the subtrees of its earlier siblings.
+    """
+    size = np.ones(len(parent), np.int64)
+    by_depth = np.argsort(depth, kind="stable")
+    ends = np.searchsorted(depth[by_depth], np.arange(depth.max() + 2))
+    for d in range(int(depth.max()), 0, -1):
+        level = by_depth[ends[d]:ends[d + 1]]
+        np.add.at(size, parent[level], size[level])
+    sizes = size[siblings]
+    before = np.cumsum(sizes) - sizes  # subtree sizes of all earlier rows in `siblings`
+    group_begin = np.flatnonzero(np.concatenate([[True], parent[siblings][1:] != parent[siblings][:-1]]))
+    first_of_group = np.repeat(group_begin, np.diff(np.concatenate([group_begin, [len(siblings)]])))
+    offset = np.zeros(len(parent), np.int64)
+    offset[siblings] = before - before[first_of_group]
+    position = np.zeros(len(parent), np.int64)
+    for d in range(1, int(depth.max()) + 1):
+        level = by_depth[ends[d]:ends[d + 1]]
+        position[level] = position[parent[level]] + 1 + offset[level]
+    order = np.empty(len(parent), np.int64)
+    order[position] = np.arange(len(parent))
     return order
 
 
@@ -304,38 +371,6 @@ def _fill_forward(steps: np.ndarray, known: np.ndarray) -> None:
     last[known] = known
     np.maximum.accumulate(last, out=last)
     steps[:] = steps[last]
-
-
-def _assemble(
-    info: RunInfo,
-    nodes: dict[str, _Pending],
-    order: list[str],
-    stacks: dict[tuple[str, ...], int],
-    tensors: TensorTable,
-) -> DumpGraph:
-    rows = ids_to_rows(order)
-    pending = [nodes[node_id] for node_id in order]
-    parent = np.fromiter(
-        (rows[p.parent] if p.parent is not None else (0 if p.node_id != ROOT_ID else -1) for p in pending),
-        np.int32, len(pending),
-    )
-    kind = np.fromiter((p.kind for p in pending), np.int8, len(pending))
-    direction = np.fromiter((p.direction for p in pending), np.int8, len(pending))
-    micro = _micro_steps(direction, kind)
-    _inherit_group_micro_steps(micro, kind, parent)
-    table = NodeTable(
-        ids=tuple(order),
-        parent=parent,
-        kind=kind,
-        op=tuple(p.op for p in pending),
-        direction=direction,
-        micro_step=micro,
-        stack=np.fromiter((p.stack for p in pending), np.int32, len(pending)),
-        has_data=np.fromiter((p.has_data for p in pending), bool, len(pending)),
-        attrs=tuple(p.attrs for p in pending) if any(p.attrs for p in pending) else (),
-    )
-    stack_list = sorted(stacks, key=stacks.__getitem__)
-    return DumpGraph(info=info, nodes=table, tensors=tensors, stacks=tuple(stack_list), _rows=rows)
 
 
 def _inherit_group_micro_steps(micro: np.ndarray, kind: np.ndarray, parent: np.ndarray) -> None:

@@ -14,6 +14,8 @@ Both give the same columns; the tests compare them on real dumps.
 from __future__ import annotations
 
 import math
+from itertools import chain, repeat
+from operator import methodcaller
 from sys import intern
 from typing import Any
 
@@ -39,6 +41,7 @@ _ROLE_KEYS = (  # plain ints: enum access is slow in the per-leaf loop
 )
 _PARAM_GRAD = int(Role.PARAM_GRAD)
 _SLOTS = tuple(intern(str(i)) for i in range(64))  # the slots of top-level arguments, made once
+_SLOT_RUNS = tuple(_SLOTS[:n] for n in range(len(_SLOTS) + 1))  # the slots of a list of n arguments
 _SCALAR_FIELDS = {"type", "value", "requires_grad"}
 _NO_FILE = (None, "-1", -1, UNSET)
 _Stat = float | bool | UnsetType | None  # JSON ints decode as floats, as numpy would convert them
@@ -67,7 +70,6 @@ class Misfit(Exception):
     """A typed chunk holds a leaf that plain dicts would read differently: read the chunk as dicts."""
 
 
-_LEAF_OR_NONE = {Leaf, type(None)}
 _Item = Leaf | list[Leaf | list[Any] | None] | None
 _RECORDS = msgspec.json.Decoder(dict[str, dict[str, list[_Item] | dict[str, _Item] | bool | None]])
 
@@ -136,10 +138,11 @@ def collect_record(leaves: Leaves, node_id: str, record: Any, source: str) -> No
 def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
     """`collect_record` for every record of a `typed_records` chunk, role by role in bulk.
 
-    A role holding a plain list of `Leaf` structs (nearly all) is flattened by comprehensions
-    with no per-leaf Python code; the rest go through `collect_record`'s per-record path. Leaves
-    come out role-major instead of node-major: the tensor table sorts them by node (stable), which
-    restores each node's own order.
+    The lists of `Leaf` structs of one role (nearly all role values) are flattened with
+    `itertools.chain`, so no Python code runs per leaf; a record whose list holds anything else
+    (None, a nested list), its keyword and parameter dicts, and parameter-gradient records go
+    through `collect_record`'s per-record path. Leaves come out role-major instead of node-major:
+    the tensor table sorts them by node (stable), which restores each node's own order.
     """
     ids = list(records)
     values = list(records.values())
@@ -151,21 +154,32 @@ def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
         ids = [node_id for node_id, grad in zip(ids, grads) if not grad]
         values = [record for record, grad in zip(values, grads) if not grad]
     for role_key, role in _ROLE_KEYS:
-        column = [record.get(role_key) for record in values]
-        simple = [(type(v) is list and 0 < len(v) <= len(_SLOTS) and set(map(type, v)) <= _LEAF_OR_NONE)
-                  or (type(v) is dict and "type" not in v and set(map(type, v.values())) <= _LEAF_OR_NONE)
-                  for v in column]
-        lists = [(node_id, v) if type(v) is list else (node_id, dict(zip(map(intern, v), v.values())))
-                 for node_id, v, ok in zip(ids, column, simple) if ok]
-        leaves.leaf.extend([x for _, v in lists for x in (v if type(v) is list else v.values()) if x is not None])
-        leaves.slot.extend([s for _, v in lists for s, x in (zip(_SLOTS, v) if type(v) is list else v.items())
-                            if x is not None])
-        leaves.node.extend([node_id for node_id, v in lists for x in (v if type(v) is list else v.values())
-                            if x is not None])
-        leaves.role.extend([role] * (len(leaves.leaf) - len(leaves.role)))
-        for node_id, value, ok in zip(ids, column, simple):
-            if not ok and value is not None:
+        column = list(map(methodcaller("get", role_key), values))
+        lists = [(node_id, v) for node_id, v in zip(ids, column) if type(v) is list and len(v) <= len(_SLOTS)]
+        odd = _records_with_odd_items(lists)
+        if odd:
+            lists = [item for k, item in enumerate(lists) if k not in odd]
+        values_only = [v for _, v in lists]
+        lengths = list(map(len, values_only))
+        leaves.leaf.extend(chain.from_iterable(values_only))
+        leaves.slot.extend(chain.from_iterable(map(_SLOT_RUNS.__getitem__, lengths)))
+        leaves.node.extend(chain.from_iterable(map(repeat, [node_id for node_id, _ in lists], lengths)))
+        leaves.role.extend(repeat(role, len(leaves.leaf) - len(leaves.role)))
+        taken = {node_id for node_id, _ in lists}
+        for node_id, value in zip(ids, column):
+            if value is not None and node_id not in taken and not (type(value) is dict and not value):
+                if isinstance(value, dict) and "type" in value:
+                    value = [value]
                 leaves.collect(node_id, role, value, "")
+
+
+def _records_with_odd_items(lists: list[tuple[str, list]]) -> set[int]:
+    """Positions in `lists` whose list holds something other than a `Leaf`."""
+    kinds = list(map(type, chain.from_iterable(v for _, v in lists)))
+    if kinds.count(Leaf) == len(kinds):
+        return set()
+    owner = np.repeat(np.arange(len(lists)), [len(v) for _, v in lists])
+    return set(owner[[i for i, kind in enumerate(kinds) if kind is not Leaf]].tolist())
 
 
 def md5_flag(records: dict[str, Any], source: str) -> bool | None:
