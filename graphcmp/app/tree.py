@@ -11,6 +11,7 @@ from functools import cached_property
 
 import numpy as np
 
+from graphcmp.core.hierarchy import depths, levels
 from graphcmp.core.records import Direction, DumpGraph, NodeKind
 
 __all__ = ["NavTree", "short_label"]
@@ -73,7 +74,7 @@ class NavTree:
         self._order = order
         self._start = np.searchsorted(parent[order], np.arange(n + 1), side="left")
         self.n_children = np.diff(self._start)
-        self.depth = _depths(parent)
+        self.depth = depths(parent)
 
     def __len__(self) -> int:
         return len(self.parent)
@@ -114,16 +115,4 @@ class NavTree:
 
     @cached_property
     def _by_depth(self) -> list[np.ndarray]:
-        order = np.argsort(self.depth, kind="stable")
-        bounds = np.searchsorted(self.depth[order], np.arange(int(self.depth.max(initial=0)) + 2))
-        return [order[bounds[d]: bounds[d + 1]] for d in range(len(bounds) - 1)]
-
-
-def _depths(parent: np.ndarray) -> np.ndarray:
-    """Depth of every row by pointer jumping (log(depth) numpy passes, no Python loop over rows)."""
-    depth = (parent >= 0).astype(np.int32)
-    up = np.where(parent >= 0, parent, np.arange(len(parent)))
-    while not np.array_equal(up[up], up):
-        depth = depth + depth[up]
-        up = up[up]
-    return depth
+        return levels(self.depth)

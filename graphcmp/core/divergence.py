@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from graphcmp.core.dtypes import normalize_dtype, precision_changed
-from graphcmp.core.hierarchy import execution_keys
+from graphcmp.core.hierarchy import depths, execution_keys, levels
 from graphcmp.core.overflow import OVERFLOW_NAMES
 from graphcmp.core.records import DumpGraph, NodeKind, Role, string_codes, string_column
 
@@ -163,12 +163,11 @@ def _leaf_rows(npu: DumpGraph, matches: Any) -> list[int]:
     BiasAdd against one PyTorch linear) are not compared one by one, so the module is the leaf.
     """
     has_data = npu.nodes.has_data & (npu.nodes.kind != NodeKind.GROUP)
-    below = np.zeros(len(npu), np.int32)
+    data_below = np.zeros(len(npu), np.int8)
     parent = npu.nodes.parent
-    for row in range(len(npu) - 1, 0, -1):  # pre-order: children come after their parent
-        if has_data[row] or below[row]:
-            below[parent[row]] += 1
-    leaf = has_data & (below == 0) & (matches.npu_to_bench >= 0)
+    for rows in reversed(levels(depths(parent))[1:]):
+        np.maximum.at(data_below, parent[rows], (has_data[rows] | (data_below[rows] > 0)).astype(np.int8))
+    leaf = has_data & (data_below == 0) & (matches.npu_to_bench >= 0)
     for group in getattr(matches, "groups", ()):
         if group.via >= 0:
             leaf[list(group.npu)] = False
@@ -232,7 +231,7 @@ def _earliest_producer(npu: DumpGraph, keys: np.ndarray) -> np.ndarray:
     """
     t = npu.tensors
     fingerprint = _fingerprints(t)
-    has_shape = np.fromiter((bool(s) and s != "scalar" for s in t.shape), bool, len(t))
+    has_shape = t.has_shape()
     outputs = np.flatnonzero((t.role == Role.OUTPUT) & has_shape)
     made = t.node[outputs]
     order = np.lexsort((made, keys[made]))  # earliest call first (execution key, then row)

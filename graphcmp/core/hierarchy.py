@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from itertools import pairwise
 from operator import itemgetter
 
 import numpy as np
@@ -34,6 +35,7 @@ __all__ = [
     "HierarchyBuilder",
     "depths",
     "execution_keys",
+    "levels",
     "rebuild_graph",
     "subtree_rows",
 ]
@@ -163,9 +165,13 @@ class HierarchyBuilder:
         """
         self._add_implicit_parents()
         root = self._add_root()
-        parent = np.fromiter((self._rows[p] if p is not None else root for p in self._parent), np.int64, root + 1)
-        parent[root] = root
-        depth = _depths_or_cycle(parent, root, self._ids, info.path)
+        parent = np.fromiter((self._rows[p] if p is not None else root for p in self._parent), np.int64,
+                             len(self._parent))
+        parent[root] = -1
+        depth, top = _jump_to_roots(parent)
+        if (stuck := np.flatnonzero(top != root)).size:
+            raise GraphCycleError(f"{info.path}: parent links form a cycle through {self._ids[stuck[0]]!r}; "
+                                  "a node cannot contain itself")
         start = _subtree_min(np.array(self._seq), parent, depth)
         siblings = _sibling_order(parent, start, root)
         if group_apis:
@@ -217,7 +223,7 @@ class HierarchyBuilder:
         depth = np.concatenate([depth, np.ones(len(runs), depth.dtype)])
         members = np.concatenate([top[b:e] for b, e in runs])
         parent[members] = np.repeat(groups, [e - b for b, e in runs])
-        _deepen(depth, parent, root)
+        depth = depths(parent)
         rank = np.empty(len(parent), np.int64)  # a group takes its first member's place among the root's children
         rank[siblings] = np.arange(len(siblings))
         rank[groups] = rank[top[[b for b, _ in runs]]]
@@ -282,27 +288,10 @@ def _take(values: Sequence, pick: list[int]) -> tuple:
     return tuple(itemgetter(*pick)(values)) if pick else ()
 
 
-def _depths_or_cycle(parent: np.ndarray, root: int, ids: Sequence[str], source: str) -> np.ndarray:
-    """Depth of every row (`parent[root] == root`), by pointer jumping; raises if some row never reaches the root."""
-    jump = parent.copy()
-    depth = (np.arange(len(parent)) != root).astype(np.int64)
-    for _ in range(max(len(parent), 2).bit_length()):
-        depth += depth[jump]
-        jump = jump[jump]
-    stuck = np.flatnonzero(jump != root)
-    if len(stuck):
-        raise GraphCycleError(f"{source}: parent links form a cycle through {ids[stuck[0]]!r}; "
-                              "a node cannot contain itself")
-    return depth
-
-
 def _subtree_min(seq: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
     """The smallest `seq` in each row's subtree: when a container starts."""
     start = seq.copy()
-    by_depth = np.argsort(depth, kind="stable")
-    ends = np.searchsorted(depth[by_depth], np.arange(depth.max() + 2))
-    for d in range(int(depth.max()), 0, -1):
-        level = by_depth[ends[d]:ends[d + 1]]
+    for level in reversed(levels(depth)[1:]):
         np.minimum.at(start, parent[level], start[level])
     return start
 
@@ -320,21 +309,14 @@ def _runs(flags: np.ndarray, min_length: int) -> list[tuple[int, int]]:
     return [(int(b), int(e)) for b, e in zip(edges[::2], edges[1::2]) if e - b >= min_length]
 
 
-def _deepen(depth: np.ndarray, parent: np.ndarray, root: int) -> None:
-    """Recompute depths in place after rows moved one level down (under a new group)."""
-    depth[:] = _depths_or_cycle(parent, root, (), "")
-
-
 def _preorder_rows(parent: np.ndarray, depth: np.ndarray, siblings: np.ndarray, root: int) -> np.ndarray:
     """Rows in pre-order (a node, then its children's subtrees in sibling order), without a Python walk.
 
     A row's position is its parent's position + 1 + the sizes of the subtrees of its earlier siblings.
     """
     size = np.ones(len(parent), np.int64)
-    by_depth = np.argsort(depth, kind="stable")
-    ends = np.searchsorted(depth[by_depth], np.arange(depth.max() + 2))
-    for d in range(int(depth.max()), 0, -1):
-        level = by_depth[ends[d]:ends[d + 1]]
+    by_level = levels(depth)
+    for level in reversed(by_level[1:]):
         np.add.at(size, parent[level], size[level])
     sizes = size[siblings]
     before = np.cumsum(sizes) - sizes  # subtree sizes of all earlier rows in `siblings`
@@ -343,8 +325,7 @@ def _preorder_rows(parent: np.ndarray, depth: np.ndarray, siblings: np.ndarray, 
     offset = np.zeros(len(parent), np.int64)
     offset[siblings] = before - before[first_of_group]
     position = np.zeros(len(parent), np.int64)
-    for d in range(1, int(depth.max()) + 1):
-        level = by_depth[ends[d]:ends[d + 1]]
+    for level in by_level[1:]:
         position[level] = position[parent[level]] + 1 + offset[level]
     order = np.empty(len(parent), np.int64)
     order[position] = np.arange(len(parent))
@@ -381,15 +362,41 @@ def _inherit_group_micro_steps(micro: np.ndarray, kind: np.ndarray, parent: np.n
 
 
 def depths(parent: np.ndarray) -> np.ndarray:
-    """Depth of every row (the root is 0), for rows in pre-order.
+    """Depth of every row (a root, whose parent is -1, is 0), in log(depth) numpy passes.
+
+    Raises
+    ------
+    ValueError
+        If parent links form a cycle.
 
     >>> depths(np.array([-1, 0, 1, 0])).tolist()
     [0, 1, 2, 1]
     """
-    depth = np.zeros(len(parent), np.int32)
-    for row in range(1, len(parent)):  # pre-order: a parent's row is smaller than its children's
-        depth[row] = depth[parent[row]] + 1
+    depth, top = _jump_to_roots(parent)
+    if np.any(parent[top] >= 0):
+        raise ValueError("parent links form a cycle")
     return depth
+
+
+def _jump_to_roots(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(depth, top ancestor) of every row by pointer jumping; a row on or above a cycle never reaches a root."""
+    rows = np.arange(len(parent))
+    up = np.where(parent >= 0, parent, rows)
+    depth = (parent >= 0).astype(np.int32)
+    for _ in range(max(len(parent), 2).bit_length()):
+        jumped = up[up]
+        if np.array_equal(jumped, up):
+            break
+        depth += depth[up]
+        up = jumped
+    return depth, up
+
+
+def levels(depth: np.ndarray) -> list[np.ndarray]:
+    """Rows of each depth, ascending (``levels(d)[k]`` holds the rows of depth k)."""
+    by_depth = np.argsort(depth, kind="stable")
+    ends = np.searchsorted(depth[by_depth], np.arange(int(depth.max(initial=0)) + 2)).tolist()
+    return [by_depth[a:b] for a, b in pairwise(ends)]
 
 
 def subtree_rows(parent: np.ndarray) -> np.ndarray:

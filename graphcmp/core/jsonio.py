@@ -214,18 +214,22 @@ class MemberChunks:
             if at < 0 or not head[:at].lstrip().startswith(b"{"):
                 raise LayoutMismatch(f"{self.path}: no {opener!r} in the first {len(head)} bytes")
             head = head[: at + len(opener) - 1]  # ends with the key's "{"
+            end = _last_close(f, len(head))
             f.seek(len(head))
-            buf = f.read(self.chunk_bytes)  # starts with the first member's line
-            seen = 0  # buf[:seen] holds no _CLOSE: every line starts with "\n ", so searching is not free
-            while (close := buf.find(_CLOSE, max(seen - len(_CLOSE), 0))) < 0:
-                seen = len(buf)
-                block = f.read(self.chunk_bytes)
+            buf = f.read(min(self.chunk_bytes, end - len(head)))  # starts with the first member's line
+            read = len(head) + len(buf)
+            while read < end:
+                block = f.read(min(self.chunk_bytes, end - read))
                 if not block:
                     raise LayoutMismatch(f"{self.path}: ends before {self.key!r} closes")
+                read += len(block)
                 if (cut := buf.rfind(_MEMBER)) > 0:
                     yield _object_text(buf[:cut], last=False)
-                    buf, seen = buf[cut:], seen - cut
+                    buf = buf[cut:]
                 buf += block
+            buf += f.read(len(_CLOSE))
+            if (close := buf.find(_CLOSE, len(buf) - len(_CLOSE))) < 0:
+                raise LayoutMismatch(f"{self.path}: ends before {self.key!r} closes")
             if buf[:close].strip():
                 yield _object_text(buf[:close], last=True)
             tail = buf[close + len(_CLOSE):] + f.read()
@@ -233,6 +237,23 @@ class MemberChunks:
         if not isinstance(rest, dict) or rest.get(self.key) != {}:
             raise LayoutMismatch(f"{self.path}: {self.key!r} is not the one object the layout shows")
         self.rest = rest
+
+
+def _last_close(f: Any, start: int) -> int:
+    """Offset of the last depth-1 close (``\n }``) after `start`: where the chunked object ends when
+    it is the file's last object member (msprobe's "data" is). Found from the end, since searching
+    forward is slow where every line starts with a newline and a space. If another object member
+    follows, the chunks do not parse and the caller reads the file whole."""
+    size = f.seek(0, os.SEEK_END)
+    tail_from = max(start, size - _HEAD_BYTES)
+    while True:
+        f.seek(tail_from)
+        at = f.read(size - tail_from).rfind(_CLOSE)
+        if at >= 0:
+            return tail_from + at
+        if tail_from == start:
+            raise LayoutMismatch("the object never closes")
+        tail_from = max(start, tail_from - _HEAD_BYTES)
 
 
 def _object_text(text: bytes, *, last: bool) -> bytes:

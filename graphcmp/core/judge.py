@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphcmp.core.dtypes import precision_changed
-from graphcmp.core.hierarchy import depths
+from graphcmp.core.hierarchy import depths, levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.metrics import is_nonfinite
 from graphcmp.core.pairing import TensorPairs
@@ -122,9 +122,9 @@ def _pair_levels(
     use_md5 = ~np.isnan(m["md5_diff"]) & (npu.info.task == "md5")
     level[use_md5] = _rule_levels(thresholds, "md5", m)[use_md5]
     severity[use_md5] = m["md5_diff"][use_md5]
-    notes = _pair_notes(nt, bt, pairs)
     nonfinite = is_nonfinite(nt.stats[pairs.npu], nt.present[pairs.npu]) | is_nonfinite(
         bt.stats[pairs.bench], bt.present[pairs.bench])
+    notes = _pair_notes(nt, bt, pairs, nonfinite)
     level[nonfinite] = ERROR
     for k, note in notes.items():
         if not nonfinite[k]:
@@ -132,8 +132,8 @@ def _pair_levels(
     return level, severity, notes
 
 
-def _pair_notes(nt: TensorTable, bt: TensorTable, pairs: TensorPairs) -> dict[int, str]:
-    """Overflow, shape and precision notes of the pairs that have one, by pair index."""
+def _pair_notes(nt: TensorTable, bt: TensorTable, pairs: TensorPairs, nonfinite: np.ndarray) -> dict[int, str]:
+    """Overflow, shape and precision notes of the pairs that have one, by pair index (`nonfinite`: per pair)."""
     i, j = pairs.npu, pairs.bench
     notes: dict[int, str] = {}
     for k in np.flatnonzero(string_column(nt.dtype, i) != string_column(bt.dtype, j)).tolist():
@@ -143,8 +143,7 @@ def _pair_notes(nt: TensorTable, bt: TensorTable, pairs: TensorPairs) -> dict[in
     shape_a, shape_b = string_column(nt.shape, i), string_column(bt.shape, j)
     for k in np.flatnonzero((shape_a != shape_b) & (shape_a != "") & (shape_b != "")).tolist():
         notes[k] = f"shape {shape_a[k]} vs {shape_b[k]}"
-    bad = is_nonfinite(nt.stats[i], nt.present[i]) | is_nonfinite(bt.stats[j], bt.present[j])
-    for k in np.flatnonzero(bad).tolist():
+    for k in np.flatnonzero(nonfinite).tolist():
         notes[k] = _nonfinite_text(nt, int(i[k]), "npu") or _nonfinite_text(bt, int(j[k]), "bench")
     return notes
 
@@ -174,7 +173,7 @@ def _inputs_identical(npu: DumpGraph, pairs: TensorPairs, node: np.ndarray, is_o
 def _unpaired_outputs(npu: DumpGraph, pairs: TensorPairs, matches: MatchTable) -> np.ndarray:
     n = len(npu)
     t = npu.tensors
-    has_shape = np.fromiter((bool(s) and s != "scalar" for s in t.shape), bool, len(t))
+    has_shape = t.has_shape()
     tensor_outputs = np.isin(t.role, _OUTPUT_ROLES) & has_shape
     outputs = np.bincount(t.node[tensor_outputs], minlength=n)
     paired = np.zeros(len(t), bool)
@@ -250,12 +249,10 @@ def _pair_reasons(npu: DumpGraph, pairs: TensorPairs, ks: np.ndarray, notes: dic
 
 def _roll_up(npu: DumpGraph, status: np.ndarray, severity: np.ndarray) -> tuple[np.ndarray, ...]:
     parent = npu.nodes.parent
-    depth = depths(parent)
     worst = np.maximum(status, PASS).astype(np.int8)
     worst_sev = severity.copy()
     unmatched = (status == UNMATCHED).astype(np.int32)
-    for d in range(int(depth.max(initial=0)), 0, -1):
-        rows = np.flatnonzero(depth == d)
+    for rows in reversed(levels(depths(parent))[1:]):
         np.maximum.at(worst, parent[rows], worst[rows])
         np.maximum.at(worst_sev, parent[rows], worst_sev[rows])
         np.add.at(unmatched, parent[rows], unmatched[rows])

@@ -18,6 +18,7 @@ import numpy as np
 from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.jsonio import read_json
+from graphcmp.core.metrics import is_nonfinite
 from graphcmp.core.records import DumpGraph, Role, string_codes
 
 __all__ = [
@@ -72,7 +73,7 @@ def overflow_levels(graph: DumpGraph) -> np.ndarray:
 
 def _bad_tensors(graph: DumpGraph) -> np.ndarray:
     t = graph.tensors
-    nonfinite = (~np.isfinite(t.stats) & t.present).any(axis=1)
+    nonfinite = is_nonfinite(t.stats, t.present)
     code, names = string_codes(t.dtype)
     limits = np.array([DTYPE_LIMITS.get(normalize_dtype(d), np.inf) for d in names] + [np.inf])[code]
     with np.errstate(invalid="ignore"):

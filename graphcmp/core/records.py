@@ -144,6 +144,11 @@ class TensorTable:
     def __len__(self) -> int:
         return len(self.slot)
 
+    def has_shape(self) -> np.ndarray:
+        """True for rows that are tensors with a shape (not scalars, not other values)."""
+        codes, shapes = string_codes(self.shape)
+        return np.array([bool(s) and s != "scalar" for s in shapes], bool)[codes] if shapes else np.zeros(0, bool)
+
     @classmethod
     def empty(cls) -> TensorTable:
         """Return a table with no rows."""
@@ -325,9 +330,9 @@ def string_codes(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     >>> codes.tolist(), names
     ([0, 1, 0], ['float32', 'int64'])
     """
-    table: dict[str, int] = {}
-    codes = np.fromiter((table.setdefault(v, len(table)) for v in values), np.int64, len(values))
-    return codes, list(table)
+    names = list(dict.fromkeys(values))
+    table = {name: i for i, name in enumerate(names)}
+    return np.fromiter(map(table.__getitem__, values), np.int64, len(values)), names
 
 
 def string_column(values: Sequence[str], rows: np.ndarray) -> np.ndarray:

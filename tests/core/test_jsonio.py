@@ -40,10 +40,25 @@ def _floats(value):
 def test_members_after_the_data_object_are_kept(tmp_path):
     doc = json.loads(OVERFLOW.read_text())
     path = tmp_path / "dump.json"
-    path.write_text(json.dumps({"task": doc["task"], "data": doc["data"], "extra": {"a": [1, 2]}}, indent=1))
+    path.write_text(json.dumps({"task": doc["task"], "data": doc["data"], "extra": 7, "more": [1]}, indent=1))
     chunks = MemberChunks(path, "data", chunk_bytes=500)
     assert len([k for c in chunks for k in c]) == len(doc["data"])
-    assert chunks.rest == {"task": doc["task"], "data": {}, "extra": {"a": [1, 2]}}
+    assert chunks.rest == {"task": doc["task"], "data": {}, "extra": 7, "more": [1]}
+
+
+@pytest.mark.parametrize("chunk_bytes", [300, 500, 4096])
+def test_an_object_after_the_data_object_asks_for_a_whole_read(tmp_path, chunk_bytes):
+    # the end of "data" is looked up from the end of the file (msprobe writes it last); when
+    # another object follows, some chunk does not parse before any of its members is handed out
+    doc = json.loads(OVERFLOW.read_text())
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps({"task": doc["task"], "data": doc["data"],
+                                "extra": {"a": [1, 2], "b": {"c": 1}, "d": 2}}, indent=1))
+    seen = []
+    with pytest.raises(LayoutMismatch):
+        for chunk in MemberChunks(path, "data", chunk_bytes=chunk_bytes):
+            seen.extend(chunk)
+    assert set(seen) <= set(doc["data"])
 
 
 @pytest.mark.parametrize(

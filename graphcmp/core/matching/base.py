@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -252,11 +253,12 @@ class RuleMatcher:
 
 def children_rows(graph: DumpGraph) -> list[list[int]]:
     """Children rows per row, in execution order (rows are pre-order, so ascending)."""
-    kids: list[list[int]] = [[] for _ in range(len(graph))]
-    for child, parent in enumerate(graph.nodes.parent.tolist()):
-        if parent >= 0:
-            kids[parent].append(child)
-    return kids
+    parent = graph.nodes.parent
+    by_parent = np.argsort(parent, kind="stable")
+    by_parent = by_parent[parent[by_parent] >= 0]
+    ends = np.searchsorted(parent[by_parent], np.arange(len(graph) + 1)).tolist()
+    flat = by_parent.tolist()
+    return [flat[a:b] for a, b in pairwise(ends)]
 
 
 class Walk:
@@ -265,8 +267,9 @@ class Walk:
     Attributes
     ----------
     npu, bench : DumpGraph
-    npu_to_bench, bench_to_npu : ndarray of int32
-        Current partners (-1 free; any other value means taken).
+    npu_to_bench, bench_to_npu : list of int
+        Current partners (-1 free; any other value means taken); lists, as the walk reads them one
+        row at a time.
     npu_kids, bench_kids : list of list of int
         Children per row with group nodes replaced by their members.
     npu_kind, npu_dir, bench_kind, bench_dir : list of int
@@ -275,9 +278,9 @@ class Walk:
 
     def __init__(self, npu: DumpGraph, bench: DumpGraph, matchers: Sequence[Any]) -> None:
         self.npu, self.bench, self.matchers = npu, bench, matchers
-        self.npu_to_bench = np.full(len(npu), -1, np.int32)
-        self.bench_to_npu = np.full(len(bench), -1, np.int32)
-        self.rule = np.full(len(npu), -1, np.int8)
+        self.npu_to_bench = [-1] * len(npu)
+        self.bench_to_npu = [-1] * len(bench)
+        self.rule = [-1] * len(npu)
         self.npu_kids, self.bench_kids = _flat_children(npu), _flat_children(bench)
         self.groups: list[FusedGroup] = []
         self.slot_maps: dict[int, SlotMap] = {}
@@ -331,9 +334,10 @@ class Walk:
             return True
         n_anchor = claim.anchor[0] if claim.anchor[0] >= 0 else n_rows[-1]
         b_anchor = claim.anchor[1] if claim.anchor[1] >= 0 else b_rows[-1]
-        self.npu_to_bench[list(n_rows)] = b_anchor
-        self.rule[list(n_rows)] = code
-        self.bench_to_npu[list(b_rows)] = n_anchor
+        for n in n_rows:
+            self.npu_to_bench[n], self.rule[n] = b_anchor, code
+        for b in b_rows:
+            self.bench_to_npu[b] = n_anchor
         self.groups.append(FusedGroup(tuple(n_rows), tuple(b_rows), code, claim.via))
         return False
 
@@ -434,11 +438,13 @@ def match_graphs(npu: DumpGraph, bench: DumpGraph, matchers: Sequence[ChildMatch
                         todo.append((n, b))
             n_free = [r for r in n_free if n2b[r] == -1]
             b_free = [r for r in b_free if b2n[r] == -1]
+    n2b, b2n = np.array(n2b, np.int32), np.array(b2n, np.int32)
+    rule = np.array(walk.rule, np.int8)
     if walk.blocked:
-        walk.npu_to_bench[walk.npu_to_bench == _BLOCKED] = -1
-        walk.bench_to_npu[walk.bench_to_npu == _BLOCKED] = -1
-    _match_groups(npu, bench, walk.npu_to_bench, walk.bench_to_npu, walk.rule)
-    return _table(walk, matchers, rich, rules)
+        n2b[n2b == _BLOCKED] = -1
+        b2n[b2n == _BLOCKED] = -1
+    _match_groups(npu, bench, n2b, b2n, rule)
+    return _table(walk, matchers, rich, rules, MatchTable(n2b, b2n, rule, rules))
 
 
 def _entry_order(claim: Claim) -> int:
@@ -458,9 +464,12 @@ def _pin(walk: Walk, matchers: Sequence[Any], rich: list[bool]) -> list[tuple[in
     return pinned
 
 
-def _table(walk: Walk, matchers: Sequence[Any], rich: list[bool], rules: tuple[str, ...]) -> MatchTable:
+def _table(
+    walk: Walk, matchers: Sequence[Any], rich: list[bool], rules: tuple[str, ...], plain: MatchTable
+) -> MatchTable:
+    """`plain` (the pairs) with what the rule matchers report."""
     if not any(rich):
-        return MatchTable(walk.npu_to_bench, walk.bench_to_npu, walk.rule, rules)
+        return plain
     notes: list[RuleNote] = []
     renames: dict[str, dict[str, str]] = {}
     conflicts = walk.conflict_lines()
@@ -473,7 +482,7 @@ def _table(walk: Walk, matchers: Sequence[Any], rich: list[bool], rules: tuple[s
                 merged = renames.setdefault(op, {})
                 for old, new in table.items():
                     merged.setdefault(old, new)
-    return MatchTable(walk.npu_to_bench, walk.bench_to_npu, walk.rule, rules, groups=tuple(walk.groups),
+    return replace(plain, groups=tuple(walk.groups),
                       slot_maps=walk.slot_maps, slot_renames=renames, notes=tuple(notes), conflicts=tuple(conflicts))
 
 

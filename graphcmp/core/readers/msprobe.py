@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -236,7 +237,9 @@ def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str
         else:
             extra += 1
             seq[node_id] = previous + extra * step
-    return dict(sorted(seq.items(), key=lambda item: item[1]))
+    if len(seq) == len(construct):
+        return seq  # every node is in construct.json: already in order
+    return dict(sorted(seq.items(), key=itemgetter(1)))
 
 
 def _parents(

@@ -235,6 +235,7 @@ def _dict_columns(items: list[Any]) -> tuple:
 
 
 _BLANK = Leaf(type="", dtype="", Max=None, Min=None, Mean=None, Norm=None)
+_NUMBERS = (int, float, bool)
 _PLAIN_FIELDS = ("type", "value", "requires_grad")
 
 
@@ -266,22 +267,21 @@ def _struct_columns(items: list[Any]) -> tuple:
         stats = np.array([[None if v is UNSET else v for v in row] for row in rows], np.float64).reshape(-1, 4)
     present = ~np.isnan(stats)
     value = [""] * len(items)
-    for i in odd:
-        dtype[i], shape[i], md5[i], file[i], value[i], *row = _odd_fields(items[i])
+    scalars = [i for i in odd if type(x := items[i]) is Leaf and type(x.value) in _NUMBERS and x.shape is UNSET
+               and x.Min is UNSET and x.Mean is UNSET and x.Norm is UNSET and x.md5 is UNSET
+               and x.data_name is UNSET]
+    if scalars:  # a number argument: shape "scalar", its value as max, min and mean
+        numbers = [items[i].value for i in scalars]
+        stats[scalars, :3] = np.array(numbers, np.float64)[:, None]
+        present[scalars] = (True, True, True, False)
+        for i, number in zip(scalars, numbers):
+            dtype[i], shape[i], value[i] = items[i].type, "scalar", orjson.dumps(number).decode()
+    for i in sorted(set(odd).difference(scalars)):
+        dtype[i], shape[i], md5[i], file[i], value[i], *row = _leaf_fields(_as_plain(items[i]))
         stats[i] = [math.nan if v is None else _float(v) for v in row]
         present[i] = [v is not None for v in row]
     stats[~present] = 0.0  # as plain dicts give: an absent statistic is a 0 that `present` masks
     return dtype, shape, md5, file, value, stats, present
-
-
-def _odd_fields(leaf: Any) -> tuple:
-    """`_leaf_fields` of a typed leaf that is not a tensor; a scalar (the common case) without a dict."""
-    if (type(leaf) is Leaf and type(leaf.value) in (int, float, bool) and leaf.shape is UNSET
-            and leaf.Min is UNSET and leaf.Mean is UNSET and leaf.Norm is UNSET and leaf.md5 is UNSET
-            and leaf.data_name is UNSET):
-        v = float(leaf.value)
-        return leaf.type, "scalar", "", "", _text(leaf.value), v, v, v, None
-    return _leaf_fields(_as_plain(leaf))
 
 
 def _shape_text(shape: tuple[int, ...] | UnsetType | None) -> str:
