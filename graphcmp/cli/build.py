@@ -11,7 +11,6 @@ from graphcmp.cli.progress import stages
 from graphcmp.cli.render import render_graph_summary
 from graphcmp.core.outputs import checked_output
 from graphcmp.core.readers import read_graph
-from graphcmp.core.report import graph_summary, save_graph
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from graphcmp.core.report import graph_summary, save_graph
+
     checked_output(args.output, [args.dump])
     with stages(2, "build", quiet=args.quiet) as bar:
         bar.set_postfix_str("reading")

@@ -14,12 +14,10 @@ from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
 from graphcmp.cli.render import render_summary
-from graphcmp.core.compare import compare_graphs, read_pair
 from graphcmp.core.distributed.layout import is_batch_root
 from graphcmp.core.outputs import checked_output
-from graphcmp.core.report import save_report
+from graphcmp.core.readers.pair import read_pair
 from graphcmp.core.rules import load_thresholds
-from graphcmp.core.tensorcmp import tensor_metrics_for
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -52,7 +50,10 @@ def handle(args: argparse.Namespace) -> int:
     matchers = matchers_from_args(args)
     with stages(3, "compare", quiet=args.quiet) as bar:
         bar.set_postfix_str("reading both runs")
-        npu, bench = read_pair(args.npu, args.bench, format=args.format)
+        npu, bench = read_pair(args.npu, args.bench, format=args.format, meanwhile=_load_comparison)
+        from graphcmp.core.compare import compare_graphs
+        from graphcmp.core.report import save_report
+        from graphcmp.core.tensorcmp import tensor_metrics_for
         bar.update()
         bar.set_postfix_str("comparing")
         tensors = None if args.no_tensors else tensor_metrics_for(npu, bench)
@@ -67,3 +68,9 @@ def handle(args: argparse.Namespace) -> int:
     emit(summary, render_summary(summary) + (f"\n{rules}" if rules else "") + f"\nwritten: {args.output}", args.json)
     overflow = args.overflow and bool(summary["overflow"])
     return 0 if report and not overflow else 1
+
+
+def _load_comparison() -> None:
+    """Import what comes after reading while the bench run is read in the other process."""
+    import graphcmp.core.compare
+    import graphcmp.core.report  # noqa: F401

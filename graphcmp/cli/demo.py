@@ -9,9 +9,7 @@ from pathlib import Path
 
 from graphcmp.cli.output import emit
 from graphcmp.cli.render import render_analysis, render_summary
-from graphcmp.core.compare import compare_paths
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.report import save_report
 from graphcmp.samples import sample_pair
 
 
@@ -27,6 +25,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from graphcmp.core.compare import compare_paths
+    from graphcmp.core.report import save_report
+
     npu, bench = sample_pair()
     if not npu.is_dir():
         raise DumpFormatError(f"{npu}: bundled samples not found; reinstall graphcmp")

@@ -8,7 +8,6 @@ from graphcmp.cli.options import add_json
 from graphcmp.cli.output import emit
 from graphcmp.cli.render import render_analysis, render_job_analysis
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.report import CompareReport, load_document
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from graphcmp.core.distributed.batch import is_batch_result, load_index  # lazy: jobs only
+    from graphcmp.core.distributed.batch import is_batch_result, load_index
+    from graphcmp.core.report import CompareReport, load_document
 
     if is_batch_result(args.result):
         analysis = load_index(args.result)["analysis"]

@@ -7,7 +7,6 @@ import argparse
 from graphcmp.cli.options import add_json
 from graphcmp.cli.output import emit
 from graphcmp.cli.render import render_batch, render_graph_summary, render_summary
-from graphcmp.core.report import CompareReport, graph_summary, load_document
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +17,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from graphcmp.core.distributed.batch import batch_summary, is_batch_result, load_index  # lazy: jobs only
+    from graphcmp.core.distributed.batch import batch_summary, is_batch_result, load_index
+    from graphcmp.core.report import CompareReport, graph_summary, load_document
 
     if is_batch_result(args.file):
         summary = batch_summary(load_index(args.file))

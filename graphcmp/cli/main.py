@@ -2,6 +2,10 @@
 
 Exit codes: 0 all pass; 1 divergence or invalid values found (as ``diff`` does); 2 bad input
 (`GraphcmpError`, one line on stderr); anything else is a bug and keeps its traceback.
+
+Command modules import the core's heavier parts (comparison, report, exporters) inside their
+handlers: start-up stays short, and `graphcmp compare` loads them while its second process
+already reads the bench run.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from graphcmp.core.divergence import Analysis, Divergence
+if TYPE_CHECKING:
+    from graphcmp.core.divergence import Analysis, Divergence
 
 __all__ = ["render_analysis", "render_batch", "render_graph_summary", "render_job_analysis", "render_summary"]
 

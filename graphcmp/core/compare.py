@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 from graphcmp._version import __version__
 from graphcmp.core.judge import judge
 from graphcmp.core.matching import ChildMatcher, default_matchers, match_graphs
 from graphcmp.core.pairing import TensorMetricsFn, pair_metrics, pair_tensors
-from graphcmp.core.readers import read_graph
+from graphcmp.core.readers.pair import read_pair
 from graphcmp.core.records import DumpGraph
 from graphcmp.core.report import CompareOptions, CompareReport
 from graphcmp.core.rules import DEFAULT_THRESHOLDS, Thresholds
 
-__all__ = ["compare_graphs", "compare_paths", "read_pair"]
-
-PARALLEL_READ_BYTES = 8_000_000
-"""Above this total input size the two runs are read in two processes (below it, start-up costs more)."""
+__all__ = ["compare_graphs", "compare_paths"]
 
 
 def compare_graphs(
@@ -81,35 +75,3 @@ def compare_paths(
     """Read both runs (format detected unless given) and compare them; see `compare_graphs`."""
     npu, bench = read_pair(npu_path, bench_path, format=format)
     return compare_graphs(npu, bench, **options)
-
-
-def read_pair(
-    npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], *, format: str | None = None
-) -> tuple[DumpGraph, DumpGraph]:
-    """Read the npu and the bench run; large inputs on a multi-core machine are read side by side.
-
-    The bench run is read in a forked child process while this one reads the npu run; the child
-    sends the finished `DumpGraph` back (a bad input raises the same `GraphcmpError` as reading
-    it here would).
-    """
-    if not _worth_parallel(npu_path, bench_path):
-        return read_graph(npu_path, format), read_graph(bench_path, format)
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        bench_future = pool.submit(read_graph, bench_path, format)
-        npu = read_graph(npu_path, format)
-        return npu, bench_future.result()
-
-
-def _worth_parallel(*paths: str | os.PathLike[str]) -> bool:
-    if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return False
-    return sum(_input_bytes(Path(p)) for p in paths) > PARALLEL_READ_BYTES
-
-
-def _input_bytes(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    if path.is_dir():
-        return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
-    return 0

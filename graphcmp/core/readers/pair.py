@@ -1,0 +1,58 @@
+"""Reading an npu run and its bench run side by side: the bench run in a forked process."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from graphcmp.core.readers.detect import read_graph
+from graphcmp.core.records import DumpGraph
+
+__all__ = ["PARALLEL_READ_BYTES", "read_pair"]
+
+PARALLEL_READ_BYTES = 8_000_000
+"""Above this total input size the two runs are read in two processes (below it, start-up costs more)."""
+
+
+def read_pair(
+    npu_path: str | os.PathLike[str],
+    bench_path: str | os.PathLike[str],
+    *,
+    format: str | None = None,
+    meanwhile: Callable[[], object] | None = None,
+) -> tuple[DumpGraph, DumpGraph]:
+    """Read the npu and the bench run; large inputs on a multi-core machine are read side by side.
+
+    The bench run is read in a forked child process while this one reads the npu run; the child
+    sends the finished `DumpGraph` back (a bad input raises the same `GraphcmpError` as reading
+    it here would). `meanwhile` runs here first, once the child is reading: the command line loads
+    the comparison's modules then, which costs no time while the child is busy.
+    """
+    if not _worth_parallel(npu_path, bench_path):
+        if meanwhile is not None:
+            meanwhile()
+        return read_graph(npu_path, format), read_graph(bench_path, format)
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        bench_future = pool.submit(read_graph, bench_path, format)
+        if meanwhile is not None:
+            meanwhile()
+        npu = read_graph(npu_path, format)
+        return npu, bench_future.result()
+
+
+def _worth_parallel(*paths: str | os.PathLike[str]) -> bool:
+    if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return False
+    return sum(_input_bytes(Path(p)) for p in paths) > PARALLEL_READ_BYTES
+
+
+def _input_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+    return 0
