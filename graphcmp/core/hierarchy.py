@@ -113,6 +113,34 @@ class HierarchyBuilder:
         self._has_data.append(has_data)
         self._attrs.append(tuple(attrs))
 
+    def add_nodes(
+        self,
+        node_ids: Sequence[str],
+        kinds: Sequence[int],
+        ops: Sequence[str],
+        directions: Sequence[int],
+        parents: Sequence[str | None],
+        seqs: Sequence[float],
+        has_data: Sequence[bool],
+    ) -> None:
+        """`add_node` for many distinct nodes at once, as columns (no stacks or attributes)."""
+        if any(map(self._rows.__contains__, node_ids)):
+            for node_id, kind, op, direction, parent, seq, data in zip(
+                    node_ids, kinds, ops, directions, parents, seqs, has_data):
+                self.add_node(node_id, kind, op, direction, parent, seq, has_data=data)
+            return
+        start = len(self._ids)
+        self._rows.update(zip(node_ids, range(start, start + len(node_ids))))
+        self._ids.extend(node_ids)
+        self._kind.extend(kinds)
+        self._op.extend(ops)
+        self._direction.extend(directions)
+        self._parent.extend(parents)
+        self._seq.extend(map(float, seqs))
+        self._stack.extend([-1] * len(node_ids))
+        self._has_data.extend(has_data)
+        self._attrs.extend([()] * len(node_ids))
+
     def add_stack(self, frames: Sequence[str]) -> int:
         """Intern a stack (a sequence of frame lines) and return its row."""
         key = tuple(frames)

@@ -206,10 +206,10 @@ def _assemble(
     construct = construct or {}
     seq = _sequence(construct, data)
     parents = _parents(construct, data, source, notes)
-    for node_id, position in seq.items():
-        kind, op, direction, _ = parse_node_id(node_id)
-        builder.add_node(node_id, kind, op, direction, parents.get(node_id), position,
-                         has_data=node_id in data)
+    ids = list(seq)
+    kinds, ops, directions, _ = zip(*map(parse_node_id, ids)) if ids else ((), (), (), ())
+    builder.add_nodes(ids, kinds, ops, directions, list(map(parents.get, ids)), list(seq.values()),
+                      list(map(data.__contains__, ids)))
     if add_tensors is not None:
         add_tensors(builder)
     _attach_stacks(builder, stack or {}, source, notes)
@@ -228,7 +228,9 @@ def _task(header: Mapping[str, Any], md5: bool) -> str:
 
 def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, float]:
     """Order nodes by construct.json (creation order); dump-only nodes go after their dump predecessor."""
-    seq = {node_id: float(i) for i, node_id in enumerate(construct)}
+    seq = dict(zip(construct, map(float, range(len(construct)))))
+    if data.keys() <= seq.keys():
+        return seq  # every node is in construct.json: already in order
     previous, extra = -1.0, 0
     step = 1.0 / (len(data) + 2)
     for node_id in data:
@@ -237,25 +239,20 @@ def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str
         else:
             extra += 1
             seq[node_id] = previous + extra * step
-    if len(seq) == len(construct):
-        return seq  # every node is in construct.json: already in order
     return dict(sorted(seq.items(), key=itemgetter(1)))
 
 
 def _parents(
     construct: Mapping[str, Any], data: Mapping[str, Any], source: str, notes: list[str]
 ) -> dict[str, str | None]:
-    parents: dict[str, str | None] = {}
-    for node_id, parent in construct.items():
-        if parent is not None and not isinstance(parent, str):
-            raise DumpFormatError(f"{source}/{CONSTRUCT_FILE}: {node_id!r}: parent is a "
-                                  f"{type(parent).__name__}, expected a node id or null")
-        parents[node_id] = parent
+    if not set(map(type, construct.values())) <= {str, type(None)}:
+        node_id, parent = next((k, p) for k, p in construct.items() if p is not None and not isinstance(p, str))
+        raise DumpFormatError(f"{source}/{CONSTRUCT_FILE}: {node_id!r}: parent is a "
+                              f"{type(parent).__name__}, expected a node id or null")
+    parents: dict[str, str | None] = dict(construct)
     ids = set(construct) | set(data)
     orphans = 0
-    for node_id in data:
-        if node_id in parents:
-            continue
+    for node_id in [n for n in data if n not in parents]:
         kind = parse_node_id(node_id)[0]
         if kind == NodeKind.PARAM_GRAD:
             parents[node_id] = _param_grad_owner(node_id, ids)
@@ -274,9 +271,7 @@ def _adopt_backward_calls(parents: dict[str, str | None], ids: set[str]) -> None
     module's backward hook fires after the call); msprobe's own graph puts them under
     ``Module.embedding.Embedding.backward.0``, which is where a reader looks for them.
     """
-    for node_id, parent in list(parents.items()):
-        if parent is not None or not node_id.endswith(".backward"):
-            continue
+    for node_id in [n for n, parent in parents.items() if parent is None and n.endswith(".backward")]:
         twin_parent = parents.get(node_id[: -len("backward")] + "forward")
         if twin_parent and twin_parent.rsplit(".", 2)[-2] == "forward":
             stem, _, counter = twin_parent.rpartition(".forward.")

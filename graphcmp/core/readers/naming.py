@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from sys import intern
 
 from graphcmp.core.records import Direction, NodeKind
 
@@ -39,8 +40,8 @@ def parse_node_id(node_id: str) -> tuple[NodeKind, str, Direction, int]:
     >>> parse_node_id("Cell.fc1.Dense.parameters_grad.0")
     (<NodeKind.PARAM_GRAD: 3>, 'Dense', <Direction.BACKWARD: 1>, 0)
     """
-    quick = _split_common(node_id)
-    return quick if quick is not None else _parse_by_expressions(node_id)
+    kind, op, direction, counter = _split_common(node_id) or _parse_by_expressions(node_id)
+    return kind, intern(op), direction, counter  # one string per op name: less memory, faster to pickle
 
 
 def _parse_by_expressions(node_id: str) -> tuple[NodeKind, str, Direction, int]:
