@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -251,6 +253,10 @@ class DumpGraph:
     def __contains__(self, node_id: object) -> bool:
         return node_id in self._rows
 
+    def rows_of(self, node_ids: Sequence[str]) -> np.ndarray:
+        """Row of each id, -1 for an id this graph does not have."""
+        return np.fromiter(map(self._rows.get, node_ids, repeat(-1)), np.int64, len(node_ids))
+
     def children(self, node_id: str) -> list[str]:
         """Children of `node_id` in execution order."""
         ids = self.nodes.ids
@@ -326,10 +332,27 @@ def _tree(table: NodeTable) -> nx.DiGraph:
 def string_codes(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     """Integer code per value and the distinct values, in first-seen order (faster than sorting strings).
 
+    A table's string columns are tuples: their codes are computed once and shared (read-only),
+    since judge, overflow and divergence all ask for the same dtype and shape columns.
+
     >>> codes, names = string_codes(("float32", "int64", "float32"))
     >>> codes.tolist(), names
     ([0, 1, 0], ['float32', 'int64'])
     """
+    if isinstance(values, tuple):
+        codes, names = _tuple_codes(values)
+        return codes, list(names)
+    return _codes(values)
+
+
+@lru_cache(maxsize=16)
+def _tuple_codes(values: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...]]:
+    codes, names = _codes(values)
+    codes.flags.writeable = False
+    return codes, tuple(names)
+
+
+def _codes(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     names = list(dict.fromkeys(values))
     table = {name: i for i, name in enumerate(names)}
     return np.fromiter(map(table.__getitem__, values), np.int64, len(values)), names
@@ -341,7 +364,16 @@ def string_column(values: Sequence[str], rows: np.ndarray) -> np.ndarray:
     >>> (string_column(("a", "b", "a"), np.array([0, 2])) == "a").tolist()
     [True, True]
     """
-    return np.array(values, dtype=object)[rows] if len(values) else np.zeros(len(rows), object)
+    if not len(values):
+        return np.zeros(len(rows), object)
+    return (_object_column(values) if isinstance(values, tuple) else np.array(values, dtype=object))[rows]
+
+
+@lru_cache(maxsize=16)
+def _object_column(values: tuple[str, ...]) -> np.ndarray:
+    column = np.array(values, dtype=object)
+    column.flags.writeable = False
+    return column
 
 
 def ids_to_rows(ids: Sequence[str]) -> dict[str, int]:

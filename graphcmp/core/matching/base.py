@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from graphcmp.core.hierarchy import depths, levels
 from graphcmp.core.records import DumpGraph, NodeKind
 
 if TYPE_CHECKING:
@@ -42,7 +43,11 @@ GROUP_RULE = "group"
 
 
 class ChildMatcher(Protocol):
-    """A matching strategy: pairs children of one matched parent pair."""
+    """A matching strategy: pairs children of one matched parent pair.
+
+    A matcher whose ``by_id`` attribute is true pairs exactly the children with equal ids; when it
+    comes first, `match_graphs` applies it to the whole tree in one vectorised pass.
+    """
 
     name: str
 
@@ -281,7 +286,6 @@ class Walk:
         self.npu_to_bench = [-1] * len(npu)
         self.bench_to_npu = [-1] * len(bench)
         self.rule = [-1] * len(npu)
-        self.npu_kids, self.bench_kids = _flat_children(npu), _flat_children(bench)
         self.groups: list[FusedGroup] = []
         self.slot_maps: dict[int, SlotMap] = {}
         self.credit: dict[int, Counter[int]] = {}
@@ -289,6 +293,14 @@ class Walk:
         self.owner_bench: dict[int, tuple[int, int]] = {}
         self.conflicts: dict[tuple[str, str], list] = {}  # (entry where, owner) -> [first message, count]
         self.blocked = False
+
+    @cached_property
+    def npu_kids(self) -> list[list[int]]:
+        return _flat_children(self.npu)
+
+    @cached_property
+    def bench_kids(self) -> list[list[int]]:
+        return _flat_children(self.bench)
 
     @cached_property
     def npu_kind(self) -> list[int]:
@@ -419,7 +431,10 @@ def match_graphs(npu: DumpGraph, bench: DumpGraph, matchers: Sequence[ChildMatch
     todo = [(0, 0)]
     if any(rich):
         todo.extend(_pin(walk, matchers, rich))
-    n2b, b2n, npu_kids, bench_kids = walk.npu_to_bench, walk.bench_to_npu, walk.npu_kids, walk.bench_kids
+    elif matchers and getattr(matchers[0], "by_id", False):
+        todo = _match_ids_first(walk, code=2, more=len(matchers) > 1)
+    n2b, b2n = walk.npu_to_bench, walk.bench_to_npu
+    npu_kids, bench_kids = (walk.npu_kids, walk.bench_kids) if todo else ([], [])
     while todo:
         n_parent, b_parent = todo.pop()
         n_free = [r for r in npu_kids[n_parent] if n2b[r] == -1]
@@ -445,6 +460,49 @@ def match_graphs(npu: DumpGraph, bench: DumpGraph, matchers: Sequence[ChildMatch
         b2n[b2n == _BLOCKED] = -1
     _match_groups(npu, bench, n2b, b2n, rule)
     return _table(walk, matchers, rich, rules, MatchTable(n2b, b2n, rule, rules))
+
+
+def _match_ids_first(walk: Walk, code: int, *, more: bool) -> list[tuple[int, int]]:
+    """What the walk's first matcher does when it pairs equal ids (`ExactMatcher`), for the whole
+    tree at once: level by level, a node pairs with the bench node of its id when their (group-
+    transparent) parents are paired. Returns the paired parents whose children the matchers after
+    it (`more`) still have to look at: those with unpaired children on both sides.
+    """
+    npu, bench = walk.npu, walk.bench
+    npu_parent, bench_parent = _flat_parents(npu), _flat_parents(bench)
+    partner = bench.rows_of(npu.nodes.ids)
+    partner[npu.nodes.kind == NodeKind.GROUP] = -1
+    partner[(partner >= 0) & (bench.nodes.kind[np.maximum(partner, 0)] == NodeKind.GROUP)] = -1
+    n2b = np.full(len(npu), -1, np.int64)
+    n2b[0] = 0
+    for level in levels(depths(npu_parent))[1:]:
+        b = partner[level]
+        up = n2b[npu_parent[level]]
+        ok = (b >= 0) & (up >= 0) & (up == bench_parent[np.maximum(b, 0)])
+        n2b[level[ok]] = b[ok]
+    paired = np.flatnonzero(n2b >= 0)[1:]
+    b2n = np.full(len(bench), -1, np.int64)
+    b2n[n2b[paired]] = paired
+    b2n[0] = 0
+    rule = np.full(len(npu), -1, np.int64)
+    rule[paired] = code
+    rule[0] = 0
+    walk.npu_to_bench, walk.bench_to_npu, walk.rule = n2b.tolist(), b2n.tolist(), rule.tolist()
+    if not more:
+        return []
+    free_npu = np.bincount(npu_parent[n2b < 0][npu_parent[n2b < 0] >= 0], minlength=len(npu))
+    free_bench = np.bincount(bench_parent[b2n < 0][bench_parent[b2n < 0] >= 0], minlength=len(bench))
+    both = np.flatnonzero((n2b >= 0) & (free_npu > 0))
+    both = both[free_bench[n2b[both]] > 0]
+    return list(zip(both.tolist(), n2b[both].tolist()))
+
+
+def _flat_parents(graph: DumpGraph) -> np.ndarray:
+    """Parent row of every row with group nodes skipped (a group's members count as the root's children)."""
+    parent = graph.nodes.parent.astype(np.int64)
+    in_group = (parent >= 0) & (graph.nodes.kind[np.maximum(parent, 0)] == NodeKind.GROUP)
+    parent[in_group] = parent[parent[in_group]]
+    return parent
 
 
 def _entry_order(claim: Claim) -> int:

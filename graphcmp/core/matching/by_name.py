@@ -21,6 +21,7 @@ class ExactMatcher:
     """
 
     name = "exact"
+    by_id = True  # `match_graphs` may pair the whole tree by id at once when this matcher comes first
 
     def match_children(
         self, npu: DumpGraph, bench: DumpGraph, npu_rows: Sequence[int], bench_rows: Sequence[int]

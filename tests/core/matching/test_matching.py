@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from graphcmp.core.matching import default_matchers, match_graphs
+from graphcmp.core.matching.by_name import ExactMatcher
 from graphcmp.core.readers.msprobe import read_msprobe
 from tests.conftest import DATA
 
@@ -44,3 +48,24 @@ def test_match_is_one_to_one(perturb_pair):
     _, b_rows = table.pairs()
     assert len(set(b_rows.tolist())) == len(b_rows)
     assert all(table.bench_to_npu[b] == n for n, b in zip(*table.pairs()))
+
+
+class _OneParentAtATime(ExactMatcher):
+    by_id = False  # the walk asks it parent pair by parent pair
+
+
+@pytest.mark.parametrize("fuzzy", [False, True])
+@pytest.mark.parametrize("npu_case, bench_case", [
+    ("msprobe_extraop/npu", "msprobe_bf16/npu"),
+    ("msprobe_bf16/npu", "msprobe_extraop/npu"),
+    ("mindspore_cnn/npu", "mindspore_cnn/bench"),
+    ("msprobe_gpt_mapping/npu", "msprobe_gpt_mapping/bench"),
+    ("pytorch_cnn/npu", "pytorch_cnn/bench"),
+])
+def test_whole_tree_id_pass_equals_the_walk(npu_case, bench_case, fuzzy):
+    npu, bench = read_msprobe(DATA / npu_case), read_msprobe(DATA / bench_case)
+    fast = match_graphs(npu, bench, default_matchers(fuzzy=fuzzy))
+    walked = match_graphs(npu, bench, [_OneParentAtATime(), *default_matchers(fuzzy=fuzzy)[1:]])
+    assert fast.matched > 0
+    for column in ("npu_to_bench", "bench_to_npu", "rule"):
+        assert np.array_equal(getattr(fast, column), getattr(walked, column)), column
