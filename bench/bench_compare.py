@@ -88,6 +88,15 @@ def run_child(kind: str, npu: str, bench: str, out: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _cpu_probe() -> float:
+    """Seconds for a fixed pure-Python loop: how fast this machine is right now."""
+    start = time.perf_counter()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    return time.perf_counter() - start
+
+
 def ensure_synthetic(nodes: int, synth_dir: Path) -> Path:
     target = synth_dir / f"{nodes // 1000}k_indent1"
     if not (target / "npu" / "dump.json").is_file():  # indent=1: the layout msprobe itself writes
@@ -112,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         target = ensure_synthetic(size, args.synth_dir)
         cases[f"synthetic {size:,}"] = (str(target / "npu"), str(target / "bench"))
 
-    print(f"| case | nodes/side | step | wall s (median of {args.repeat}) | peak RSS MB | output MB | stages (s) |")
+    print(f"machine check: a fixed pure-Python loop takes {_cpu_probe():.2f} s (compare with the figure next to "
+          "the tables of bench/README.md: slower means a busier host)")
+    print(f"| case | nodes/side | step | wall s (median of {args.repeat}) [range] | peak RSS MB | output MB "
+          "| stages (s) |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "out.json")
@@ -123,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                 stages = ", ".join(f"{k} {v:.2f}" for k, v in best.get("stages", {}).items())
                 label = {"cli": "`graphcmp compare` CLI"}.get(kind, kind)
                 wall = statistics.median(r["wall"] for r in runs)
-                print(f"| {name} | {best.get('nodes', '')} | {label} | {wall:.2f} "
+                spread = f"[{min(r['wall'] for r in runs):.2f}-{max(r['wall'] for r in runs):.2f}]"
+                print(f"| {name} | {best.get('nodes', '')} | {label} | {wall:.2f} {spread} "
                       f"| {max(r['peak_rss_mb'] for r in runs):.0f} | {best.get('output_mb', 0):.1f} | {stages} |",
                       flush=True)
     return 0

@@ -23,6 +23,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.jsonio import LayoutMismatch, MemberChunks, gc_paused, loads_object, read_json
 from graphcmp.core.readers.msprobe_leaves import (
+    DUMP_FILE,
     Leaves,
     Misfit,
     add_leaves,
@@ -36,7 +37,7 @@ from graphcmp.core.records import DumpGraph, NodeKind, RunInfo
 
 __all__ = ["parse_msprobe", "read_msprobe", "sniff"]
 
-DUMP_FILE, CONSTRUCT_FILE, STACK_FILE = "dump.json", "construct.json", "stack.json"
+CONSTRUCT_FILE, STACK_FILE = "construct.json", "stack.json"
 CHUNK_BYTES = 2 << 20
 """Bytes of dump.json text parsed at a time by `read_msprobe` (a chunk's dicts take ~7x that)."""
 

@@ -4,9 +4,10 @@ Every record's arguments are flattened into leaves (lists by index, keyword dict
 the leaves become columns in one go. Records come in two shapes:
 
 * plain dicts, as orjson or the standard library parse them (any file msprobe can write);
-* `typed_records`: the same records decoded by msgspec into `Leaf` structs, about twice as fast
-  to decode and to read back. It covers the common schema only and returns None for anything else
-  (bare NaN/Infinity, unknown leaf fields, deep nesting), so the caller falls back to plain dicts.
+* `typed_records`: the same records decoded by msgspec into `Leaf` structs (a 32 MB dump.json
+  decodes in 0.10 s, against 0.19 s into dicts with orjson, and attributes read faster than dict
+  keys). It covers the common schema only and returns None for anything else (bare NaN/Infinity,
+  unknown leaf fields, deep nesting), so the caller falls back to plain dicts.
 
 Both give the same columns; the tests compare them on real dumps.
 """
@@ -29,9 +30,10 @@ from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.readers.naming import parse_node_id
 from graphcmp.core.records import NodeKind, Role
 
-__all__ = ["Leaf", "Leaves", "Misfit", "add_leaves", "collect_record", "collect_typed", "md5_flag", "typed_records"]
+__all__ = ["DUMP_FILE", "Leaf", "Leaves", "Misfit", "add_leaves", "collect_record", "collect_typed", "md5_flag",
+           "typed_records"]
 
-DUMP_FILE = "dump.json"
+DUMP_FILE = "dump.json"  # the file these records come from, for messages
 _ROLE_KEYS = (  # plain ints: enum access is slow in the per-leaf loop
     ("input_args", int(Role.INPUT)),
     ("input", int(Role.INPUT)),
