@@ -44,9 +44,7 @@ def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while building millions of acyclic objects.
 
     Parsing a large dump allocates a dict per tensor; the collector would rescan them again and
-    again (about half of the parse time) although none of them forms a cycle. What survives (the
-    graph's columns, caches) is moved to the permanent generation on the way out, so that the
-    first collection afterwards does not walk it all once more either.
+    again (about half of the parse time) although none of them forms a cycle.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -54,7 +52,6 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            gc.freeze()
             gc.enable()
 
 
