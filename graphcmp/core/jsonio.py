@@ -241,16 +241,16 @@ def _last_close(f: Any, start: int) -> int:
     it is the file's last object member (msprobe's "data" is). Found from the end, since searching
     forward is slow where every line starts with a newline and a space. If another object member
     follows, the chunks do not parse and the caller reads the file whole."""
-    size = f.seek(0, os.SEEK_END)
-    tail_from = max(start, size - _HEAD_BYTES)
-    while True:
-        f.seek(tail_from)
-        at = f.read(size - tail_from).rfind(_CLOSE)
+    end = f.seek(0, os.SEEK_END)
+    while True:  # one window at a time, backwards; windows overlap by a close's length but one byte
+        begin = max(start, end - _HEAD_BYTES)
+        f.seek(begin)
+        at = f.read(end - begin).rfind(_CLOSE)
         if at >= 0:
-            return tail_from + at
-        if tail_from == start:
+            return begin + at
+        if begin == start:
             raise LayoutMismatch("the object never closes")
-        tail_from = max(start, tail_from - _HEAD_BYTES)
+        end = begin + len(_CLOSE) - 1
 
 
 def _object_text(text: bytes, *, last: bool) -> bytes:

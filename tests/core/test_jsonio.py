@@ -77,3 +77,16 @@ def test_other_layouts_and_damage_ask_for_a_whole_read(tmp_path, write):
     path.write_text(write(json.loads(OVERFLOW.read_text())))
     with pytest.raises(LayoutMismatch):
         list(MemberChunks(path, "data", chunk_bytes=300))
+
+
+def test_the_close_is_found_backwards_across_window_edges(monkeypatch):
+    import io
+
+    from graphcmp.core import jsonio
+
+    monkeypatch.setattr(jsonio, "_HEAD_BYTES", 8)
+    for at in range(5, 40):
+        text = b"x" * at + b"\n }" + b"y" * (40 - at)
+        assert jsonio._last_close(io.BytesIO(text), 3) == at
+    with pytest.raises(LayoutMismatch):
+        jsonio._last_close(io.BytesIO(b"{" + b"\n  z" * 50), 1)

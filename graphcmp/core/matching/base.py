@@ -490,8 +490,8 @@ def _match_ids_first(walk: Walk, code: int, *, more: bool) -> list[tuple[int, in
     walk.npu_to_bench, walk.bench_to_npu, walk.rule = n2b.tolist(), b2n.tolist(), rule.tolist()
     if not more:
         return []
-    free_npu = np.bincount(npu_parent[n2b < 0][npu_parent[n2b < 0] >= 0], minlength=len(npu))
-    free_bench = np.bincount(bench_parent[b2n < 0][bench_parent[b2n < 0] >= 0], minlength=len(bench))
+    free_npu = np.bincount(npu_parent[(n2b < 0) & (npu_parent >= 0)], minlength=len(npu))
+    free_bench = np.bincount(bench_parent[(b2n < 0) & (bench_parent >= 0)], minlength=len(bench))
     both = np.flatnonzero((n2b >= 0) & (free_npu > 0))
     both = both[free_bench[n2b[both]] > 0]
     return list(zip(both.tolist(), n2b[both].tolist()))
