@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from graphcmp._version import __version__
 from graphcmp.core.judge import judge
 from graphcmp.core.matching import ChildMatcher, default_matchers, match_graphs
+from graphcmp.core.noise import noise_model
+from graphcmp.core.overflow import overflow_levels
 from graphcmp.core.pairing import TensorMetricsFn, pair_metrics, pair_tensors
 from graphcmp.core.readers.pair import read_pair
 from graphcmp.core.records import DumpGraph
@@ -58,11 +60,14 @@ def compare_graphs(
     matches = match_graphs(npu, bench, matchers)
     npu_rows, bench_rows = pair_tensors(npu, bench, matches)
     pairs = pair_metrics(npu, bench, npu_rows, bench_rows, thresholds, tensor_metrics)
-    verdicts = judge(npu, bench, matches, pairs, thresholds)
+    overflow = overflow_levels(npu)
+    noise = noise_model(npu, bench, matches, pairs, thresholds.noise, overflow)
+    verdicts = judge(npu, bench, matches, pairs, thresholds, noise)
     options = CompareOptions(fuzzy=fuzzy, matchers=tuple(m.name for m in matchers),
                              tensor_metrics=tensor_metrics is not None)
     return CompareReport(npu=npu, bench=bench, matches=matches, pairs=pairs, verdicts=verdicts,
-                         thresholds=thresholds, options=options, tool_version=__version__)
+                         thresholds=thresholds, options=options, tool_version=__version__, noise=noise,
+                         _cache={"overflow": overflow})
 
 
 def compare_paths(

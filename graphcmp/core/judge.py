@@ -2,8 +2,10 @@
 
 Metrics measure and rules bin; `judge` applies the rules of each pair's task mode, adds the
 checks no single metric expresses (overflow, shape and precision changes, "inputs agree but
-outputs differ"), lifts pair levels to their nodes and rolls them up the hierarchy so a module
-shows its worst descendant.
+outputs differ"), then follows the noise model (core/noise.py): a node within the noise its
+precision allows passes, an origin is an error, a node an origin propagates to keeps its rule
+level. In a mixed-precision comparison a dtype change is expected and raises nothing by itself.
+Node levels roll up the hierarchy so a module shows its worst descendant.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from graphcmp.core.dtypes import precision_changed
 from graphcmp.core.hierarchy import depths, levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.metrics import is_nonfinite
+from graphcmp.core.noise import NodeRole, NoiseModel
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import STAT_NAMES, DumpGraph, NodeKind, Role, TensorTable, string_column
 from graphcmp.core.rules import ERROR, PASS, WARNING, Thresholds
@@ -79,10 +82,15 @@ class NodeVerdicts:
 
 
 def judge(
-    npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: TensorPairs, thresholds: Thresholds
+    npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: TensorPairs, thresholds: Thresholds,
+    noise: NoiseModel | None = None,
 ) -> NodeVerdicts:
-    """Judge every tensor pair and every npu node; see the module docstring for the checks."""
-    level, severity, notes = _pair_levels(npu, bench, pairs, thresholds)
+    """Judge every tensor pair and every npu node; see the module docstring for the checks.
+
+    Without `noise` the rules alone decide (every difference is judged as in an exact rerun).
+    """
+    expected_dtypes = noise is not None and noise.precision.mixed
+    level, severity, notes = _pair_levels(npu, bench, pairs, thresholds, expected_dtypes)
     n = len(npu)
     node = npu.tensors.node[pairs.npu]
     is_out = np.isin(npu.tensors.role[pairs.npu], _OUTPUT_ROLES)
@@ -97,8 +105,11 @@ def judge(
     status[same_in] = WARNING
     unpaired = _unpaired_outputs(npu, pairs, matches)
     status[unpaired & (status == PASS)] = WARNING
+    quiet = np.zeros(n, bool)
+    if noise is not None:
+        quiet = _follow_noise(status, noise, _hard_nodes(node, is_out, notes, n) | unpaired)
     status[matches.npu_to_bench < 0] = UNMATCHED
-    reason = _reasons(npu, bench, pairs, status, level, severity, notes, same_in, unpaired)
+    reason = _reasons(npu, bench, pairs, status, level, severity, notes, same_in, unpaired, quiet, noise)
     worst, worst_sev, unmatched = _roll_up(npu, status, node_sev)
     return NodeVerdicts(status, node_sev, in_sev, identical, reason, worst, worst_sev, unmatched, level, severity)
 
@@ -108,8 +119,25 @@ def _nan_as_inf(values: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(values), np.inf, values)
 
 
+def _follow_noise(status: np.ndarray, noise: NoiseModel, hard: np.ndarray) -> np.ndarray:
+    """Apply the noise model's roles to `status` in place; return the nodes lowered to pass."""
+    quiet = (noise.role == NodeRole.WITHIN_NOISE) & (status > PASS) & ~hard
+    status[quiet] = PASS
+    status[noise.role == NodeRole.ORIGIN] = ERROR
+    return quiet
+
+
+def _hard_nodes(node: np.ndarray, is_out: np.ndarray, notes: dict[int, str], n: int) -> np.ndarray:
+    """Nodes with an output whose shape changed or that overflowed: no noise explains those."""
+    hard = np.zeros(n, bool)
+    for k, note in notes.items():
+        if is_out[k] and not note.startswith("dtype"):
+            hard[node[k]] = True
+    return hard
+
+
 def _pair_levels(
-    npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, thresholds: Thresholds
+    npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, thresholds: Thresholds, expected_dtypes: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
     m = pairs.metrics
     nt, bt = npu.tensors, bench.tensors
@@ -124,7 +152,7 @@ def _pair_levels(
     severity[use_md5] = m["md5_diff"][use_md5]
     nonfinite = is_nonfinite(nt.stats[pairs.npu], nt.present[pairs.npu]) | is_nonfinite(
         bt.stats[pairs.bench], bt.present[pairs.bench])
-    notes = _pair_notes(nt, bt, pairs, nonfinite)
+    notes = _pair_notes(nt, bt, pairs, nonfinite, expected_dtypes)
     level[nonfinite] = ERROR
     for k, note in notes.items():
         if not nonfinite[k]:
@@ -132,11 +160,16 @@ def _pair_levels(
     return level, severity, notes
 
 
-def _pair_notes(nt: TensorTable, bt: TensorTable, pairs: TensorPairs, nonfinite: np.ndarray) -> dict[int, str]:
-    """Overflow, shape and precision notes of the pairs that have one, by pair index (`nonfinite`: per pair)."""
+def _pair_notes(nt: TensorTable, bt: TensorTable, pairs: TensorPairs, nonfinite: np.ndarray,
+                expected_dtypes: bool = False) -> dict[int, str]:
+    """Overflow, shape and precision notes of the pairs that have one, by pair index (`nonfinite`: per pair).
+
+    Precision changes are left out when they are expected (a mixed-precision comparison).
+    """
     i, j = pairs.npu, pairs.bench
     notes: dict[int, str] = {}
-    for k in np.flatnonzero(string_column(nt.dtype, i) != string_column(bt.dtype, j)).tolist():
+    differ = np.zeros(len(i), bool) if expected_dtypes else string_column(nt.dtype, i) != string_column(bt.dtype, j)
+    for k in np.flatnonzero(differ).tolist():
         a, b = nt.dtype[i[k]], bt.dtype[j[k]]
         if a and b and precision_changed(a, b):
             notes[k] = f"dtype {a} vs {b}"
@@ -185,6 +218,7 @@ def _unpaired_outputs(npu: DumpGraph, pairs: TensorPairs, matches: MatchTable) -
 def _reasons(
     npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, status: np.ndarray, level: np.ndarray,
     severity: np.ndarray, notes: dict[int, str], same_in: np.ndarray, unpaired: np.ndarray,
+    quiet: np.ndarray, noise: NoiseModel | None,
 ) -> tuple[str, ...]:
     reason = [""] * len(npu)
     for row in np.flatnonzero(status == UNMATCHED).tolist():
@@ -193,7 +227,7 @@ def _reasons(
         reason[row] = "no output data to compare" if npu.nodes.has_data[row] else "not dumped (structure only)"
     node = npu.tensors.node[pairs.npu]
     is_out = np.isin(npu.tensors.role[pairs.npu], _OUTPUT_ROLES)
-    flagged = np.flatnonzero(status >= WARNING)
+    flagged = np.flatnonzero((status >= WARNING) | quiet)
     if not len(flagged):
         return tuple(reason)
     best = _worst_output_pair(node, is_out, np.isin(node, flagged), level, severity)
@@ -204,8 +238,21 @@ def _reasons(
             text = f"inputs agree, outputs differ ({text})" if text else "inputs agree, outputs differ"
         elif unpaired[row] and not text:
             text = "an output has no counterpart in the bench run"
+        if quiet[row]:
+            text = f"within {noise.precision.kind} noise: {text}"
+        elif _is_origin(noise, row):
+            text = f"origin ({_margin_text(noise, row)}): {text}"
         reason[row] = text
     return tuple(reason)
+
+
+def _is_origin(noise: NoiseModel | None, row: int) -> bool:
+    return noise is not None and noise.role[row] == NodeRole.ORIGIN
+
+
+def _margin_text(noise: NoiseModel, row: int) -> str:
+    margin = max(float(np.nan_to_num(noise.margin[row])), float(noise.fresh_margin[row]))
+    return f"{margin:.3g}x the noise allowed" if np.isfinite(margin) else "beyond any noise"
 
 
 def _worst_output_pair(node: np.ndarray, is_out: np.ndarray, wanted: np.ndarray, level: np.ndarray,

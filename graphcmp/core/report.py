@@ -22,6 +22,7 @@ from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, RuleNote
+from graphcmp.core.noise import NoiseModel, noise_model
 from graphcmp.core.outputs import write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, overflow_levels
 from graphcmp.core.pairing import TensorPairs
@@ -69,6 +70,7 @@ class CompareReport:
     thresholds: Thresholds
     options: CompareOptions
     tool_version: str
+    noise: NoiseModel
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __bool__(self) -> bool:
@@ -103,6 +105,8 @@ class CompareReport:
             "tensor_pairs": len(self.pairs),
             "micro_steps": int(self.npu.nodes.micro_step.max(initial=0)) + 1,
             "overflow": _overflow_counts(self.overflow_levels()),
+            "precision": self.noise.precision.to_dict(),
+            "roles": self.noise.role_counts(),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -119,6 +123,7 @@ class CompareReport:
             "enums": {**ENUMS, "status": {name: code for code, name in STATUS_NAMES.items()}},
             "summary": self.summary(),
             "analysis": sanitize_floats(self.analysis().to_dict()),
+            "noise": _noise_to_dict(self.noise),
             "overflow": self.overflow_levels(),
             "npu": graph_to_dict(self.npu),
             "bench": graph_to_dict(self.bench),
@@ -139,17 +144,35 @@ class CompareReport:
         _check_format(doc, REPORT_FORMAT, source)
         try:
             npu, bench = graph_from_dict(doc["npu"], source), graph_from_dict(doc["bench"], source)
+            matches, pairs = _matches_from(doc["matches"], len(bench)), _pairs_from(doc["pairs"])
+            thresholds = Thresholds.from_dict(doc["thresholds"], source)
+            overflow = overflow_levels(npu)
             return cls(
-                npu=npu, bench=bench, matches=_matches_from(doc["matches"], len(bench)),
-                pairs=_pairs_from(doc["pairs"]), verdicts=_verdicts_from(doc["verdicts"]),
-                thresholds=Thresholds.from_dict(doc["thresholds"], source),
+                npu=npu, bench=bench, matches=matches, pairs=pairs, verdicts=_verdicts_from(doc["verdicts"]),
+                thresholds=thresholds,
                 options=CompareOptions(**{k: tuple(v) if isinstance(v, list) else v
                                           for k, v in doc["options"].items()}),
                 tool_version=str(doc["tool"]["version"]),
+                noise=noise_model(npu, bench, matches, pairs, thresholds.noise, overflow),
+                _cache={"overflow": overflow},
             )
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
             raise DumpFormatError(f"{source}: report is missing or has a malformed field ({err}); "
                                   "rerun graphcmp compare to rewrite it") from err
+
+
+def _noise_to_dict(noise: NoiseModel) -> dict[str, Any]:
+    """The noise model's findings: summary, and per npu node its role, margin and errors."""
+    return {
+        **sanitize_floats(noise.summary()),
+        "first_origin": noise.first_origin,
+        "role": noise.role,
+        "margin": encode_floats(noise.margin),
+        "fresh_margin": encode_floats(noise.fresh_margin),
+        "output_error": encode_floats(noise.output_error),
+        "input_error": encode_floats(noise.input_error),
+        "unit": encode_floats(noise.unit),
+    }
 
 
 def _overflow_counts(levels: np.ndarray) -> dict[str, int]:

@@ -20,7 +20,7 @@ import tomllib
 
 from graphcmp.core.errors import RuleError
 
-__all__ = ["DEFAULT_THRESHOLDS", "ERROR", "PASS", "WARNING", "Rule", "Thresholds", "load_thresholds"]
+__all__ = ["DEFAULT_THRESHOLDS", "ERROR", "PASS", "WARNING", "NoiseRule", "Rule", "Thresholds", "load_thresholds"]
 
 PASS, WARNING, ERROR = 0, 1, 2
 
@@ -66,6 +66,33 @@ def _default_rules() -> dict[str, tuple[Rule, ...]]:
 
 
 @dataclass(frozen=True, slots=True)
+class NoiseRule:
+    """How the noise model (core/noise.py, docs/noise.md) turns errors into origins.
+
+    Attributes
+    ----------
+    origin_margin : float
+        A call is an origin when its output error exceeds this many times the noise the model allows
+        it (its calibrated growth limit times its input error plus the unit roundoff), or an input no
+        earlier call produced differs by this many times its own noise. Default 4: rounding keeps a
+        call within about twice the run's 90th-percentile growth, and a real bug sits several times
+        above the largest noise.
+    quantile : float
+        The quantile of the run's own growths (per direction and call kind) taken as the growth
+        limit. Default 0.9: a tenth of the calls may be above it without raising it, so one bug, or
+        a few calls it feeds, cannot calibrate itself away.
+    min_samples : int
+        Fewest calls a group needs for its own limit; smaller groups use their direction's, and a
+        direction with fewer calls uses 1 (rounding alone keeps the growth near 1). Default 10, the
+        smallest group in which the 0.9 quantile is not the largest value.
+    """
+
+    origin_margin: float = 4.0
+    quantile: float = 0.9
+    min_samples: int = 10
+
+
+@dataclass(frozen=True, slots=True)
 class Thresholds:
     """Every tolerance used to judge a comparison.
 
@@ -86,17 +113,22 @@ class Thresholds:
     same_input_rel : float
         When every input and parameter of a node is identical on both sides, an output relative
         error above this is at least a warning ("inputs agree, outputs differ"). Default 1e-6.
+    noise : NoiseRule
+        The noise model's settings. A node the model finds within noise passes whatever the rules
+        above say; an origin is an error.
     """
 
     rules: Mapping[str, tuple[Rule, ...]] = field(default_factory=_default_rules)
     atol: float = 1e-7
     magnitude_floor: float = 1e-3
     same_input_rel: float = 1e-6
+    noise: NoiseRule = field(default_factory=NoiseRule)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, as written into reports."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "rules"}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("rules", "noise")}
         out["rules"] = {task: [asdict(r) for r in rules] for task, rules in self.rules.items()}
+        out["noise"] = asdict(self.noise)
         return out
 
     @classmethod
@@ -107,17 +139,30 @@ class Thresholds:
         unknown = set(data) - known
         if unknown:
             raise RuleError(f"{source}: unknown threshold(s) {sorted(unknown)}; known: {sorted(known)}")
-        scalars = {k: _number(v, f"{source}: {k}") for k, v in data.items() if k != "rules"}
+        scalars = {k: _number(v, f"{source}: {k}") for k, v in data.items() if k not in ("rules", "noise")}
         rules = dict(base.rules)
         for task, specs in (data.get("rules") or {}).items():
             rules[task] = tuple(_rule(spec, f"{source}: rules.{task}") for spec in specs)
-        return replace(base, rules=rules, **scalars)
+        return replace(base, rules=rules, noise=_noise_rule(data.get("noise", {}), f"{source}: noise"), **scalars)
 
 
 def _number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise RuleError(f"{where}: expected a number, got {value!r}")
     return float(value)
+
+
+def _noise_rule(spec: Any, where: str) -> NoiseRule:
+    if not isinstance(spec, Mapping):
+        raise RuleError(f"{where}: expected a table of {[f.name for f in fields(NoiseRule)]}, got {spec!r}")
+    known = {f.name for f in fields(NoiseRule)}
+    unknown = set(spec) - known
+    if unknown:
+        raise RuleError(f"{where}: unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
+    values = {k: _number(v, f"{where}.{k}") for k, v in spec.items()}
+    if "min_samples" in values:
+        values["min_samples"] = int(values["min_samples"])
+    return replace(NoiseRule(), **values)
 
 
 def _rule(spec: Any, where: str) -> Rule:

@@ -16,8 +16,10 @@ def test_diverge_json(perturb_pair, tmp_path, capsys):
     assert doc["first"]["node"] == "Functional.linear.2.forward"
     assert doc["first"]["module"] == "Module.encoder.layers.1.linear1.Linear.forward.0"
     assert (doc["first"]["rank"], doc["first"]["step"], doc["first"]["micro_step"]) == (0, 0, 0)
-    assert doc["first"]["cause"] == "inputs differ" and doc["candidates"]
+    assert doc["first"]["cause"] == "inputs differ" and doc["first"]["margin"] > 4
+    assert doc["candidates"] == []  # everything after it is explained by its output
     assert doc["findings"][0]["kind"] == "first_divergence"
+    assert doc["precision"]["kind"] == "exact rerun"
 
 
 def test_diverge_on_identical_runs_exits_0(perturb_pair, tmp_path, capsys):

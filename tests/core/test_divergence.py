@@ -129,9 +129,20 @@ def test_identical_runs_have_no_divergence(perturb_pair):
     assert analysis.first is None and analysis.exact_rerun and not analysis.findings
 
 
-def test_dtype_change_cause(perturb_pair):
-    d = find_divergence(compare_paths(DATA / "msprobe_bf16" / "npu", perturb_pair[1]))
-    assert d.cause == "dtype change" and "bfloat16 vs float32" in d.evidence[-1]
+def test_clean_mixed_precision_run_has_no_divergence(perturb_pair):
+    analysis = analyze(compare_paths(DATA / "msprobe_bf16" / "npu", perturb_pair[1]))
+    assert analysis.first is None and analysis.precision.kind == "mixed precision"
+
+
+def test_dtype_change_is_the_cause_only_where_the_precision_explains_the_error(perturb_pair):
+    # float16 cannot hold values below its smallest normal number (6.1e-5): the npu's tiny outputs lose digits
+    def run(dtype, small):
+        t = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [64], "Max": 1.0, "Min": -1.0,
+             "Mean": 0.0, "Norm": 4.0}
+        out = dict(t, dtype=f"torch.{dtype}", Max=small, Min=-small, Norm=4 * small)
+        return parse_msprobe({"data": {"Torch.mul.0.forward": {"input_args": [t], "output": [out]}}})
+    d = find_divergence(compare_graphs(run("float16", 3e-6), run("float32", 2e-6)))
+    assert d.cause == "dtype change" and "smallest normal" in d.evidence[-1]
 
 
 def test_inserted_cast_in_a_kernel_dump(data_dir):

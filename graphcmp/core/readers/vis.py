@@ -37,6 +37,8 @@ from graphcmp.core.hierarchy import GROUP_PREFIX, rebuild_graph
 from graphcmp.core.jsonio import load_json
 from graphcmp.core.judge import judge
 from graphcmp.core.matching import MatchTable
+from graphcmp.core.noise import noise_model
+from graphcmp.core.overflow import overflow_levels
 from graphcmp.core.pairing import pair_metrics, pair_tensors
 from graphcmp.core.readers.naming import parse_node_id
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, NodeTable, Role, RunInfo, TensorTable
@@ -434,10 +436,12 @@ def _report(npu: DumpGraph, bench: DumpGraph, npu_nodes: Mapping[str, Any]) -> C
     matches = _matches(npu, bench, npu_nodes)
     npu_rows, bench_rows = pair_tensors(npu, bench, matches)
     pairs = pair_metrics(npu, bench, npu_rows, bench_rows, DEFAULT_THRESHOLDS)
-    verdicts = judge(npu, bench, matches, pairs, DEFAULT_THRESHOLDS)
+    overflow = overflow_levels(npu)
+    noise = noise_model(npu, bench, matches, pairs, DEFAULT_THRESHOLDS.noise, overflow)
+    verdicts = judge(npu, bench, matches, pairs, DEFAULT_THRESHOLDS, noise)
     return CompareReport(npu=npu, bench=bench, matches=matches, pairs=pairs, verdicts=verdicts,
                          thresholds=DEFAULT_THRESHOLDS, options=CompareOptions(matchers=("msprobe",)),
-                         tool_version=__version__)
+                         tool_version=__version__, noise=noise, _cache={"overflow": overflow})
 
 
 def _matches(npu: DumpGraph, bench: DumpGraph, npu_nodes: Mapping[str, Any]) -> MatchTable:

@@ -113,7 +113,7 @@ def test_compare_lenet_baseline_and_perturbed_through_the_cli(tmp_path):
     rules.write_text(json.dumps(STRICT))
     out = tmp_path / "cmp.json"
     code = main(["compare", str(npu), str(bench), "-o", str(out), "--thresholds", str(rules), "-q", "--json"])
-    assert code == 0  # warnings only: fp16 rounding stays below the error limit 1e-2
+    assert code == 1  # the inserted fp16 round trip is the origin of a divergence in this float32 run
     report = load_report(out)
     for graph, kernels, tensors in ((report.npu, 49, 203), (report.bench, 45, 195)):
         assert not graph.info.missing and len(graph.tensors) == tensors
@@ -129,11 +129,15 @@ def test_compare_lenet_baseline_and_perturbed_through_the_cli(tmp_path):
 
 
 @pytest.mark.shared
-def test_default_thresholds_pass_the_fp16_round_trip():
+def test_the_fp16_round_trip_is_the_origin_for_verdicts_and_divergence_alike():
+    # both runs compute in float32; the npu run alone rounds conv2's output through float16 (an inserted Cast)
     root = shared("formats/mindspore/dump")
     report = compare(root / "lenet_perturbed", root / "lenet_baseline")
-    assert first_in_execution_order(report, {"warning", "error"}) is None
     assert report.verdict(CAST).status == "unmatched"
+    assert first_in_execution_order(report, {"warning", "error"}) == RELU
+    assert report.verdict(RELU).status == "error" and not report
+    first = report.analysis().first
+    assert first.node == RELU and first.cause == "inputs differ" and "Cast-op" in first.evidence[-1]
 
 
 @pytest.mark.shared

@@ -1,0 +1,636 @@
+"""The noise model: how far the npu run may drift from the bench run by rounding alone, and which
+calls drift further.
+
+Two runs of one model on different hardware, or in different precisions (an NPU in bfloat16 against
+a float32 baseline), never agree bit for bit: every call rounds, and the rounding of one call is the
+input error of the next. The model below says, per call, how much of its output error rounding and
+its inputs explain; a call whose error is well beyond that is an **origin** of divergence. The
+numbers, in the order they are computed (docs/noise.md works one case through by hand):
+
+1. **Tensor error** ``e`` (unitless, per tensor pair; `pair_errors`): the largest of
+   ``|dMax| / A`` and ``|dMin| / A`` (``A`` = the bench tensor's magnitude max(|Max|, |Min|)),
+   ``|dNorm| / Norm`` and ``|dMean| / RMS`` (RMS = Norm / sqrt(element count)). Every statistic is
+   measured against the tensor's own scale, so a Mean or a Min near zero never blows up. Real tensors
+   (task ``tensor``) add the Euclidean relative distance, which also sees a permutation that keeps
+   the statistics. A gradient that is zero in theory (a bias gradient in front of a normalisation)
+   counts as agreeing when, on each side, its magnitude is below ``sqrt(u)`` of the largest gradient
+   of the same backward call (at most half of its digits survive such a cancellation). A number
+   argument (a scale, an eps) is compared by value, other arguments (a ``dim``, a string) by text;
+   the arguments that name a dtype or a device are context, not a difference, and so are all
+   arguments between MindSpore and PyTorch, whose conventions differ.
+2. **Unit roundoff** ``u`` (per call): the coarsest of ``UNIT_ROUNDOFF`` over the float dtypes of
+   both runs seen so far in execution order (bfloat16 ``2**-8``, float16 ``2**-11``, float32
+   ``2**-24``). Once a bfloat16 call ran, every later value may carry bfloat16 rounding.
+3. **Growth** ``g = out / (in + u sqrt(n) + l)`` per compared leaf call: ``out`` the largest error
+   of its outputs, ``in`` the largest error of what it computed from — its inputs, and for a
+   backward call also the inputs and outputs of its forward call (and for parameter gradients those
+   of the module's backward and forward calls); ``n`` the number of values a backward output sums
+   (a bias gradient sums over the batch; 1 in forward); ``l`` = `LIBRARY_ERROR`, the few float32
+   ulps two math libraries may differ by. Rounding and error propagation keep ``g`` near 1 or
+   below. The backward calls of `SWITCHING_OPS` (ReLU, max-pool, dropout ...) are not bounded by
+   their inputs: a forward rounding flips their masks.
+4. **Calibration**: the run's own growth limit ``G`` per direction (forward, backward) and call
+   kind (API, module, parameter gradient) is the ``NoiseRule.quantile`` of ``g`` over those calls
+   (at least 1; groups with fewer than ``NoiseRule.min_samples`` calls use their direction's limit).
+   Communication calls are left out, and their limit is 1: their outputs also hold other ranks' data,
+   so an output that differs while the local inputs agree is an origin on this rank, reached from
+   another (core/distributed/crossrank.py follows it back to the rank it came from).
+   The noise the model allows at a call's output is ``G * (in + u sqrt(n) + l)`` and its **margin**
+   is ``out`` over that.
+5. **Origins**: a compared leaf whose margin exceeds ``NoiseRule.origin_margin``; or one with an
+   input no matched earlier call produced (a weight, data, an argument, or the output of a call the
+   bench run does not have) that differs by more than that margin over its own noise (``F * u``, with
+   ``F`` the same quantile of the run's fresh-input errors over ``u``: after a step, every weight
+   carries the previous step's noise); or one whose output overflows while its inputs are finite, or
+   changes shape.
+6. **Roles**: every node is the origin, *propagated* (after the first origin, with an error above
+   the largest error of the calls before it), *within noise*, or *not compared*.
+
+The comparison's precision (`Precision`) says which dtypes met: an *exact rerun* (same dtypes, every
+call before the first origin bit-identical), *same precision* on other hardware, or *mixed
+precision*, with the number of output tensors per dtype pair.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from graphcmp.core.dataflow import communication_calls, earliest_producers, forward_twins
+from graphcmp.core.dtypes import normalize_dtype
+from graphcmp.core.hierarchy import depths, execution_keys, levels
+from graphcmp.core.matching import MatchTable
+from graphcmp.core.matching.by_api import is_cross_framework
+from graphcmp.core.pairing import TensorPairs
+from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, string_codes, string_column
+from graphcmp.core.rules import NoiseRule
+
+__all__ = [
+    "CONTEXT_VALUE_TYPES",
+    "UNIT_ROUNDOFF",
+    "Calibration",
+    "NodeRole",
+    "NoiseModel",
+    "Precision",
+    "compared_leaves",
+    "noise_model",
+    "pair_errors",
+    "unit_roundoff",
+]
+
+UNIT_ROUNDOFF: dict[str, float] = {
+    "float64": 2.0**-53,
+    "float32": 2.0**-24,
+    "float16": 2.0**-11,
+    "bfloat16": 2.0**-8,
+    "float8_e4m3fn": 2.0**-4,
+    "float8_e4m3": 2.0**-4,
+    "float8_e5m2": 2.0**-3,
+}
+"""Unit roundoff (half the distance from 1 to the next number) of each float format: 2**-p for p
+significand bits. Integer and boolean values are exact (0)."""
+
+LIBRARY_ERROR = 2 * 4 * 2 * UNIT_ROUNDOFF["float32"]
+"""The most two float32 implementations of one function may differ by: math libraries give
+exp, log, tanh, erf ... to within 4 ulps (1 ulp = 2 u), on either side. It matters in same-precision
+comparisons (MindSpore against PyTorch, one device against another); half precision rounds far more."""
+
+SWITCHING_OPS = frozenset({
+    "relu", "relu6", "leakyrelu", "prelu", "rrelu", "hardtanh", "threshold", "hardswish", "hardsigmoid",
+    "maxpool1d", "maxpool2d", "maxpool3d", "maxpool", "adaptivemaxpool1d", "adaptivemaxpool2d", "adaptivemaxpool3d",
+    "fractionalmaxpool2d", "fractionalmaxpool3d", "maxpoolwithargmax", "dropout", "dropout1d", "dropout2d",
+    "dropout3d", "alphadropout", "featurealphadropout", "clamp", "clip", "clipbyvalue", "abs", "sign", "max",
+    "min", "maximum", "minimum", "amax", "amin", "topk", "sort", "argmax", "argmin", "maskedfill", "where"})
+"""Ops whose derivative switches on the forward values (a ReLU's mask, a max-pool's argmax, a dropout
+mask): rounding in the forward pass flips elements of their backward output whole, so the backward
+error of these ops is not bounded by their input errors. Their backward calls are not calibrated
+and are origins only through their inputs, arguments, overflow or shape."""
+
+CONTEXT_VALUE_TYPES = frozenset({"torch.dtype", "torch.device", "mindspore.dtype", "mindspore.Type", "device"})
+"""Argument types that name a precision or a device: they differ between the runs by design."""
+
+OUTPUT_ROLES = (Role.OUTPUT, Role.PARAM_GRAD)
+INPUT_ROLES = (Role.INPUT, Role.PARAM)
+
+
+class NodeRole(enum.IntEnum):
+    """What the noise model makes of a node."""
+
+    NOT_COMPARED = 0  # no output of it was compared (unmatched, no data)
+    WITHIN_NOISE = 1  # its error is what rounding alone can give
+    PROPAGATED = 2  # after an origin, its error is above the noise: an origin upstream explains it
+    ORIGIN = 3  # its error is well beyond what its dtype and its inputs explain
+
+
+@dataclass(frozen=True, slots=True)
+class Precision:
+    """Which dtypes met in the comparison.
+
+    Attributes
+    ----------
+    kind : str
+        ``exact rerun``, ``same precision`` or ``mixed precision``.
+    dtype_pairs : tuple of (str, str, int)
+        (npu dtype, bench dtype, number of compared float output tensors), most frequent first.
+    unit_roundoff : float
+        The coarsest unit roundoff of the compared float dtypes (0 when none).
+    """
+
+    kind: str
+    dtype_pairs: tuple[tuple[str, str, int], ...]
+    unit_roundoff: float
+
+    @property
+    def mixed(self) -> bool:
+        return self.kind == "mixed precision"
+
+    def describe(self) -> str:
+        """One line, e.g. ``mixed precision: 210 outputs bfloat16 vs float32, 160 float32 vs float32``."""
+        pairs = ", ".join(f"{n} {a} vs {b}" for a, b, n in self.dtype_pairs) or "no float outputs"
+        return f"{self.kind}: {pairs} (unit roundoff {self.unit_roundoff:.3g})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "unit_roundoff": self.unit_roundoff,
+                "dtype_pairs": [{"npu": a, "bench": b, "outputs": n} for a, b, n in self.dtype_pairs]}
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The growth limit the run's own calls give one group (direction and call kind)."""
+
+    direction: str
+    kind: str
+    calls: int
+    growth_limit: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"direction": self.direction, "kind": self.kind, "calls": self.calls,
+                "growth_limit": self.growth_limit}
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseModel:
+    """Errors, noise allowances, margins and roles of one comparison (see the module docstring).
+
+    Node columns are over the npu rows; `pair_error` is over the tensor pairs.
+    """
+
+    pair_error: np.ndarray  # float64 per pair
+    fresh_pair: np.ndarray  # bool per pair: an input no matched earlier call produced
+    producer: np.ndarray  # int64 per pair: npu row of the earliest call that output the same tensor, -1
+    unit: np.ndarray  # float64 per node: u
+    output_error: np.ndarray  # float64 per node
+    input_error: np.ndarray  # float64 per node: what it computed from
+    fresh_error: np.ndarray  # float64 per node: its tensor inputs no matched earlier call produced
+    argument_error: np.ndarray  # float64 per node: its non-tensor arguments
+    reduction: np.ndarray  # float64 per node: values a backward output element sums (1 in forward)
+    growth_limit: np.ndarray  # float64 per node: G (NaN where not a compared leaf, inf for switching ops)
+    margin: np.ndarray  # float64 per node: out / (G (in + u)) (NaN where not a compared leaf)
+    fresh_margin: np.ndarray  # float64 per node: max(fresh / (F u), argument / u)
+    shape_changed: np.ndarray  # bool per node: an output's shape differs
+    role: np.ndarray  # int8 NodeRole per node
+    leaves: np.ndarray  # int64 rows of the compared leaf calls, in execution order
+    first_origin: int  # row, -1 when none
+    noise_level: float  # the largest output error before the first origin (with u as a floor)
+    fresh_limit: float  # F
+    calibration: tuple[Calibration, ...]
+    precision: Precision
+    rule: NoiseRule
+
+    def origins(self) -> np.ndarray:
+        """Rows of the origins, in execution order."""
+        return self.leaves[self.role[self.leaves] == NodeRole.ORIGIN]
+
+    def allowed(self, row: int) -> float:
+        """The output error the model allows at `row` (NaN where it is not a compared leaf)."""
+        return float(self.growth_limit[row] * (self.input_error[row] + self.unit[row] * np.sqrt(self.reduction[row])
+                                               + LIBRARY_ERROR))
+
+    def role_counts(self) -> dict[str, int]:
+        counts = np.bincount(self.role, minlength=len(NodeRole))
+        return {r.name.lower(): int(counts[r]) for r in NodeRole}
+
+    def summary(self) -> dict[str, Any]:
+        """What a person checks first: the precision, the measured noise and the roles."""
+        return {
+            "precision": self.precision.to_dict(),
+            "noise_level": self.noise_level,
+            "noise_level_units": self.noise_level / self.precision.unit_roundoff
+            if self.precision.unit_roundoff else None,
+            "fresh_limit": self.fresh_limit,
+            "calibration": [c.to_dict() for c in self.calibration],
+            "roles": self.role_counts(),
+            "rule": {"origin_margin": self.rule.origin_margin, "quantile": self.rule.quantile,
+                     "min_samples": self.rule.min_samples},
+        }
+
+
+def unit_roundoff(dtype: str) -> float:
+    """Unit roundoff of a dtype name in any framework's spelling (0 for exact types).
+
+    >>> unit_roundoff("torch.bfloat16"), unit_roundoff("Float32"), unit_roundoff("torch.int64")
+    (0.00390625, 5.960464477539063e-08, 0.0)
+    """
+    name = normalize_dtype(dtype)
+    if name in UNIT_ROUNDOFF:
+        return UNIT_ROUNDOFF[name]
+    return UNIT_ROUNDOFF["float32"] if "float" in name else 0.0
+
+
+def noise_model(
+    npu: DumpGraph,
+    bench: DumpGraph,
+    matches: MatchTable,
+    pairs: TensorPairs,
+    rule: NoiseRule | None = None,
+    overflow: np.ndarray | None = None,
+) -> NoiseModel:
+    """Errors, calibrated noise, margins and roles of a matched, paired comparison.
+
+    Parameters
+    ----------
+    npu, bench : DumpGraph
+        The run under test and the baseline.
+    matches : MatchTable
+        Node matches.
+    pairs : TensorPairs
+        Paired tensors with their metric columns (`pair_metrics`).
+    rule : NoiseRule, optional
+        Margins and calibration settings. Defaults to ``NoiseRule()``.
+    overflow : ndarray, optional
+        Overflow level per npu node (`overflow_levels`); a call whose outputs overflow while its
+        inputs are finite (level 3) is an origin.
+
+    Examples
+    --------
+    >>> from graphcmp.core.compare import compare_graphs
+    >>> from graphcmp.core.readers.msprobe import parse_msprobe
+    >>> def t(v, dtype="float32"):
+    ...     return {"type": "torch.Tensor", "dtype": "torch." + dtype, "shape": [8], "Max": v, "Min": -v,
+    ...             "Mean": 0.0, "Norm": 2 * v}
+    >>> def run(a, b, dtype):
+    ...     return parse_msprobe({"data": {
+    ...         "Functional.linear.0.forward": {"input_args": [t(1.0)], "output": [t(a, dtype)]},
+    ...         "Torch.relu.0.forward": {"input_args": [t(a, dtype)], "output": [t(b, dtype)]}}})
+    >>> noise = compare_graphs(run(1.002, 1.2, "bfloat16"), run(1.0, 1.0, "float32")).noise
+    >>> [NodeRole(int(noise.role[r])).name for r in noise.leaves]
+    ['WITHIN_NOISE', 'ORIGIN']
+    """
+    rule = rule or NoiseRule()
+    keys = execution_keys(npu)
+    n = len(npu)
+    i = pairs.npu
+    node = npu.tensors.node[i].astype(np.int64)
+    role = npu.tensors.role[i]
+    is_out = np.isin(role, OUTPUT_ROLES)
+    is_in = np.isin(role, INPUT_ROLES)
+    npu_units = _chain_units(keys, node, _units(npu.tensors.dtype, i), n)
+    bench_units = _chain_units(keys, node, _units(bench.tensors.dtype, pairs.bench), n)
+    unit = np.maximum(npu_units, bench_units)
+    error = pair_errors(npu, bench, pairs, npu_units[node], bench_units[node])
+    has_out = np.bincount(node[is_out], minlength=n) > 0
+    producer = earliest_producers(npu, keys)[i] if len(i) else np.zeros(0, np.int64)
+    made = np.maximum(producer, 0)
+    explained = (producer >= 0) & (keys[made] < keys[node]) & (matches.npu_to_bench[made] >= 0)
+    fresh = is_in & ~explained
+    if is_cross_framework(npu, bench):  # positional arguments of API calls pair unreliably across frameworks:
+        error[fresh & (role == Role.INPUT)] = 0.0  # their weights count through the modules' named parameters
+    output_error = _node_max(node[is_out], error[is_out], n)
+    own_input = _node_max(node[is_in], error[is_in], n)
+    input_error = _context_errors(npu, own_input, output_error)
+    tensor = _has_shape(npu, i)
+    fresh_error = _node_max(node[fresh & tensor], error[fresh & tensor], n)
+    argument_error = _node_max(node[fresh & ~tensor], error[fresh & ~tensor], n)
+    leaves = compared_leaves(npu, matches, has_out, keys)
+    reduction = _backward_reductions(npu, pairs, node, is_in, is_out)
+    growth = output_error / (input_error + unit * np.sqrt(reduction) + LIBRARY_ERROR)
+    communication = communication_calls(npu)
+    switching = _switching_backward(npu)
+    growth_limit, calibration = _calibrate(npu, leaves[~(communication | switching)[leaves]], growth, rule)
+    growth_limit[leaves[communication[leaves]]] = 1.0  # its other inputs come from other ranks
+    growth_limit[leaves[switching[leaves]]] = np.inf
+    coarsest = float(unit.max(initial=UNIT_ROUNDOFF["float64"]))
+    fresh_limit = _limit(error[role == Role.PARAM] / coarsest, rule)
+    earlier = _noise_before(leaves, output_error, n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        margin = growth / growth_limit
+        fresh_margin = np.maximum(
+            np.where(fresh_error > 0, fresh_error / np.maximum(fresh_limit * coarsest, earlier), 0.0),
+            np.where(argument_error > 0, argument_error / np.maximum(coarsest, earlier), 0.0))
+    shape_changed = _shape_changes(npu, bench, pairs, node, is_out, n)
+    origin = _origins(leaves, margin, fresh_margin, output_error, shape_changed, overflow, rule, n)
+    roles, first, level = _roles(npu, keys, leaves, origin, has_out, matches, output_error, unit)
+    precision = _precision(npu, bench, pairs, is_out, leaves, keys, first, output_error)
+    return NoiseModel(
+        pair_error=error, fresh_pair=fresh, producer=producer, unit=unit, output_error=output_error,
+        input_error=input_error, fresh_error=fresh_error, argument_error=argument_error,
+        reduction=reduction, growth_limit=growth_limit, margin=margin, fresh_margin=fresh_margin,
+        shape_changed=shape_changed,
+        role=roles, leaves=leaves, first_origin=first, noise_level=level, fresh_limit=fresh_limit,
+        calibration=calibration, precision=precision, rule=rule,
+    )
+
+
+def compared_leaves(npu: DumpGraph, matches: MatchTable, has_out: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Rows of the matched calls with compared outputs and no data below them, in execution order.
+
+    These are the innermost calls (API calls, or modules in a module-level dump). A fused group
+    compared through its enclosing module (a MindSpore Dense's Reshape/MatMul/BiasAdd against one
+    PyTorch linear) is not compared member by member, so the module stands for it.
+    """
+    nodes = npu.nodes
+    has_data = nodes.has_data & (nodes.kind != NodeKind.GROUP)
+    data_below = np.zeros(len(npu), bool)
+    parent = nodes.parent
+    for rows in reversed(levels(depths(parent))[1:]):
+        np.logical_or.at(data_below, parent[rows], has_data[rows] | data_below[rows])
+    leaf = has_data & ~data_below & (matches.npu_to_bench >= 0)
+    for group in matches.groups:
+        if group.via >= 0:
+            leaf[list(group.npu)] = False
+            leaf[group.via] = True
+    rows = np.flatnonzero(leaf & has_out)
+    return rows[np.argsort(keys[rows], kind="stable")]
+
+
+def pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit: np.ndarray,
+                bench_unit: np.ndarray) -> np.ndarray:
+    """The noise model's error of every tensor pair (step 1 of the module docstring).
+
+    `npu_unit` and `bench_unit` are each side's unit roundoff per pair (at the pair's node), used to
+    recognise gradients that are zero in theory.
+    """
+    nt, bt = npu.tensors, bench.tensors
+    i, j = pairs.npu, pairs.bench
+    a, b = nt.stats[i], bt.stats[j]
+    present = nt.present[i] & bt.present[j]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = np.abs(a - b)
+        magnitude_a, magnitude_b = _magnitude(a, present), _magnitude(b, present)
+        norm = np.abs(b[:, 3])
+        count = _element_counts(bt.shape, j)
+        rms = np.where(count > 0, norm / np.sqrt(np.maximum(count, 1)), magnitude_b)
+        scale = np.stack([magnitude_b, magnitude_b, rms, norm], axis=1)
+        per_stat = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), np.where(diff > 0, np.inf, 0.0))
+    special = ~np.isfinite(a) | ~np.isfinite(b)
+    same_special = (a == b) | (np.isnan(a) & np.isnan(b))
+    per_stat = np.where(special, np.where(same_special, 0.0, np.inf), per_stat)
+    per_stat = np.where(present, per_stat, 0.0)
+    error = per_stat.max(axis=1, initial=0.0)
+    shape = string_column(bt.shape, j)
+    scalar = shape == "scalar"
+    if is_cross_framework(npu, bench):  # argument conventions differ (MindSpore's BatchNorm momentum is 1 - torch's)
+        error[scalar | (shape == "")] = 0.0
+    else:
+        error[scalar] = per_stat[scalar, 0]
+        error = np.where(_values_differ(npu, bench, pairs, shape), np.inf, error)
+    error[_zero_in_theory(npu, i, magnitude_a, magnitude_b, npu_unit, bench_unit, shape)] = 0.0
+    if npu.info.task == "md5":  # a checksum difference the statistics do not show: at least one rounding
+        md5 = pairs.metrics["md5_diff"] == 1.0
+        error = np.where(md5 & (error == 0), np.maximum(npu_unit, bench_unit), error)
+    euclidean = pairs.metrics.get("euc_rel")
+    if euclidean is not None:
+        error = np.fmax(error, euclidean)
+    return error
+
+
+def _magnitude(stats: np.ndarray, present: np.ndarray) -> np.ndarray:
+    values = np.where(present[:, :2], np.abs(stats[:, :2]), 0.0)
+    return np.where(np.isfinite(values), values, 0.0).max(axis=1)
+
+
+_DIMS = re.compile(r"-?\d+")
+
+
+def _element_counts(shapes: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
+    """Element count per row from shape texts (``[4, 16, 64]`` -> 4096; 0 where not a tensor shape)."""
+    codes, names = string_codes(shapes)
+    counts = np.array([_count(s) for s in names] + [0], np.float64)
+    return counts[codes[rows]] if len(rows) else np.zeros(0)
+
+
+def _count(shape: str) -> float:
+    if not shape.startswith("["):
+        return 0.0
+    return float(np.prod([int(d) for d in _DIMS.findall(shape)], dtype=np.float64))
+
+
+def _values_differ(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, shape: np.ndarray) -> np.ndarray:
+    """Non-numeric arguments (strings, None, slices ...) whose text differs, dtypes and devices left out."""
+    other = shape == ""
+    if not other.any():
+        return other
+    a = string_column(npu.tensors.value, pairs.npu)
+    b = string_column(bench.tensors.value, pairs.bench)
+    kind = string_column(bench.tensors.dtype, pairs.bench)
+    context = np.isin(kind, list(CONTEXT_VALUE_TYPES))
+    return other & (a != b) & ~context & (a != "") & (b != "")
+
+
+def _zero_in_theory(npu: DumpGraph, rows: np.ndarray, magnitude_a: np.ndarray, magnitude_b: np.ndarray,
+                    npu_unit: np.ndarray, bench_unit: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """Gradient pairs that are numerically zero on both sides (a bias gradient in front of a normalisation).
+
+    A value below ``sqrt(u)`` of the largest gradient of the same backward call (for parameter
+    gradients, also of the module's incoming gradients) keeps at most half of its digits through a
+    rounding of that size: a cancellation, compared as zero when both sides, each at its own
+    precision, are that small.
+    """
+    n = len(npu)
+    node = npu.tensors.node[rows].astype(np.int64)
+    scale = _node_max(node, magnitude_b, n)
+    grads = np.flatnonzero(npu.nodes.kind == NodeKind.PARAM_GRAD)
+    parents = npu.nodes.parent[grads]
+    scale[grads] = np.maximum(scale[grads], scale[parents])
+    s = scale[node]
+    backward = npu.nodes.direction[node] == Direction.BACKWARD
+    tensor = (shape != "") & (shape != "scalar")
+    return (backward & tensor & (magnitude_b < s) & (magnitude_b <= np.sqrt(bench_unit) * s)
+            & (magnitude_a <= np.sqrt(npu_unit) * s))
+
+
+def _units(dtypes: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
+    codes, names = string_codes(dtypes)
+    table = np.array([unit_roundoff(name) for name in names] + [0.0])
+    return table[codes[rows]] if len(rows) else np.zeros(0)
+
+
+def _chain_units(keys: np.ndarray, node: np.ndarray, unit_pair: np.ndarray, n: int) -> np.ndarray:
+    """u per node: the coarsest unit roundoff of any pair of a call at or before it in execution order."""
+    own = _node_max(node, unit_pair, n)
+    order = np.argsort(keys, kind="stable")
+    chained = np.empty(n)
+    chained[order] = np.maximum.accumulate(own[order]) if n else own
+    return np.maximum(chained, UNIT_ROUNDOFF["float64"])
+
+
+def _node_max(node: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n)
+    np.maximum.at(out, node, np.where(np.isnan(values), np.inf, values))
+    return out
+
+
+def _context_errors(npu: DumpGraph, own_input: np.ndarray, output_error: np.ndarray) -> np.ndarray:
+    """Per node, the largest error of what it computed from: its inputs; for a backward call also its
+    forward call's inputs and outputs; for parameter gradients those of the module's backward call."""
+    twin = forward_twins(npu)
+    context = own_input.copy()
+    backward = np.flatnonzero(twin >= 0)
+    context[backward] = np.maximum.reduce([own_input[backward], own_input[twin[backward]],
+                                           output_error[twin[backward]]])
+    grads = np.flatnonzero(npu.nodes.kind == NodeKind.PARAM_GRAD)
+    parents = npu.nodes.parent[grads]
+    ok = parents >= 0
+    context[grads[ok]] = np.maximum(context[grads[ok]], context[parents[ok]])
+    return context
+
+
+def _has_shape(npu: DumpGraph, rows: np.ndarray) -> np.ndarray:
+    return npu.tensors.has_shape()[rows] if len(rows) else np.zeros(0, bool)
+
+
+_DIRECTIONS = {Direction.FORWARD: "forward", Direction.BACKWARD: "backward", Direction.NONE: "none"}
+_KINDS = {NodeKind.API: "api", NodeKind.MODULE: "module", NodeKind.PARAM_GRAD: "parameter gradient"}
+
+
+def _backward_reductions(npu: DumpGraph, pairs: TensorPairs, node: np.ndarray, is_in: np.ndarray,
+                         is_out: np.ndarray) -> np.ndarray:
+    """Per node, how many incoming values a backward output element sums at most (1 in forward).
+
+    A parameter gradient sums over every token or pixel of the batch (a bias gradient of a linear
+    over batch x sequence), and some kernels accumulate such sums in the gradient's own half
+    precision: the rounding of n terms grows like sqrt(n) u. Estimated as the largest input (for a
+    parameter gradient, the module's incoming gradient) over the output's element count.
+    """
+    n = len(npu)
+    count = _element_counts(npu.tensors.shape, pairs.npu)
+    incoming = _node_max(node[is_in], count[is_in], n)
+    grads = np.flatnonzero(npu.nodes.kind == NodeKind.PARAM_GRAD)
+    incoming[grads] = np.maximum(incoming[grads], incoming[npu.nodes.parent[grads]])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(count > 0, incoming[node] / count, 1.0)
+    backward = npu.nodes.direction[node] == Direction.BACKWARD
+    return np.maximum(_node_max(node[is_out & backward], ratio[is_out & backward], n), 1.0)
+
+
+def _switching_backward(npu: DumpGraph) -> np.ndarray:
+    """Per node, True for the backward call of a `SWITCHING_OPS` op."""
+    codes, names = string_codes(npu.nodes.op)
+    switching = np.array([re.sub(r"[^a-z0-9]", "", name.lower()) in SWITCHING_OPS for name in names] + [False])
+    return switching[codes] & (npu.nodes.direction == Direction.BACKWARD) if len(codes) else np.zeros(0, bool)
+
+
+def _calibrate(npu: DumpGraph, leaves: np.ndarray, growth: np.ndarray,
+               rule: NoiseRule) -> tuple[np.ndarray, tuple[Calibration, ...]]:
+    """The growth limit G per compared leaf (step 4 of the module docstring)."""
+    limit = np.full(len(npu), np.nan)
+    calibration = []
+    direction, kind = npu.nodes.direction[leaves], npu.nodes.kind[leaves]
+    for d, d_name in _DIRECTIONS.items():
+        in_direction = direction == d
+        if not in_direction.any():
+            continue
+        direction_limit = _limit(growth[leaves[in_direction]], rule)
+        for k in np.unique(kind[in_direction]).tolist():
+            rows = leaves[in_direction & (kind == k)]
+            own = len(rows) >= rule.min_samples
+            value = _limit(growth[rows], rule) if own else direction_limit
+            limit[rows] = value
+            calibration.append(Calibration(d_name, _KINDS.get(NodeKind(k), NodeKind(k).name.lower())
+                                           + ("" if own else f" (with all {d_name} calls)"), len(rows), value))
+    return limit, tuple(calibration)
+
+
+def _limit(values: np.ndarray, rule: NoiseRule) -> float:
+    finite = values[np.isfinite(values)]
+    if len(finite) < rule.min_samples:
+        return 1.0
+    # "lower": an order statistic, not an interpolation towards the largest value (a bug, in a small group)
+    return max(1.0, float(np.quantile(finite, rule.quantile, method="lower")))
+
+
+def _noise_before(leaves: np.ndarray, output_error: np.ndarray, n: int) -> np.ndarray:
+    """Per node, the largest output error of the compared leaves before it in execution order (0 for
+    the first): the noise an input computed outside the dump (a gradient summed by autograd) may carry."""
+    earlier = np.zeros(n)
+    if len(leaves) > 1:
+        running = np.maximum.accumulate(np.where(np.isfinite(output_error[leaves]), output_error[leaves], 0.0))
+        earlier[leaves[1:]] = running[:-1]
+    return earlier
+
+
+def _shape_changes(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, node: np.ndarray, is_out: np.ndarray,
+                   n: int) -> np.ndarray:
+    a = string_column(npu.tensors.shape, pairs.npu)
+    b = string_column(bench.tensors.shape, pairs.bench)
+    changed = is_out & (a != b) & (a != "") & (b != "")
+    out = np.zeros(n, bool)
+    out[node[changed]] = True
+    return out
+
+
+def _origins(leaves: np.ndarray, margin: np.ndarray, fresh_margin: np.ndarray, output_error: np.ndarray,
+             shape_changed: np.ndarray, overflow: np.ndarray | None, rule: NoiseRule, n: int) -> np.ndarray:
+    beyond = rule.origin_margin
+    with np.errstate(invalid="ignore"):
+        flagged = (margin > beyond) | ((fresh_margin > beyond) & (output_error > 0)) | shape_changed
+    if overflow is not None:
+        flagged |= overflow == 3
+    origin = np.zeros(n, bool)
+    origin[leaves] = flagged[leaves]
+    return origin
+
+
+def _roles(npu: DumpGraph, keys: np.ndarray, leaves: np.ndarray, origin: np.ndarray, has_out: np.ndarray,
+           matches: MatchTable, output_error: np.ndarray, unit: np.ndarray) -> tuple[np.ndarray, int, float]:
+    """Role per node, the first origin's row and the noise level (the largest error before it)."""
+    role = np.full(len(npu), NodeRole.NOT_COMPARED, np.int8)
+    compared = has_out & (matches.npu_to_bench >= 0)
+    role[compared] = NodeRole.WITHIN_NOISE
+    origins = leaves[origin[leaves]]
+    floor = float(unit[leaves].max(initial=0.0))
+    if not len(origins):
+        level = float(output_error[leaves].max(initial=0.0))
+        return role, -1, max(level, floor)
+    first = int(origins[0])
+    before = leaves[keys[leaves] < keys[first]]
+    level = max(float(output_error[before].max(initial=0.0)), floor)
+    after = _subtree_end_keys(npu, keys) >= keys[first]
+    role[compared & after & (output_error > level)] = NodeRole.PROPAGATED
+    role[origins] = NodeRole.ORIGIN
+    return role, first, level
+
+
+def _subtree_end_keys(npu: DumpGraph, keys: np.ndarray) -> np.ndarray:
+    """The latest execution key within each node's subtree (a module's outputs exist once it ends)."""
+    end = keys.copy()
+    parent = npu.nodes.parent
+    for rows in reversed(levels(depths(parent))[1:]):
+        np.maximum.at(end, parent[rows], end[rows])
+    return end
+
+
+def _precision(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, is_out: np.ndarray, leaves: np.ndarray,
+               keys: np.ndarray, first: int, output_error: np.ndarray) -> Precision:
+    i, j = pairs.npu[is_out], pairs.bench[is_out]
+    npu_codes, npu_names = string_codes(npu.tensors.dtype)
+    bench_codes, bench_names = string_codes(bench.tensors.dtype)
+    combined = npu_codes[i] * (len(bench_names) + 1) + bench_codes[j]
+    counts: dict[tuple[str, str], int] = {}
+    for code, k in zip(*np.unique(combined, return_counts=True)):
+        x, y = (normalize_dtype(npu_names[code // (len(bench_names) + 1)]),
+                normalize_dtype(bench_names[code % (len(bench_names) + 1)]))
+        if unit_roundoff(x) or unit_roundoff(y):
+            counts[(x, y)] = counts.get((x, y), 0) + int(k)
+    dtype_pairs = tuple((x, y, k) for (x, y), k in sorted(counts.items(), key=lambda item: -item[1]))
+    coarsest = max((max(unit_roundoff(x), unit_roundoff(y)) for x, y, _ in dtype_pairs), default=0.0)
+    if any(x != y for x, y, _ in dtype_pairs):
+        kind = "mixed precision"
+    else:
+        before = leaves if first < 0 else leaves[keys[leaves] < keys[first]]
+        kind = "exact rerun" if not np.any(output_error[before] > 0) else "same precision"
+    return Precision(kind, dtype_pairs, coarsest)
