@@ -13,7 +13,7 @@ from graphcmp.cli.mapping_options import add_mapping_options, matchers_from_args
 from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
-from graphcmp.cli.render import render_summary
+from graphcmp.cli.render import render_first_divergence, render_summary
 from graphcmp.core.distributed.layout import is_batch_root
 from graphcmp.core.outputs import checked_output
 from graphcmp.core.readers.pair import read_pair
@@ -63,9 +63,13 @@ def handle(args: argparse.Namespace) -> int:
         bar.set_postfix_str("writing")
         save_report(report, args.output)
         bar.update()
-    summary = {**report.summary(), "output": args.output}
+    analysis = report.analysis()
+    summary = {**report.summary(), "output": args.output,
+               "first_divergence": analysis.first.to_dict() if analysis.first else None}
     rules = render_rule_report(summary)
-    emit(summary, render_summary(summary) + (f"\n{rules}" if rules else "") + f"\nwritten: {args.output}", args.json)
+    text = [render_summary(summary), *([rules] if rules else []), render_first_divergence(analysis),
+            f"written: {args.output}"]
+    emit(summary, "\n".join(text), args.json)
     overflow = args.overflow and bool(summary["overflow"])
     return 0 if report and not overflow else 1
 

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from graphcmp.core.divergence import Analysis, Divergence
 
-__all__ = ["render_analysis", "render_batch", "render_graph_summary", "render_job_analysis", "render_summary"]
+__all__ = ["render_analysis", "render_batch", "render_first_divergence", "render_graph_summary", "render_job_analysis",
+           "render_summary"]
 
 _ORDER = ("pass", "warning", "error", "skip", "unmatched")
 
@@ -23,6 +24,11 @@ def render_summary(summary: dict[str, Any]) -> str:
         "verdicts (npu nodes): " + ", ".join(f"{k} {verdicts[k]}" for k in _ORDER if k in verdicts),
         f"tensor pairs compared: {summary['tensor_pairs']}; micro-steps: {summary['micro_steps']}",
     ]
+    if summary.get("precision"):
+        lines.append(f"precision: {_precision_text(summary['precision'])}")
+    if summary.get("roles"):
+        roles = summary["roles"].items()
+        lines.append("roles (npu nodes): " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in roles))
     if summary.get("overflow"):
         lines.append("overflow (npu nodes): " + ", ".join(f"{k} {v}" for k, v in summary["overflow"].items()))
     for side in ("npu", "bench"):
@@ -42,26 +48,53 @@ def render_analysis(analysis: Analysis) -> str:
     """Text of a divergence `Analysis`: the first divergence with its evidence, candidates, findings."""
     lines = []
     if analysis.first is None:
-        lines.append("no divergence: every compared output agrees within tolerance")
+        lines.append(f"no divergence: every compared output is within {_noise_text(analysis.noise)}")
     else:
         lines.extend(_divergence_lines("first divergence", analysis.first))
     if analysis.candidates:
         lines.append("next candidates:")
-        lines.extend(f"  {c.node} ({c.cause}, output error {c.output_error:.3g})" for c in analysis.candidates)
-    kind = "exact rerun (any difference counts)" if analysis.exact_rerun else "cross-device (noise floor applies)"
-    lines.append(f"comparison kind: {kind}")
+        lines.extend(f"  {c.node} ({c.cause}, {_margin_text(c.margin)} the noise allowed)" for c in analysis.candidates)
+    lines.append(f"precision: {_precision_text(analysis.precision.to_dict())}")
     if analysis.findings:
         lines.append("findings:")
-        lines.extend(f"  [{f.level}] {f.message}" for f in analysis.findings)
+        lines.extend(f"  [{f.level}] {f.message}" for f in analysis.findings if f.kind != "precision")
     return "\n".join(lines)
+
+
+def render_first_divergence(analysis: Analysis) -> str:
+    """One line: the first divergence (or that there is none), as `compare` prints it."""
+    d = analysis.first
+    if d is None:
+        return f"first divergence: none (every compared output is within {_noise_text(analysis.noise)})"
+    return (f"first divergence: {d.node} ({d.cause}, {_margin_text(d.margin)} the noise allowed"
+            f"{f', rank {d.rank}' if d.rank is not None else ''}) in {d.module or '-'}; see graphcmp diverge")
 
 
 def _divergence_lines(title: str, d: Divergence) -> list[str]:
     where = ", ".join(part for part in (
         f"rank {d.rank}" if d.rank is not None else "", f"step {d.step}" if d.step is not None else "",
         f"micro-step {d.micro_step}", d.direction) if part)
-    return [f"{title}: {d.node} ({where})", f"  module: {d.module or '-'}", f"  cause: {d.cause}",
+    source = [f"  in its rank's own dump: {d.source_id}"] if d.source_id and d.source_id != d.node else []
+    return [f"{title}: {d.node} ({where})", f"  module: {d.module or '-'}",
+            f"  cause: {d.cause}, {_margin_text(d.margin)} the noise allowed", *source,
             *(f"  {e}" for e in d.evidence)]
+
+
+def _margin_text(margin: float) -> str:
+    return f"{margin:.3g}x" if margin == margin and margin != float("inf") else "far beyond"
+
+
+def _precision_text(precision: dict[str, Any]) -> str:
+    pairs = ", ".join(f"{p['outputs']} {p['npu']} vs {p['bench']}" for p in precision.get("dtype_pairs", []))
+    return f"{precision.get('kind', '?')} ({pairs or 'no float outputs'})"
+
+
+def _noise_text(noise: dict[str, Any]) -> str:
+    level, units = noise.get("noise_level"), noise.get("noise_level_units")
+    if level is None:
+        return "the noise its precision allows"
+    return f"the noise its precision allows (measured noise level {level:.3g}" + (
+        f", {units:.3g} unit roundoffs)" if units else ")")
 
 
 def render_batch(summary: dict[str, Any]) -> str:

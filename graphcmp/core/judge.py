@@ -18,7 +18,7 @@ from graphcmp.core.dtypes import precision_changed
 from graphcmp.core.hierarchy import depths, levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.metrics import is_nonfinite
-from graphcmp.core.noise import NodeRole, NoiseModel
+from graphcmp.core.noise import NodeRole, NoiseModel, element_count
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import STAT_NAMES, DumpGraph, NodeKind, Role, TensorTable, string_column
 from graphcmp.core.rules import ERROR, PASS, WARNING, Thresholds
@@ -131,7 +131,7 @@ def _hard_nodes(node: np.ndarray, is_out: np.ndarray, notes: dict[int, str], n: 
     """Nodes with an output whose shape changed or that overflowed: no noise explains those."""
     hard = np.zeros(n, bool)
     for k, note in notes.items():
-        if is_out[k] and not note.startswith("dtype"):
+        if is_out[k] and not note.startswith(("dtype", "layout")):
             hard[node[k]] = True
     return hard
 
@@ -175,7 +175,8 @@ def _pair_notes(nt: TensorTable, bt: TensorTable, pairs: TensorPairs, nonfinite:
             notes[k] = f"dtype {a} vs {b}"
     shape_a, shape_b = string_column(nt.shape, i), string_column(bt.shape, j)
     for k in np.flatnonzero((shape_a != shape_b) & (shape_a != "") & (shape_b != "")).tolist():
-        notes[k] = f"shape {shape_a[k]} vs {shape_b[k]}"
+        same = element_count(shape_a[k]) == element_count(shape_b[k])
+        notes[k] = f"{'layout' if same else 'shape'} {shape_a[k]} vs {shape_b[k]}"
     for k in np.flatnonzero(nonfinite).tolist():
         notes[k] = _nonfinite_text(nt, int(i[k]), "npu") or _nonfinite_text(bt, int(j[k]), "bench")
     return notes

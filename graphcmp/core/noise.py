@@ -77,6 +77,7 @@ __all__ = [
     "NoiseModel",
     "Precision",
     "compared_leaves",
+    "element_count",
     "noise_model",
     "pair_errors",
     "unit_roundoff",
@@ -409,11 +410,16 @@ _DIMS = re.compile(r"-?\d+")
 def _element_counts(shapes: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
     """Element count per row from shape texts (``[4, 16, 64]`` -> 4096; 0 where not a tensor shape)."""
     codes, names = string_codes(shapes)
-    counts = np.array([_count(s) for s in names] + [0], np.float64)
+    counts = np.array([element_count(s) for s in names] + [0], np.float64)
     return counts[codes[rows]] if len(rows) else np.zeros(0)
 
 
-def _count(shape: str) -> float:
+def element_count(shape: str) -> float:
+    """Elements of a tensor from its shape text; 0 when the text is not a tensor shape.
+
+    >>> element_count("[4, 16, 64]"), element_count("[]"), element_count("scalar")
+    (4096.0, 1.0, 0.0)
+    """
     if not shape.startswith("["):
         return 0.0
     return float(np.prod([int(d) for d in _DIMS.findall(shape)], dtype=np.float64))
@@ -565,9 +571,9 @@ def _noise_before(leaves: np.ndarray, output_error: np.ndarray, n: int) -> np.nd
 
 def _shape_changes(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, node: np.ndarray, is_out: np.ndarray,
                    n: int) -> np.ndarray:
-    a = string_column(npu.tensors.shape, pairs.npu)
-    b = string_column(bench.tensors.shape, pairs.bench)
-    changed = is_out & (a != b) & (a != "") & (b != "")
+    a = _element_counts(npu.tensors.shape, pairs.npu)
+    b = _element_counts(bench.tensors.shape, pairs.bench)
+    changed = is_out & (a != b) & (a > 0) & (b > 0)  # a view of the same elements ([72, 96] vs [3, 24, 96]) is not
     out = np.zeros(n, bool)
     out[node[changed]] = True
     return out

@@ -53,8 +53,18 @@ def test_small_output_difference_explained_by_its_inputs_passes():
 
 
 def test_shape_change_is_an_error():
-    report = _pair(dict(T, shape=[8, 4]), T)
-    assert "shape [8, 4] vs [4, 8]" in report.verdict("Functional.layer_norm.0.forward").reason
+    report = _pair(dict(T, shape=[8, 8]), T)
+    verdict = report.verdict("Functional.layer_norm.0.forward")
+    assert verdict.status == "error" and "shape [8, 8] vs [4, 8]" in verdict.reason
+    assert report.analysis().first.cause == "shape change"
+
+
+def test_another_view_of_the_same_elements_is_not_a_shape_change():
+    # autocast's bf16 linear backward returns [3, 24, 96] where float32's addmm returns [72, 96]
+    report = _pair(dict(T, shape=[2, 2, 8]), T)
+    verdict = report.verdict("Functional.layer_norm.0.forward")
+    assert verdict.status == "pass" and "layout [2, 2, 8] vs [4, 8]" in verdict.reason
+    assert report.analysis().first is None
 
 
 def test_perturbed_linear_is_an_error_even_though_its_weight_changed(perturb_pair):
@@ -91,7 +101,8 @@ def test_bf16_precision_change_is_context_stated_once(perturb_pair):
     report = compare_paths(DATA / "msprobe_bf16" / "npu", perturb_pair[1])
     assert not np.any(report.verdicts.status >= WARNING) and bool(report)
     precision = report.noise.precision
-    assert precision.kind == "mixed precision" and ("bfloat16", "float32") in {(a, b) for a, b, _ in precision.dtype_pairs}
+    assert precision.kind == "mixed precision"
+    assert ("bfloat16", "float32") in {(a, b) for a, b, _ in precision.dtype_pairs}
     findings = [f for f in report.analysis().findings if "bfloat16 vs float32" in f.message]
     assert len(findings) == 1 and findings[0].kind == "precision"
     assert report.verdict("Functional.embedding.0.forward").status == "pass"

@@ -21,6 +21,10 @@ COPIES = {
     "msprobe_md5/bench": "msprobe/dumps/tf_small/md5/baseline/step0/rank0",
     "mindspore_cnn/npu": "mindspore_msprobe/dumps/ms/cnn/statistics_mix/perturb/step0/rank0",
     "mindspore_cnn/bench": "mindspore_msprobe/dumps/ms/cnn/statistics_mix/baseline/step0/rank0",
+    "noise_softmax_scale_bf16/npu": "msprobe/dumps/noise/bf16_softmax_l2/target/step0/rank0",
+    "noise_softmax_scale_bf16/bench": "msprobe/dumps/noise/bf16_softmax_l2/baseline/step0/rank0",
+    "noise_clean_fp16/npu": "msprobe/dumps/noise/fp16_clean/target/step0/rank0",
+    "noise_clean_fp16/bench": "msprobe/dumps/noise/fp16_clean/baseline/step0/rank0",
 }
 TRIMS = {  # case -> (source, number of dump.json records kept)
     "msprobe122_old_stack/rank": ("msprobe/dumps_msprobe122/tf_small/statistics/baseline/step0/rank", 40),

@@ -255,6 +255,7 @@ def batch_summary(index: dict[str, Any]) -> dict[str, Any]:
             missing = unlinked.get((str(entry["step"]), entry["rank"] or 0), 0)
             row.update({"nodes": {"npu": summary["npu"]["nodes"], "bench": summary["bench"]["nodes"]},
                         "matched": summary["matched"], "verdicts": summary["verdicts"],
+                        "roles": summary.get("roles", {}), "precision": summary.get("precision", {}),
                         "comm": {"nodes": calls, "linked": calls - missing, "unlinked": missing},
                         "first": entry["first"]["node"] if entry.get("first") else None})
         runs.append(row)

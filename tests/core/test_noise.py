@@ -1,0 +1,220 @@
+"""The noise model on real mixed-precision pairs (bf16/fp16 npu against fp32) and on planted cases."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from graphcmp.core.compare import compare_graphs, compare_paths
+from graphcmp.core.noise import NodeRole, element_count, unit_roundoff
+from graphcmp.core.readers.msprobe import parse_msprobe, read_msprobe
+from graphcmp.core.readers.pair import read_pair
+from graphcmp.core.rules import ERROR
+from graphcmp.core.tensorcmp import tensor_metrics_for
+from tests.conftest import DATA, SHARED, shared
+
+NOISE = "msprobe/dumps/noise"
+
+
+def _noise_cases() -> list[tuple[str, int]]:
+    path = SHARED / NOISE / "TRUTH.json"
+    if not path.is_file():
+        return []
+    truth = json.loads(path.read_text())
+    return [(name, step) for name, case in truth.items() if not name.startswith("_")
+            for step in range(case.get("steps", 1))]
+
+
+def _compare(npu, bench):
+    npu, bench = read_pair(npu, bench)
+    return compare_graphs(npu, bench, tensor_metrics=tensor_metrics_for(npu, bench))
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("case", "step"), _noise_cases() or [("", 0)], ids=lambda v: str(v))
+def test_every_shared_noise_case(case, step):
+    """Bug cases: the truth op (or its module) is the first origin; clean cases: no origin, no error verdict."""
+    truth = json.loads(shared(f"{NOISE}/TRUTH.json").read_text())[case]
+    report = _compare(shared(f"{NOISE}/{truth['npu']}/step{step}/rank0"),
+                      shared(f"{NOISE}/{truth['bench']}/step{step}/rank0"))
+    first = report.analysis().first
+    assert report.noise.precision.kind == "mixed precision"
+    if truth["truth_nodes"] and step == truth.get("truth_step", 0):
+        assert first is not None and {first.node, first.module} & set(truth["truth_nodes"])
+        assert first.margin > report.noise.rule.origin_margin
+    else:
+        assert first is None
+        assert not np.any(report.verdicts.status == ERROR)
+        assert report.noise.role_counts()["propagated"] == 0
+
+
+def test_wrong_attention_scale_is_an_argument_that_differs():
+    report = compare_paths(DATA / "noise_softmax_scale_bf16" / "npu", DATA / "noise_softmax_scale_bf16" / "bench")
+    first = report.analysis().first
+    assert first.node == "Tensor.__mul__.2.forward"
+    assert first.module == "Module.blocks.2.attn.CausalSelfAttention.forward.0"
+    assert first.cause == "argument differs" and "input.1 0.125 vs 0.25" in first.evidence[-1]
+    assert report.verdict("Tensor.__mul__.2.forward").status == "error"
+    # the same op in the other blocks, fed the same bf16 rounding, is within noise
+    for block in (0, 1, 3):
+        assert report.noise.role[report.npu.row(f"Tensor.__mul__.{block}.forward")] == NodeRole.WITHIN_NOISE
+
+
+def test_clean_fp16_run_is_within_noise_everywhere():
+    report = compare_paths(DATA / "noise_clean_fp16" / "npu", DATA / "noise_clean_fp16" / "bench")
+    assert report.analysis().first is None and bool(report)
+    assert report.noise.precision.dtype_pairs[:2] == (("float32", "float32", 214), ("float16", "float32", 141))
+    assert not np.any(report.verdicts.status == ERROR)  # msprobe 26.2.0 paints 179 nodes of this run error
+    assert report.noise.noise_level < 20 * unit_roundoff("float16")
+
+
+def test_clean_bf16_runs_statistics_and_tensor(perturb_pair):
+    for npu, bench in ((DATA / "msprobe_bf16" / "npu", perturb_pair[1]),):
+        report = _compare(npu, bench)
+        assert report.analysis().first is None and not np.any(report.verdicts.status == ERROR)
+
+
+@pytest.mark.shared
+def test_clean_bf16_tensor_run():
+    report = _compare(shared("msprobe/dumps/tf_small/tensor/bf16/step0/rank0"),
+                      shared("msprobe/dumps/tf_small/tensor/baseline/step0/rank0"))
+    assert np.isfinite(report.pairs.metrics["cosine"]).any()
+    assert report.analysis().first is None and not np.any(report.verdicts.status == ERROR)
+
+
+def _tensor_run(tmp_path, name, tensors):
+    """A tensor-mode msprobe folder whose every output is an .npy file (stats computed from the values)."""
+    folder = tmp_path / name
+    (folder / "dump_tensor_data").mkdir(parents=True)
+    data = {}
+    for node, (inputs, output) in tensors.items():
+        record = {}
+        for role, values in (("input_args", inputs), ("output", [output])):
+            leaves = []
+            for k, value in enumerate(values):
+                file = f"{node}.{role}.{k}.npy"
+                np.save(folder / "dump_tensor_data" / file, value)
+                leaves.append({"type": "torch.Tensor", "dtype": "torch.float32", "shape": list(value.shape),
+                               "Max": float(value.max()), "Min": float(value.min()), "Mean": float(value.mean()),
+                               "Norm": float(np.linalg.norm(value)), "data_name": file})
+            record[role] = leaves
+        data[node] = record
+    (folder / "dump.json").write_text(json.dumps({"task": "tensor", "level": "L1", "data": data}))
+    return folder
+
+
+def test_tensor_mode_finds_a_permutation_that_keeps_the_statistics(tmp_path):
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal((16, 16)).astype(np.float32)
+    y = x @ w
+    z = np.maximum(y, 0)
+    flipped = y[:, ::-1].copy()  # a kernel that writes its columns in the wrong order: same Max/Min/Mean/Norm
+    bench = _tensor_run(tmp_path, "bench", {"Functional.linear.0.forward": ([x, w], y),
+                                             "Functional.relu.0.forward": ([y], z)})
+    npu = _tensor_run(tmp_path, "npu", {"Functional.linear.0.forward": ([x, w], flipped),
+                                         "Functional.relu.0.forward": ([flipped], np.maximum(flipped, 0))})
+    report = _compare(npu, bench)
+    assert report.pairs.metrics["rel_err"].max() < 1e-6  # the statistics cannot see it
+    first = report.analysis().first
+    assert first.node == "Functional.linear.0.forward" and first.cause == "op"
+
+
+def _call(out_dtype, out, args=(), kwargs=None, name="Torch.mul.0.forward"):
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [64], "Max": 1.0, "Min": -1.0,
+              "Mean": 0.0, "Norm": 4.0}
+    output = dict(tensor, dtype=f"torch.{out_dtype}", **out)
+    return {name: {"input_args": [tensor, *args], "input_kwargs": kwargs or {}, "output": [output]}}
+
+
+def test_dtype_and_device_arguments_are_context():
+    npu = parse_msprobe({"data": _call("bfloat16", {}, kwargs={"dtype": {"type": "torch.dtype",
+                                                                         "value": "torch.bfloat16"}})})
+    bench = parse_msprobe({"data": _call("float32", {}, kwargs={"dtype": {"type": "torch.dtype",
+                                                                          "value": "torch.float32"}})})
+    assert compare_graphs(npu, bench).analysis().first is None
+
+
+def test_a_string_argument_that_differs_is_an_origin():
+    npu = parse_msprobe({"data": _call("float32", {"Max": 1.5}, kwargs={"reduction": {"type": "str", "value": "sum"}})})
+    bench = parse_msprobe({"data": _call("float32", {}, kwargs={"reduction": {"type": "str", "value": "mean"}})})
+    first = compare_graphs(npu, bench).analysis().first
+    assert first.cause == "argument differs" and "sum vs mean" in first.evidence[-1]
+
+
+def test_mean_near_zero_never_drives_the_error():
+    # the Mean moves by 100 % of itself, which is 1e-9 of the tensor's RMS
+    npu = parse_msprobe({"data": _call("bfloat16", {"Mean": 2e-9})})
+    bench = parse_msprobe({"data": _call("float32", {"Mean": 1e-9})})
+    report = compare_graphs(npu, bench)
+    assert report.noise.output_error.max() < 1e-8 and report.analysis().first is None
+
+
+def test_bias_gradient_zero_in_theory_agrees():
+    def run(bias_max, dtype):
+        grad = {"type": "torch.Tensor", "dtype": f"torch.{dtype}", "shape": [4, 8], "Max": 2e-3, "Min": -2e-3,
+                "Mean": 0.0, "Norm": 1e-2}
+        weight = dict(grad, shape=[8, 8])
+        bias = dict(grad, shape=[8], Max=bias_max, Min=-bias_max, Norm=2 * bias_max)
+        return parse_msprobe({"data": {"Functional.linear.0.backward": {"input_args": [grad],
+                                                                        "output": [grad, weight, bias]}}})
+    # float32 keeps 1e-10 of a cancelled sum, bfloat16 1e-6: both are zero at their precision
+    report = compare_graphs(run(1e-6, "bfloat16"), run(1e-10, "float32"))
+    assert report.noise.pair_error.max() == 0 and report.analysis().first is None
+    report = compare_graphs(run(5e-4, "bfloat16"), run(1e-10, "float32"))  # a real bias gradient on one side
+    assert report.analysis().first is not None
+
+
+def test_growth_limit_is_an_order_statistic_one_outlier_cannot_raise():
+    def run(scales):
+        data = {}
+        for k, scale in enumerate(scales):
+            data.update(_call("bfloat16", {"Max": scale, "Min": -scale, "Norm": 4.0 * scale},
+                              name=f"Functional.gelu.{k}.forward"))
+        return parse_msprobe({"data": data})
+    noisy = [1.0 + 0.002 * (k % 3) for k in range(11)] + [1.3]  # eleven rounding-sized errors, one bug
+    report = compare_graphs(run(noisy), run([1.0] * 12))
+    (calibration,) = report.noise.calibration
+    assert calibration.calls == 12 and calibration.growth_limit < 1.1  # the bug's own growth is about 77
+    assert report.analysis().first.node == "Functional.gelu.11.forward"
+
+
+def test_backward_of_a_switching_op_is_not_an_origin_by_growth():
+    def run(scale):
+        g = {"type": "torch.Tensor", "dtype": "torch.bfloat16", "shape": [64], "Max": 1e-3, "Min": -1e-3,
+             "Mean": 0.0, "Norm": 4e-3}
+        return parse_msprobe({"data": {"Torch.relu.0.backward": {"input_args": [g],
+                                                                 "output": [dict(g, Max=1e-3 * scale)]}}})
+    assert compare_graphs(run(1.5), run(1.0)).analysis().first is None  # a ReLU mask flipped by forward rounding
+
+
+def test_communication_output_differing_from_agreeing_inputs_is_reached_from_another_rank():
+    def run(total):
+        t = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [8], "Max": 1.0, "Min": -1.0,
+             "Mean": 0.0, "Norm": 2.0}
+        return parse_msprobe({"data": {"Distributed.all_reduce.0.forward": {"input_args": [t],
+                                                                            "output": [dict(t, Max=total)]}}})
+    first = compare_graphs(run(4.5), run(4.0)).analysis().first
+    assert first.cause == "communication"
+
+
+def test_element_count_and_unit_roundoff():
+    assert element_count("[2, 3]") == 6 and element_count("") == 0
+    assert unit_roundoff("bf16") == 2**-8 and unit_roundoff("Float16") == 2**-11 and unit_roundoff("int32") == 0
+
+
+def test_noise_rule_is_overridable_from_a_thresholds_file(tmp_path):
+    from graphcmp.core.rules import load_thresholds
+
+    path = tmp_path / "t.toml"
+    path.write_text("[noise]\norigin_margin = 8\nquantile = 0.95\n")
+    rule = load_thresholds(path).noise
+    assert (rule.origin_margin, rule.quantile, rule.min_samples) == (8.0, 0.95, 10)
+
+
+def test_real_md5_run_uses_the_statistics(perturb_pair):
+    report = compare_paths(DATA / "msprobe_md5" / "npu", DATA / "msprobe_md5" / "bench")
+    first = report.analysis().first
+    assert first.node == "Functional.linear.2.forward" and first.cause == "inputs differ"
+    assert read_msprobe(DATA / "msprobe_md5" / "npu").info.task == "md5"
