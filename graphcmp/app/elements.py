@@ -18,6 +18,7 @@ from graphcmp.app.colors import KIND_COLORS, NONE_COLOR, Scheme, node_colors
 from graphcmp.app.layout import PaneGeometry
 from graphcmp.app.model import ViewModel
 from graphcmp.app.tree import NavTree
+from graphcmp.core.noise import NodeRole
 
 __all__ = ["MAX_EDGES", "STYLESHEET", "PaneStyle", "node_element_id", "pane_elements", "parse_element_id"]
 
@@ -57,7 +58,10 @@ def pane_colors(model: ViewModel, side: str, rows: np.ndarray, open_rows: np.nda
                 scheme: Scheme) -> list[str]:
     """Colour per row: closed modules by the worst verdict below them, other nodes by their own."""
     if scheme.categorical:
-        status, worst = model.status(side), model.worst(side)
+        if scheme.metric == "role":
+            status, worst = model.role(side), model.worst_role(side)
+        else:
+            status, worst = model.status(side), model.worst(side)
         if status is None:  # a single run: colour by node kind
             kinds = model.graphs[side].nodes.kind[rows].tolist()
             return [KIND_COLORS.get(k, NONE_COLOR) for k in kinds]
@@ -99,6 +103,8 @@ def pane_elements(model: ViewModel, side: str, geo: PaneGeometry, style: PaneSty
 def _classes(model: ViewModel, side: str, tree: NavTree, rows: np.ndarray, is_box: np.ndarray,
              hits: frozenset[int]) -> list[str]:
     status = model.status(side)
+    role = model.role(side)
+    origin = (role[rows] == NodeRole.ORIGIN) if role is not None else np.zeros(len(rows), bool)
     overflow = model.overflow[side][rows] > 0
     fused = model.fused[side][rows]
     unmatched = (status[rows] == -2) if status is not None else np.zeros(len(rows), bool)
@@ -113,6 +119,8 @@ def _classes(model: ViewModel, side: str, tree: NavTree, rows: np.ndarray, is_bo
             parts.append("fused")
         if overflow[k]:
             parts.append("overflow")
+        if origin[k]:
+            parts.append("origin")
         if nodata[k] and not module[k]:
             parts.append("nodata")
         if row in hits:
@@ -152,6 +160,9 @@ STYLESHEET = [
         "color": "#6d4c41", "font-style": "italic"}},
     {"selector": "node.fused", "style": {"border-color": "#00695c", "border-width": 5, "border-style": "double"}},
     {"selector": "node.overflow", "style": {"border-color": "#6a1b9a", "border-width": 4, "border-style": "double"}},
+    {"selector": "node.origin", "style": {
+        "border-color": "#b71c1c", "border-width": 6, "border-style": "double", "font-weight": "bold",
+        "underlay-color": "#d50000", "underlay-opacity": 0.35, "underlay-padding": 9}},
     {"selector": "node.hit", "style": {"underlay-color": "#1e88e5", "underlay-opacity": 0.35, "underlay-padding": 6}},
     {"selector": "node.box.hit", "style": {"underlay-opacity": 0.12, "underlay-padding": 3}},
     {"selector": "node.pager", "style": {

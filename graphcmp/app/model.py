@@ -15,6 +15,7 @@ import numpy as np
 from graphcmp.app.colors import Scheme, parse_edges
 from graphcmp.app.tree import NavTree
 from graphcmp.core.divergence import Analysis
+from graphcmp.core.hierarchy import depths, levels
 from graphcmp.core.judge import SKIP, STATUS_NAMES, UNMATCHED
 from graphcmp.core.matching.fused_ops import original_names
 from graphcmp.core.overflow import overflow_levels
@@ -131,6 +132,30 @@ class ViewModel:
             return v.status
         return self._bench_status
 
+    def role(self, side: str) -> np.ndarray | None:
+        """Noise-model role code per row of `side` (`NodeRole`; bench rows take their npu twin's)."""
+        if self.report is None:
+            return None
+        role = self.report.noise.role
+        return role if side == "npu" else _through_twin(role, self.report.matches.bench_to_npu, 0)
+
+    def worst_role(self, side: str) -> np.ndarray | None:
+        """Highest role in the subtree of each row (a closed module holding the origin shows it)."""
+        if self.report is None:
+            return None
+        return self._worst_roles[side]
+
+    @cached_property
+    def _worst_roles(self) -> dict[str, np.ndarray]:
+        out = {}
+        for side in self.sides:
+            worst = self.role(side).astype(np.int8).copy()
+            parent = self.graphs[side].nodes.parent
+            for rows in reversed(levels(depths(parent))[1:]):
+                np.maximum.at(worst, parent[rows], worst[rows])
+            out[side] = worst
+        return out
+
     def worst(self, side: str) -> np.ndarray | None:
         """Worst verdict in the subtree of each row (bench rows take their twin's)."""
         if self.report is None:
@@ -148,7 +173,10 @@ class ViewModel:
         """Colour schemes on offer: name -> label ("verdict" first)."""
         if self.report is None:
             return {"none": "node kind"}
-        names = {"verdict": "verdict"} | _VERDICT_METRICS
+        role = {"role": "role (origin, propagated, within noise)"}
+        # a comparison with an origin opens on the roles: the origin stands out from what it contaminated
+        names = (role | {"verdict": "verdict"} if len(self.report.noise.origins()) else {"verdict": "verdict"} | role)
+        names |= _VERDICT_METRICS
         for name, col in self.report.pairs.metrics.items():
             if col.dtype.kind == "f" and name != "rel_errs":
                 names[name] = f"{name} (worst output)"
@@ -158,7 +186,7 @@ class ViewModel:
         """The colour scheme for `metric` with edges typed by the user (defaults when absent or invalid)."""
         names = self.metric_names()
         metric = metric if metric in names else next(iter(names))
-        if metric in ("verdict", "none"):
+        if metric in ("verdict", "role", "none"):
             return Scheme(metric)
         higher = self.higher_is_better(metric)
         edges = parse_edges(edges_text) or self.default_edges(metric)

@@ -28,7 +28,22 @@ def test_default_edges_come_from_the_rules(sample_model, sample_report):
     assert sample_model.default_edges("rel_err") == (rule.warn, rule.error)
     assert sample_model.scheme("rel_err", "0.5, 0.1").edges == (0.1, 0.5)
     assert sample_model.scheme("rel_err", "nonsense").edges == (rule.warn, rule.error)
-    assert sample_model.scheme("no-such-metric", "").metric == "verdict"
+    # the sample pair has an origin: the default colours are the roles, so the origin stands out
+    assert sample_model.scheme("no-such-metric", "").metric == "role"
+
+
+def test_role_colours_roll_up_to_the_closed_modules(sample_model):
+    from graphcmp.app.colors import ROLE_COLORS, legend_items
+    from graphcmp.core.noise import NodeRole
+
+    role, worst = sample_model.role("npu"), sample_model.worst_role("npu")
+    origin = int(np.flatnonzero(role == NodeRole.ORIGIN)[0])
+    graph = sample_model.graphs["npu"]
+    assert graph.nodes.ids[origin] == "Functional.linear.2.forward"
+    parent = int(graph.nodes.parent[origin])
+    assert worst[parent] == NodeRole.ORIGIN and worst[0] == NodeRole.ORIGIN
+    first_entry = legend_items(sample_model.scheme("role", ""))[0]
+    assert first_entry == (ROLE_COLORS[NodeRole.ORIGIN], "origin of the divergence")
 
 
 def test_bench_side_takes_twin_status(data_dir, perturb_pair):
