@@ -62,8 +62,9 @@ def earliest_producers(graph: DumpGraph, keys: np.ndarray) -> np.ndarray:
     return producer_of_fp[fingerprint]
 
 
-def forward_twins(graph: DumpGraph) -> np.ndarray:
-    """Per node row, the row of the forward call a backward call belongs to (-1: none or not a backward call).
+def forward_twins(graph: DumpGraph, rows: np.ndarray | None = None) -> np.ndarray:
+    """Per node row, the row of the forward call a backward call belongs to (-1: none, not a backward call,
+    or not among `rows` when they are given).
 
     The two share their id but for the direction word (``...linear.7.backward`` and
     ``...linear.7.forward``; ``Module.fc.Linear.backward.0`` and ``Module.fc.Linear.forward.0``).
@@ -75,13 +76,16 @@ def forward_twins(graph: DumpGraph) -> np.ndarray:
     """
     twins = np.full(len(graph), -1, np.int64)
     ids = graph.nodes.ids
-    rows, names = [], []
-    for row in np.flatnonzero(graph.nodes.direction == Direction.BACKWARD).tolist():
+    backward = graph.nodes.direction == Direction.BACKWARD
+    if rows is not None:
+        backward &= np.isin(np.arange(len(graph)), rows)
+    found, names = [], []
+    for row in np.flatnonzero(backward).tolist():
         head, sep, tail = ids[row].rpartition(".backward")
         if sep:
-            rows.append(row)
+            found.append(row)
             names.append(f"{head}.forward{tail}")
-    twins[rows] = graph.rows_of(names)
+    twins[found] = graph.rows_of(names)
     return twins
 
 
@@ -94,6 +98,12 @@ def communication_calls(graph: DumpGraph) -> np.ndarray:
     >>> [i for i, comm in zip(g.nodes.ids, communication_calls(g)) if comm]
     ['Distributed.all_reduce.0.forward']
     """
-    ids, ops = graph.nodes.ids, graph.nodes.op
-    return np.fromiter(((i.startswith("Distributed.") and op not in _NOT_COMMUNICATION) or op.startswith("Hcom")
-                        for i, op in zip(ids, ops)), bool, len(ids))
+    ids = graph.nodes.ids
+    codes, ops = string_codes(graph.nodes.op)
+    if not len(codes):
+        return np.zeros(0, bool)
+    # an op is checked by the id of one of its calls: every call of all_reduce is a Distributed.* call
+    first = np.unique(codes, return_index=True)[1]
+    comm = np.array([(ids[row].startswith("Distributed.") and ops[code] not in _NOT_COMMUNICATION)
+                     or ops[code].startswith("Hcom") for code, row in enumerate(first.tolist())])
+    return comm[codes]

@@ -302,11 +302,11 @@ def noise_model(
         error[fresh & (role == Role.INPUT)] = 0.0  # their weights count through the modules' named parameters
     output_error = _node_max(node[is_out], error[is_out], n)
     own_input = _node_max(node[is_in], error[is_in], n)
-    input_error = _context_errors(npu, own_input, output_error)
+    leaves = compared_leaves(npu, matches, has_out, keys)
+    input_error = _context_errors(npu, own_input, output_error, leaves)
     tensor = _has_shape(npu, i)
     fresh_error = _node_max(node[fresh & tensor], error[fresh & tensor], n)
     argument_error = _node_max(node[fresh & ~tensor], error[fresh & ~tensor], n)
-    leaves = compared_leaves(npu, matches, has_out, keys)
     reduction = _backward_reductions(npu, pairs, node, is_in, is_out)
     growth = output_error / (input_error + unit * np.sqrt(reduction) + LIBRARY_ERROR)
     communication = communication_calls(npu)
@@ -480,15 +480,17 @@ def _node_max(node: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _context_errors(npu: DumpGraph, own_input: np.ndarray, output_error: np.ndarray) -> np.ndarray:
+def _context_errors(npu: DumpGraph, own_input: np.ndarray, output_error: np.ndarray,
+                    leaves: np.ndarray) -> np.ndarray:
     """Per node, the largest error of what it computed from: its inputs; for a backward call also its
-    forward call's inputs and outputs; for parameter gradients those of the module's backward call."""
-    twin = forward_twins(npu)
+    forward call's inputs and outputs; for parameter gradients those of the module's backward call.
+    (Computed for the compared leaves and the parents of parameter gradients.)"""
+    grads = np.flatnonzero(npu.nodes.kind == NodeKind.PARAM_GRAD)
+    twin = forward_twins(npu, np.concatenate([leaves, npu.nodes.parent[grads]]))
     context = own_input.copy()
     backward = np.flatnonzero(twin >= 0)
     context[backward] = np.maximum.reduce([own_input[backward], own_input[twin[backward]],
                                            output_error[twin[backward]]])
-    grads = np.flatnonzero(npu.nodes.kind == NodeKind.PARAM_GRAD)
     parents = npu.nodes.parent[grads]
     ok = parents >= 0
     context[grads[ok]] = np.maximum(context[grads[ok]], context[parents[ok]])
