@@ -85,8 +85,8 @@ def _margin_text(margin: float) -> str:
 
 
 def _precision_text(precision: dict[str, Any]) -> str:
-    pairs = ", ".join(f"{p['outputs']} {p['npu']} vs {p['bench']}" for p in precision.get("dtype_pairs", []))
-    return f"{precision.get('kind', '?')} ({pairs or 'no float outputs'})"
+    pairs = ", ".join(f"{p['nodes']} {p['npu']} vs {p['bench']}" for p in precision.get("dtype_pairs", []))
+    return f"{precision.get('kind', '?')} (nodes: {pairs or 'no float outputs'})"
 
 
 def _noise_text(noise: dict[str, Any]) -> str:

@@ -136,7 +136,8 @@ class Precision:
     kind : str
         ``exact rerun``, ``same precision`` or ``mixed precision``.
     dtype_pairs : tuple of (str, str, int)
-        (npu dtype, bench dtype, number of compared float output tensors), most frequent first.
+        (npu dtype, bench dtype, number of npu nodes whose coarsest compared float output is that pair),
+        most frequent first.
     unit_roundoff : float
         The coarsest unit roundoff of the compared float dtypes (0 when none).
     """
@@ -150,13 +151,14 @@ class Precision:
         return self.kind == "mixed precision"
 
     def describe(self) -> str:
-        """One line, e.g. ``mixed precision: 210 outputs bfloat16 vs float32, 160 float32 vs float32``."""
+        """One line, e.g. ``mixed precision: 120 nodes bfloat16 vs float32, 90 float32 vs float32 (...)``."""
         pairs = ", ".join(f"{n} {a} vs {b}" for a, b, n in self.dtype_pairs) or "no float outputs"
+        pairs = f"nodes {pairs}" if self.dtype_pairs else pairs
         return f"{self.kind}: {pairs} (unit roundoff {self.unit_roundoff:.3g})"
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "unit_roundoff": self.unit_roundoff,
-                "dtype_pairs": [{"npu": a, "bench": b, "outputs": n} for a, b, n in self.dtype_pairs]}
+                "dtype_pairs": [{"npu": a, "bench": b, "nodes": n} for a, b, n in self.dtype_pairs]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +202,7 @@ class NoiseModel:
     fresh_limit: float  # F
     calibration: tuple[Calibration, ...]
     precision: Precision
+    dtype_pair: np.ndarray  # int16 per node: index into precision.dtype_pairs of its coarsest output, -1
     rule: NoiseRule
 
     def origins(self) -> np.ndarray:
@@ -325,14 +328,14 @@ def noise_model(
     shape_changed = _shape_changes(npu, bench, pairs, node, is_out, n)
     origin = _origins(leaves, margin, fresh_margin, output_error, shape_changed, overflow, rule, n)
     roles, first, level = _roles(npu, keys, leaves, origin, has_out, matches, output_error, unit)
-    precision = _precision(npu, bench, pairs, is_out, leaves, keys, first, output_error)
+    precision, dtype_pair = _precision(npu, bench, pairs, is_out, leaves, keys, first, output_error)
     return NoiseModel(
         pair_error=error, fresh_pair=fresh, producer=producer, unit=unit, output_error=output_error,
         input_error=input_error, fresh_error=fresh_error, argument_error=argument_error,
         reduction=reduction, growth_limit=growth_limit, margin=margin, fresh_margin=fresh_margin,
         shape_changed=shape_changed,
         role=roles, leaves=leaves, first_origin=first, noise_level=level, fresh_limit=fresh_limit,
-        calibration=calibration, precision=precision, rule=rule,
+        calibration=calibration, precision=precision, dtype_pair=dtype_pair, rule=rule,
     )
 
 
@@ -623,22 +626,36 @@ def _subtree_end_keys(npu: DumpGraph, keys: np.ndarray) -> np.ndarray:
 
 
 def _precision(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, is_out: np.ndarray, leaves: np.ndarray,
-               keys: np.ndarray, first: int, output_error: np.ndarray) -> Precision:
+               keys: np.ndarray, first: int, output_error: np.ndarray) -> tuple[Precision, np.ndarray]:
+    """The comparison's precision, and per npu node the index of its dtype pair in it (-1: none).
+
+    A node's dtype pair is that of its coarsest compared float output (npu dtype, bench dtype).
+    """
     i, j = pairs.npu[is_out], pairs.bench[is_out]
+    node = npu.tensors.node[i]
     npu_codes, npu_names = string_codes(npu.tensors.dtype)
     bench_codes, bench_names = string_codes(bench.tensors.dtype)
-    combined = npu_codes[i] * (len(bench_names) + 1) + bench_codes[j]
+    width = max(len(bench_names), 1)
+    names = [(normalize_dtype(npu_names[c // width]), normalize_dtype(bench_names[c % width]))
+             for c in range(len(npu_names) * width)]
+    unit = np.array([max(unit_roundoff(a), unit_roundoff(b)) for a, b in names] + [0.0])
+    combined = npu_codes[i] * width + bench_codes[j] if len(i) else np.zeros(0, np.int64)
+    floats = unit[combined] > 0
+    order = np.lexsort((-unit[combined[floats]], node[floats]))  # per node, its coarsest pair first
+    owners, picked = node[floats][order], combined[floats][order]
+    head = np.ones(len(owners), bool)
+    head[1:] = owners[1:] != owners[:-1]
     counts: dict[tuple[str, str], int] = {}
-    for code, k in zip(*np.unique(combined, return_counts=True)):
-        x, y = (normalize_dtype(npu_names[code // (len(bench_names) + 1)]),
-                normalize_dtype(bench_names[code % (len(bench_names) + 1)]))
-        if unit_roundoff(x) or unit_roundoff(y):
-            counts[(x, y)] = counts.get((x, y), 0) + int(k)
-    dtype_pairs = tuple((x, y, k) for (x, y), k in sorted(counts.items(), key=lambda item: -item[1]))
-    coarsest = max((max(unit_roundoff(x), unit_roundoff(y)) for x, y, _ in dtype_pairs), default=0.0)
-    if any(x != y for x, y, _ in dtype_pairs):
+    for code, k in zip(*np.unique(picked[head], return_counts=True)):
+        counts[names[code]] = counts.get(names[code], 0) + int(k)
+    dtype_pairs = tuple((a, b, k) for (a, b), k in sorted(counts.items(), key=lambda item: -item[1]))
+    index = {(a, b): k for k, (a, b, _) in enumerate(dtype_pairs)}
+    node_pair = np.full(len(npu), -1, np.int16)
+    node_pair[owners[head]] = [index[names[c]] for c in picked[head].tolist()]
+    coarsest = max((max(unit_roundoff(a), unit_roundoff(b)) for a, b, _ in dtype_pairs), default=0.0)
+    if any(a != b for a, b, _ in dtype_pairs):
         kind = "mixed precision"
     else:
         before = leaves if first < 0 else leaves[keys[leaves] < keys[first]]
         kind = "exact rerun" if not np.any(output_error[before] > 0) else "same precision"
-    return Precision(kind, dtype_pairs, coarsest)
+    return Precision(kind, dtype_pairs, coarsest), node_pair

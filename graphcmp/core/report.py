@@ -167,6 +167,7 @@ def _noise_to_dict(noise: NoiseModel) -> dict[str, Any]:
         **sanitize_floats(noise.summary()),
         "first_origin": noise.first_origin,
         "role": noise.role,
+        "dtype_pair": noise.dtype_pair,
         "margin": encode_floats(noise.margin),
         "fresh_margin": encode_floats(noise.fresh_margin),
         "output_error": encode_floats(noise.output_error),

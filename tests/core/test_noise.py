@@ -65,7 +65,7 @@ def test_wrong_attention_scale_is_an_argument_that_differs():
 def test_clean_fp16_run_is_within_noise_everywhere():
     report = compare_paths(DATA / "noise_clean_fp16" / "npu", DATA / "noise_clean_fp16" / "bench")
     assert report.analysis().first is None and bool(report)
-    assert report.noise.precision.dtype_pairs[:2] == (("float32", "float32", 214), ("float16", "float32", 141))
+    assert report.noise.precision.dtype_pairs == (("float16", "float32", 141), ("float32", "float32", 131))
     assert not np.any(report.verdicts.status == ERROR)  # msprobe 26.2.0 paints 179 nodes of this run error
     assert report.noise.noise_level < 20 * unit_roundoff("float16")
 
