@@ -39,10 +39,12 @@ numbers, in the order they are computed (docs/noise.md works one case through by
    is ``out`` over that.
 5. **Origins**: a compared leaf whose margin exceeds ``NoiseRule.origin_margin``; or one with an
    input no matched earlier call produced (a weight, data, an argument, or the output of a call the
-   bench run does not have) that differs by more than that margin over its own noise (``F * u``, with
-   ``F`` the same quantile of the run's fresh-input errors over ``u``: after a step, every weight
-   carries the previous step's noise); or one whose output overflows while its inputs are finite, or
-   changes shape.
+   bench run does not have) that differs by more than that margin over its own noise: the coarsest
+   ``u``, the largest output error of the calls before it (what an input computed outside the dump
+   may carry), and for weights the largest drift of every other module's parameters and the error
+   of its own module's gradients (after a step, every weight carries the previous step's noise, and
+   a weight that started at zero is mostly accumulated gradients; a wrong one drifts further);
+   or one whose output overflows while its inputs are finite, or changes its element count.
 6. **Roles**: every node is the origin, *propagated* (after the first origin, with an error above
    the largest error of the calls before it), *within noise*, or *not compared*.
 
@@ -199,7 +201,7 @@ class NoiseModel:
     leaves: np.ndarray  # int64 rows of the compared leaf calls, in execution order
     first_origin: int  # row, -1 when none
     noise_level: float  # the largest output error before the first origin (with u as a floor)
-    fresh_limit: float  # F
+    fresh_limit: float  # the largest parameter drift, in units of the coarsest u
     calibration: tuple[Calibration, ...]
     precision: Precision
     dtype_pair: np.ndarray  # int16 per node: index into precision.dtype_pairs of its coarsest output, -1
@@ -318,13 +320,15 @@ def noise_model(
     growth_limit[leaves[communication[leaves]]] = 1.0  # its other inputs come from other ranks
     growth_limit[leaves[switching[leaves]]] = np.inf
     coarsest = float(unit.max(initial=UNIT_ROUNDOFF["float64"]))
-    fresh_limit = _limit(error[role == Role.PARAM] / coarsest, rule)
     earlier = _noise_before(leaves, output_error, n)
+    drift = np.maximum(_drift_of_others(npu, node, error, role == Role.PARAM, fresh_error, leaves),
+                       _gradient_error_of_module(npu, output_error))
     with np.errstate(divide="ignore", invalid="ignore"):
         margin = growth / growth_limit
         fresh_margin = np.maximum(
-            np.where(fresh_error > 0, fresh_error / np.maximum(fresh_limit * coarsest, earlier), 0.0),
+            np.where(fresh_error > 0, fresh_error / np.maximum.reduce([np.full(n, coarsest), drift, earlier]), 0.0),
             np.where(argument_error > 0, argument_error / np.maximum(coarsest, earlier), 0.0))
+    fresh_limit = float(drift[leaves].max(initial=0.0) / coarsest)
     shape_changed = _shape_changes(npu, bench, pairs, node, is_out, n)
     origin = _origins(leaves, margin, fresh_margin, output_error, shape_changed, overflow, rule, n)
     roles, first, level = _roles(npu, keys, leaves, origin, has_out, matches, output_error, unit)
@@ -392,13 +396,13 @@ def pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit: 
     else:
         error[scalar] = per_stat[scalar, 0]
         error = np.where(_values_differ(npu, bench, pairs, shape), np.inf, error)
-    error[_zero_in_theory(npu, i, magnitude_a, magnitude_b, npu_unit, bench_unit, shape)] = 0.0
     if npu.info.task == "md5":  # a checksum difference the statistics do not show: at least one rounding
         md5 = pairs.metrics["md5_diff"] == 1.0
         error = np.where(md5 & (error == 0), np.maximum(npu_unit, bench_unit), error)
     euclidean = pairs.metrics.get("euc_rel")
     if euclidean is not None:
         error = np.fmax(error, euclidean)
+    error[_zero_in_theory(npu, i, magnitude_a, magnitude_b, npu_unit, bench_unit, shape)] = 0.0
     return error
 
 
@@ -562,6 +566,58 @@ def _limit(values: np.ndarray, rule: NoiseRule) -> float:
         return 1.0
     # "lower": an order statistic, not an interpolation towards the largest value (a bug, in a small group)
     return max(1.0, float(np.quantile(finite, rule.quantile, method="lower")))
+
+
+def _drift_of_others(npu: DumpGraph, node: np.ndarray, error: np.ndarray, param: np.ndarray,
+                     fresh_error: np.ndarray, leaves: np.ndarray) -> np.ndarray:
+    """Per node, the largest drift of the parameters of every *other* module (0 when none).
+
+    After an optimizer step every weight carries the previous step's noise, some far more than others; a
+    weight that is wrong drifts further than all the rest. Without parameter records (an API-level
+    dump), the fresh tensor inputs of the other compared calls stand in.
+    """
+    n = len(npu)
+    if param.any():
+        per_owner = _node_max(node[param], error[param], n)
+        owner = _module_of(npu, np.arange(n))
+    else:
+        per_owner = np.zeros(n)
+        per_owner[leaves] = fresh_error[leaves]
+        owner = np.arange(n)
+    order = np.argsort(-per_owner, kind="stable")
+    top, second = per_owner[order[0]], per_owner[order[1]] if n > 1 else 0.0
+    return np.where(owner == order[0], second, top)
+
+
+def _gradient_error_of_module(npu: DumpGraph, output_error: np.ndarray) -> np.ndarray:
+    """Per node, the error of its module's parameter gradients in this run (0 when none).
+
+    A weight that started at zero (a bias, a norm's shift) is after a few steps mostly accumulated
+    updates: its relative drift is its gradients' relative error, which the backward pass shows.
+    Matched by name: ``Module.bn1.BatchNorm2d.parameters_grad.0`` belongs to ``Module.bn1.BatchNorm2d``.
+    """
+    ids = npu.nodes.ids
+    grads = np.flatnonzero(npu.nodes.kind == NodeKind.PARAM_GRAD)
+    by_module: dict[str, float] = {}
+    for row in grads.tolist():
+        name = ids[row].rpartition(".parameters_grad")[0]
+        by_module[name] = max(by_module.get(name, 0.0), float(output_error[row]))
+    out = np.zeros(len(npu))
+    if not by_module:
+        return out
+    modules = np.flatnonzero(npu.nodes.kind == NodeKind.MODULE)
+    for row in modules.tolist():
+        name = ids[row].rpartition(".forward")[0]
+        if name in by_module:
+            out[row] = by_module[name]
+    owner = _module_of(npu, np.arange(len(npu)))
+    return np.maximum(out, out[owner])
+
+
+def _module_of(npu: DumpGraph, rows: np.ndarray) -> np.ndarray:
+    """The row itself for a module, else its parent (an API call's parameters are its module's)."""
+    kind = npu.nodes.kind[rows]
+    return np.where(kind == NodeKind.MODULE, rows, np.maximum(npu.nodes.parent[rows], 0))
 
 
 def _noise_before(leaves: np.ndarray, output_error: np.ndarray, n: int) -> np.ndarray:
