@@ -41,9 +41,10 @@ numbers, in the order they are computed (docs/noise.md works one case through by
    input no matched earlier call produced (a weight, data, an argument, or the output of a call the
    bench run does not have) that differs by more than that margin over its own noise: the coarsest
    ``u``, the largest output error of the calls before it (what an input computed outside the dump
-   may carry), and for weights the largest drift of every other module's parameters and the error
-   of its own module's gradients (after a step, every weight carries the previous step's noise, and
-   a weight that started at zero is mostly accumulated gradients; a wrong one drifts further);
+   may carry), and for weights the largest drift of the trained parameters of the other modules and the error
+   of its own module's gradients in a mixed-precision step after the first (after a step, every
+   weight carries the previous step's noise, and a weight that started at zero is mostly accumulated
+   gradients; a wrong one drifts further);
    or one whose output overflows while its inputs are finite, or changes its element count.
 6. **Roles**: every node is the origin, *propagated* (after the first origin, with an error above
    the largest error of the calls before it), *within noise*, or *not compared*.
@@ -321,8 +322,9 @@ def noise_model(
     growth_limit[leaves[switching[leaves]]] = np.inf
     coarsest = float(unit.max(initial=UNIT_ROUNDOFF["float64"]))
     earlier = _noise_before(leaves, output_error, n)
-    drift = np.maximum(_drift_of_others(npu, node, error, role == Role.PARAM, fresh_error, leaves),
-                       _gradient_error_of_module(npu, output_error))
+    drift = _drift_of_others(npu, node, error, _trained_parameters(npu, i))
+    if npu.info.step != 0 and _mixed(npu, bench, pairs):  # weights updated with rounded gradients before
+        drift = np.maximum(drift, _gradient_error_of_module(npu, output_error))
     with np.errstate(divide="ignore", invalid="ignore"):
         margin = growth / growth_limit
         fresh_margin = np.maximum(
@@ -568,32 +570,66 @@ def _limit(values: np.ndarray, rule: NoiseRule) -> float:
     return max(1.0, float(np.quantile(finite, rule.quantile, method="lower")))
 
 
-def _drift_of_others(npu: DumpGraph, node: np.ndarray, error: np.ndarray, param: np.ndarray,
-                     fresh_error: np.ndarray, leaves: np.ndarray) -> np.ndarray:
-    """Per node, the largest drift of the parameters of every *other* module (0 when none).
+def _drift_of_others(npu: DumpGraph, node: np.ndarray, error: np.ndarray, param: np.ndarray) -> np.ndarray:
+    """Per node, the largest drift of the trained parameters (`param`: per pair) of every *other* module
+    (0 when the dump records none).
 
     After an optimizer step every weight carries the previous step's noise, some far more than others; a
-    weight that is wrong drifts further than all the rest. Without parameter records (an API-level
-    dump), the fresh tensor inputs of the other compared calls stand in.
+    weight that is wrong drifts further than all the rest. A module called several times (micro-steps)
+    is one module.
     """
     n = len(npu)
-    if param.any():
-        per_owner = _node_max(node[param], error[param], n)
-        owner = _module_of(npu, np.arange(n))
-    else:
-        per_owner = np.zeros(n)
-        per_owner[leaves] = fresh_error[leaves]
-        owner = np.arange(n)
-    order = np.argsort(-per_owner, kind="stable")
-    top, second = per_owner[order[0]], per_owner[order[1]] if n > 1 else 0.0
+    out = np.zeros(n)
+    if not param.any():
+        return out
+    owner = _module_identity(npu)
+    drift = np.zeros(int(owner.max(initial=0)) + 1)
+    np.maximum.at(drift, owner[node[param]], np.where(np.isnan(error[param]), np.inf, error[param]))
+    order = np.argsort(-drift, kind="stable")
+    top, second = drift[order[0]], drift[order[1]] if len(order) > 1 else 0.0
     return np.where(owner == order[0], second, top)
+
+
+def _trained_parameters(npu: DumpGraph, rows: np.ndarray) -> np.ndarray:
+    """Per tensor row in `rows`, True for a module parameter that has a gradient in the dump (all module
+    parameters when the dump holds no gradients). A MindSpore BatchNorm's moving mean has none: the
+    forward call updates it, so it carries whatever came before it."""
+    t, ids = npu.tensors, npu.nodes.ids
+    param = t.role[rows] == Role.PARAM
+    grad_rows = np.flatnonzero(t.role == Role.PARAM_GRAD)
+    if not len(grad_rows) or not param.any():
+        return param
+    with_grad = {(ids[int(t.node[r])].rpartition(".parameters_grad")[0], t.slot[r]) for r in grad_rows.tolist()}
+    picked = np.flatnonzero(param)
+    param[picked] = [(ids[int(t.node[r])].rpartition(".forward")[0], t.slot[r]) in with_grad
+                     for r in rows[picked].tolist()]
+    return param
+
+
+def _module_identity(npu: DumpGraph) -> np.ndarray:
+    """Per node, an id of the module it belongs to (a module's own, or an API call's parent's), the same
+    for every call of that module (``Module.fc.Linear.forward.0`` and ``.forward.1``)."""
+    ids, kind, parent = npu.nodes.ids, npu.nodes.kind, npu.nodes.parent
+    is_module = kind == NodeKind.MODULE
+    module = np.where(is_module, np.arange(len(npu)), np.maximum(parent, 0))
+    names: dict[str, int] = {}
+    identity = np.arange(len(npu)) + len(npu)  # rows that are no module's: each its own
+    rows = np.flatnonzero(is_module)
+    identity[rows] = [names.setdefault(ids[r].rpartition(".forward")[0] or ids[r], len(names)) for r in rows.tolist()]
+    return identity[module]
+
+
+def _mixed(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs) -> bool:
+    """True when some compared tensor has another float precision on the npu side."""
+    return bool(np.any(_units(npu.tensors.dtype, pairs.npu) != _units(bench.tensors.dtype, pairs.bench)))
 
 
 def _gradient_error_of_module(npu: DumpGraph, output_error: np.ndarray) -> np.ndarray:
     """Per node, the error of its module's parameter gradients in this run (0 when none).
 
     A weight that started at zero (a bias, a norm's shift) is after a few steps mostly accumulated
-    updates: its relative drift is its gradients' relative error, which the backward pass shows.
+    updates: its relative drift is its gradients' relative error, which the backward pass shows. Used
+    in mixed-precision runs after the first step (step 0, and an exact rerun, has no drift to explain).
     Matched by name: ``Module.bn1.BatchNorm2d.parameters_grad.0`` belongs to ``Module.bn1.BatchNorm2d``.
     """
     ids = npu.nodes.ids
