@@ -167,7 +167,7 @@ def _divergence(report: CompareReport, row: int) -> Divergence:
     npu, noise = report.npu, report.noise
     nodes = npu.nodes
     cause, evidence = _cause(report, row)
-    margin = max(float(np.nan_to_num(noise.margin[row], nan=0.0)), float(noise.fresh_margin[row]))
+    margin = noise.margin_of(row)
     attrs = dict(nodes.attrs[row]) if nodes.attrs else {}
     ranks = tuple(int(r) for r in attrs.get("ranks", "").split(",") if r.strip().lstrip("-").isdigit())
     rank = int(attrs["rank"]) if attrs.get("rank", "").lstrip("-").isdigit() else (
@@ -185,12 +185,11 @@ def _divergence(report: CompareReport, row: int) -> Divergence:
 def _cause(report: CompareReport, row: int) -> tuple[str, tuple[str, ...]]:
     noise = report.noise
     u = float(noise.unit[row])
-    evidence = [
-        f"output error {noise.output_error[row]:.3g} ({report.verdicts.reason[row] or 'see metrics'})",
-        f"allowed by noise {noise.allowed(row):.3g} = growth limit {noise.growth_limit[row]:.3g} x "
-        f"(input error {noise.input_error[row]:.3g} + unit roundoff {u:.3g}{_summed(noise.reduction[row])}"
-        f" + library error {LIBRARY_ERROR:.2g})",
-    ]
+    evidence = [f"output error {noise.output_error[row]:.3g} ({report.verdicts.reason[row] or 'see metrics'})"]
+    if np.isfinite(noise.allowed(row)):
+        evidence.append(f"allowed by noise {noise.allowed(row):.3g} = growth limit {noise.growth_limit[row]:.3g} x "
+                        f"(input error {noise.input_error[row]:.3g} + unit roundoff {u:.3g}"
+                        f"{_summed(noise.reduction[row])} + library error {LIBRARY_ERROR:.2g})")
     level = int(report.overflow_levels()[row])
     if level >= 2:
         return "overflow", (*evidence, f"overflow level {OVERFLOW_NAMES[level]}")

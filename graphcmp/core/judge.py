@@ -252,7 +252,7 @@ def _is_origin(noise: NoiseModel | None, row: int) -> bool:
 
 
 def _margin_text(noise: NoiseModel, row: int) -> str:
-    margin = max(float(np.nan_to_num(noise.margin[row])), float(noise.fresh_margin[row]))
+    margin = noise.margin_of(row)
     return f"{margin:.3g}x the noise allowed" if np.isfinite(margin) else "beyond any noise"
 
 

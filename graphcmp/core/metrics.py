@@ -21,7 +21,8 @@ def stat_abs_diff(npu: np.ndarray, bench: np.ndarray) -> np.ndarray:
     >>> stat_abs_diff(np.array([[2.0, 0, 1, 3]]), np.array([[1.0, 0, 1, 3]])).tolist()
     [[1.0, 0.0, 0.0, 0.0]]
     """
-    return np.asarray(npu, np.float64) - np.asarray(bench, np.float64)
+    with np.errstate(invalid="ignore"):  # inf - inf is NaN, kept
+        return np.asarray(npu, np.float64) - np.asarray(bench, np.float64)
 
 
 def stat_rel_errors(

@@ -200,6 +200,7 @@ class NoiseModel:
     shape_changed: np.ndarray  # bool per node: an output's shape differs
     role: np.ndarray  # int8 NodeRole per node
     leaves: np.ndarray  # int64 rows of the compared leaf calls, in execution order
+    origin_rows: np.ndarray  # int64 rows of the origins, in the order their outputs appear
     first_origin: int  # row, -1 when none
     noise_level: float  # the largest output error before the first origin (with u as a floor)
     fresh_limit: float  # the largest parameter drift, in units of the coarsest u
@@ -209,8 +210,15 @@ class NoiseModel:
     rule: NoiseRule
 
     def origins(self) -> np.ndarray:
-        """Rows of the origins, in execution order."""
-        return self.leaves[self.role[self.leaves] == NodeRole.ORIGIN]
+        """Rows of the origins, in the order their outputs appear."""
+        return self.origin_rows
+
+    def margin_of(self, row: int) -> float:
+        """How far beyond the noise `row` is: its growth or fresh-input margin, inf for a change no noise
+        explains (an element count that differs, an overflow from finite inputs, a module's own output)."""
+        if self.shape_changed[row] or np.isnan(self.growth_limit[row]):
+            return float("inf") if self.role[row] == NodeRole.ORIGIN else 0.0
+        return max(float(np.nan_to_num(self.margin[row], nan=0.0, posinf=np.inf)), float(self.fresh_margin[row]))
 
     def allowed(self, row: int) -> float:
         """The output error the model allows at `row` (NaN where it is not a compared leaf)."""
@@ -332,15 +340,18 @@ def noise_model(
             np.where(argument_error > 0, argument_error / np.maximum(coarsest, earlier), 0.0))
     fresh_limit = float(drift[leaves].max(initial=0.0) / coarsest)
     shape_changed = _shape_changes(npu, bench, pairs, node, is_out, n)
-    origin = _origins(leaves, margin, fresh_margin, output_error, shape_changed, overflow, rule, n)
-    roles, first, level = _roles(npu, keys, leaves, origin, has_out, matches, output_error, unit)
+    compared = has_out & (matches.npu_to_bench >= 0)
+    origin = _origins(npu, leaves, margin, fresh_margin, output_error, shape_changed, overflow, rule, compared)
+    roles, origins, level = _roles(npu, keys, leaves, origin, compared, output_error, unit)
+    first = int(origins[0]) if len(origins) else -1
     precision, dtype_pair = _precision(npu, bench, pairs, is_out, leaves, keys, first, output_error)
     return NoiseModel(
         pair_error=error, fresh_pair=fresh, producer=producer, unit=unit, output_error=output_error,
         input_error=input_error, fresh_error=fresh_error, argument_error=argument_error,
         reduction=reduction, growth_limit=growth_limit, margin=margin, fresh_margin=fresh_margin,
         shape_changed=shape_changed,
-        role=roles, leaves=leaves, first_origin=first, noise_level=level, fresh_limit=fresh_limit,
+        role=roles, leaves=leaves, origin_rows=origins, first_origin=first, noise_level=level,
+        fresh_limit=fresh_limit,
         calibration=calibration, precision=precision, dtype_pair=dtype_pair, rule=rule,
     )
 
@@ -676,36 +687,47 @@ def _shape_changes(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, node: n
     return out
 
 
-def _origins(leaves: np.ndarray, margin: np.ndarray, fresh_margin: np.ndarray, output_error: np.ndarray,
-             shape_changed: np.ndarray, overflow: np.ndarray | None, rule: NoiseRule, n: int) -> np.ndarray:
+def _origins(npu: DumpGraph, leaves: np.ndarray, margin: np.ndarray, fresh_margin: np.ndarray,
+             output_error: np.ndarray, shape_changed: np.ndarray, overflow: np.ndarray | None, rule: NoiseRule,
+             compared: np.ndarray) -> np.ndarray:
+    """Per node, True for an origin: a leaf beyond the noise, or the innermost compared node whose outputs
+    change their element count or overflow from finite inputs (a module's outputs too: no noise explains it)."""
+    n = len(npu)
     beyond = rule.origin_margin
     with np.errstate(invalid="ignore"):
-        flagged = (margin > beyond) | ((fresh_margin > beyond) & (output_error > 0)) | shape_changed
-    if overflow is not None:
-        flagged |= overflow == 3
+        flagged = (margin > beyond) | ((fresh_margin > beyond) & (output_error > 0))
     origin = np.zeros(n, bool)
     origin[leaves] = flagged[leaves]
-    return origin
+    hard = shape_changed.copy()
+    if overflow is not None:
+        hard |= overflow == 3
+    hard &= compared
+    below = np.zeros(n, bool)
+    parent = npu.nodes.parent
+    for rows in reversed(levels(depths(parent))[1:]):
+        np.logical_or.at(below, parent[rows], hard[rows] | below[rows])
+    return origin | (hard & ~below)
 
 
-def _roles(npu: DumpGraph, keys: np.ndarray, leaves: np.ndarray, origin: np.ndarray, has_out: np.ndarray,
-           matches: MatchTable, output_error: np.ndarray, unit: np.ndarray) -> tuple[np.ndarray, int, float]:
-    """Role per node, the first origin's row and the noise level (the largest error before it)."""
+def _roles(npu: DumpGraph, keys: np.ndarray, leaves: np.ndarray, origin: np.ndarray, compared: np.ndarray,
+           output_error: np.ndarray, unit: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Role per node, the origins in the order their outputs appear, and the noise level (the largest
+    output error of the leaves before the first origin, at least u)."""
     role = np.full(len(npu), NodeRole.NOT_COMPARED, np.int8)
-    compared = has_out & (matches.npu_to_bench >= 0)
     role[compared] = NodeRole.WITHIN_NOISE
-    origins = leaves[origin[leaves]]
+    end = _subtree_end_keys(npu, keys)
+    origins = np.flatnonzero(origin)
+    origins = origins[np.argsort(end[origins], kind="stable")]
     floor = float(unit[leaves].max(initial=0.0))
     if not len(origins):
         level = float(output_error[leaves].max(initial=0.0))
-        return role, -1, max(level, floor)
-    first = int(origins[0])
-    before = leaves[keys[leaves] < keys[first]]
+        return role, origins, max(level, floor)
+    first = end[origins[0]]
+    before = leaves[keys[leaves] < first]
     level = max(float(output_error[before].max(initial=0.0)), floor)
-    after = _subtree_end_keys(npu, keys) >= keys[first]
-    role[compared & after & (output_error > level)] = NodeRole.PROPAGATED
+    role[compared & (end >= first) & (output_error > level)] = NodeRole.PROPAGATED
     role[origins] = NodeRole.ORIGIN
-    return role, first, level
+    return role, origins, level
 
 
 def _subtree_end_keys(npu: DumpGraph, keys: np.ndarray) -> np.ndarray:
