@@ -342,7 +342,7 @@ def _check_missing(records: Mapping[int, list[CommRecord]], present: set[int]) -
             named = set(call.group) | {peer for _, peer in call.peers}
             missing = sorted(named - present)
             if missing:
-                raise LayoutError(f"ranks {', '.join(map(str, missing))} have no dump, but rank {rank}'s "
+                raise LayoutError(f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} {'have' if len(missing) > 1 else 'has'} no dump, but rank {rank}'s "
                                   f"{call.node} communicates with them; give every rank of the job (or compare "
                                   "rank by rank)")
 
