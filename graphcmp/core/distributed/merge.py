@@ -134,6 +134,8 @@ def merge_reason(npu_root: str | os.PathLike[str], bench_root: str | os.PathLike
     if npu_layout is not None or bench_layout is not None:
         return "a layout was stated"
     npu, bench = job_steps(npu_root), job_steps(bench_root)
+    if not npu or not bench:
+        return None  # nothing to merge on one side: the per-rank comparison says what is missing
     n_ranks = {step: sorted(ranks) for step, ranks in npu.items()}
     b_ranks = {step: sorted(ranks) for step, ranks in bench.items()}
     if sorted(map(len, n_ranks.values())) != sorted(map(len, b_ranks.values())):

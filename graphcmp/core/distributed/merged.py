@@ -28,7 +28,7 @@ from graphcmp._version import __version__
 from graphcmp.core.distributed.merge import MergedStep, job_steps, merge_runs, read_step
 from graphcmp.core.distributed.topology import LayoutSpec
 from graphcmp.core.distributed.tp_merge import parse_shape
-from graphcmp.core.errors import GraphcmpError, OutputError
+from graphcmp.core.errors import DumpFormatError, GraphcmpError, OutputError
 from graphcmp.core.jsonio import dumps_strict, sanitize_floats
 from graphcmp.core.metrics import stat_rel_errors
 from graphcmp.core.outputs import checked_output, write_atomic
@@ -264,6 +264,9 @@ def run_merged(
     out = checked_output(out_dir, (npu_root, bench_root))
     npu_steps, bench_steps = job_steps(npu_root), job_steps(bench_root)
     pairs = _pair_steps(npu_steps, bench_steps)
+    if not pairs:
+        raise DumpFormatError(f"{npu_root} / {bench_root}: no step is on both sides (npu steps "
+                              f"{sorted(map(str, npu_steps))}, bench steps {sorted(map(str, bench_steps))})")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:

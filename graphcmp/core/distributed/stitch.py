@@ -7,7 +7,8 @@ backward in reverse order. Stitching therefore
 
 1. gives every call of a stage its **phase**: its top-level call's micro-batch and direction (a
    module's k-th call of a micro-batch-sized count), API calls between modules the phase of the
-   module call before them; and its **virtual stage** (model chunk c of stage s is c * PP + s);
+   module call before them (a receive: of the one after it, which uses what it got); and its
+   **virtual stage** (model chunk c of stage s is c * PP + s);
 2. makes ids **logical**: the model-chunk index of a model list is dropped, the first list index of a
    module path (``layers.<i>``) that several virtual stages number from 0 is offset by the entries
    earlier virtual stages hold, and API call counters are renumbered in logical execution order;
@@ -41,6 +42,7 @@ _API_ID = re.compile(r"^(?P<name>[A-Za-z_]\w*\..+)\.(?P<n>\d+)\.(?P<dir>forward|
 _MODULE_ID = re.compile(r"^(?P<prefix>Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\."
                         r"(?P<call>(?:forward|backward)\.\d+|parameters_grad(?:\.\d+)?)$")
 _FORWARD, _BACKWARD = 0, 1
+_RECEIVES = frozenset({"recv", "irecv", "batch_isend_irecv"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +83,10 @@ def stitch_stages(stages: Sequence[StageRun], pp: int, info: RunInfo) -> DumpGra
         If a stage holds no module calls to tell its micro-batches apart.
     """
     entries = []
-    for index, stage in enumerate(stages):
+    if len(stages) == 1 and not any(model_chunk(i) is not None for i in stages[0].graph.nodes.ids):
+        kinds = stages[0].graph.nodes.kind  # one stage, one chunk: already in execution order
+        entries = [(0, _FORWARD, 0, 0, row) for row in range(1, len(kinds)) if kinds[row] != NodeKind.GROUP]
+    for index, stage in enumerate(stages if not entries else ()):
         phase, chunk = _phases(stage)
         for row, (m, d) in phase.items():
             v = chunk[row] * pp + stage.stage
@@ -129,8 +134,8 @@ def _phases(stage: StageRun) -> tuple[dict[int, tuple[int, int]], dict[int, int]
             for p in pending:
                 top_phase[p], top_chunk[p] = phase, chunk
             pending = []
-        elif last is None:
-            pending.append(r)
+        elif last is None or nodes.op[r] in _RECEIVES:
+            pending.append(r)  # a receive feeds the calls after it
             continue
         else:
             phase, chunk = last

@@ -424,7 +424,7 @@ def _stated(detected: ParallelLayout, spec: LayoutSpec) -> ParallelLayout:
     if spec.cp > 1 or spec.ep > 1:
         raise LayoutError(f"layout cp={spec.cp} ep={spec.ep}: context and expert parallelism are not merged; "
                           "compare the job rank by rank")
-    dp = spec.dp or world // max(tp * pp, 1)
+    dp = spec.dp or max(world // max(tp * pp, 1), 1)
     if tp * pp * dp != world or detected.ranks != tuple(range(world)):
         raise LayoutError(f"layout tp={tp} pp={pp} dp={dp} needs ranks 0..{tp * pp * dp - 1}, the job has "
                           f"{world} rank(s) ({', '.join(map(str, detected.ranks))})")
