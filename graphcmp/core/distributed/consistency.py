@@ -144,11 +144,8 @@ def _parameter(node_id: str, role: int, slot: str) -> str | None:
     """``path.weight`` for a parameter of a module call (msprobe's ``Module.<path>.<Class>.<call>`` ids)."""
     if role not in (Role.PARAM, Role.PARAM_GRAD) or not node_id.startswith(("Module.", "Cell.")):
         return None
-    parts = node_id.split(".")
-    if parts[-1] == "parameters_grad":
-        path = parts[1:-2]
-    else:  # <Class>.<forward|backward|parameters_grad>.<n>
-        path = parts[1:-3]
+    parts = node_id.split(".")  # drop <Class>.parameters_grad, or <Class>.<forward|backward|parameters_grad>.<n>
+    path = parts[1:-2] if parts[-1] == "parameters_grad" else parts[1:-3]
     return ".".join([*path, slot])
 
 

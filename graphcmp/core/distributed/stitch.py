@@ -127,8 +127,7 @@ def _phases(stage: StageRun) -> tuple[dict[int, tuple[int, int]], dict[int, int]
     pending = []
     for r in tops:
         if r in calls:
-            stem, d, k = calls[r]
-            phase = (micro.get(r, 0), d)
+            phase = (micro.get(r, 0), calls[r][1])
             chunk = model_chunk(nodes.ids[r]) or 0
             last = (phase, chunk)
             for p in pending:

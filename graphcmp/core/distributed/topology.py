@@ -284,8 +284,10 @@ def _enclosing_module(graph: DumpGraph, row: int) -> int:
 def model_chunk(node_id: str) -> int | None:
     """The model-chunk index of a module id from a model list (``Module.<chunk>.``), else None.
 
-    >>> model_chunk("Module.1.module.decoder.layers.0.TransformerLayer.forward.0"), model_chunk("Module.fc.Linear.forward.0")
-    (1, None)
+    >>> model_chunk("Module.1.module.decoder.layers.0.TransformerLayer.forward.0")
+    1
+    >>> model_chunk("Module.fc.Linear.forward.0") is None
+    True
     """
     m = _CHUNK.match(node_id)
     return int(m.group(2)) if m else None
@@ -342,7 +344,8 @@ def _check_missing(records: Mapping[int, list[CommRecord]], present: set[int]) -
             named = set(call.group) | {peer for _, peer in call.peers}
             missing = sorted(named - present)
             if missing:
-                raise LayoutError(f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} {'have' if len(missing) > 1 else 'has'} no dump, but rank {rank}'s "
+                who = f"ranks {', '.join(map(str, missing))} have" if len(missing) > 1 else f"rank {missing[0]} has"
+                raise LayoutError(f"{who} no dump, but rank {rank}'s "
                                   f"{call.node} communicates with them; give every rank of the job (or compare "
                                   "rank by rank)")
 
@@ -444,7 +447,8 @@ def _stated(detected: ParallelLayout, spec: LayoutSpec) -> ParallelLayout:
     pp_groups = groups("pp") if pp > 1 else ()
     notes = []
     if detected.tp_groups != tp_groups and detected.tp > 1:
-        notes.append(f"stated TP groups differ from the recorded ones ({ParallelLayout(detected.ranks, detected.tp_groups).describe()})")
+        recorded = " ".join("[" + ",".join(map(str, g)) + "]" for g in detected.tp_groups)
+        notes.append(f"stated TP groups differ from the recorded ones ({recorded})")
     if detected.pp_groups and set(map(frozenset, detected.pp_groups)) != set(map(frozenset, pp_groups)):
         notes.append("stated PP groups differ from the ranks that send to each other")
     return ParallelLayout(detected.ranks, tp_groups, pp_groups, spec.vpp or detected.vpp, "stated", tuple(notes))

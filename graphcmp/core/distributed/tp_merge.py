@@ -254,10 +254,9 @@ def _linear(ref: DumpGraph, stem: str, is_column: bool, calls: dict[str, list[in
         wdim = 1 if match == [1] else 0
     else:
         match = [d for d in (0, 1) if inp and weight[d] == inp[-1]]
-        if match:
-            wdim = 0 if match == [0] else 1
-        else:
-            wdim = 0 if not out or weight[0] != out[-1] else 1
+        if not match:  # no float input (a vocabulary-parallel embedding): the dimension the output does not keep
+            match = [0 if not out or weight[0] != out[-1] else 1]
+        wdim = 0 if match == [0] else 1
     return _Linear(stem, is_column, wdim, weight[wdim])
 
 
@@ -388,7 +387,7 @@ def _partials(ref: DumpGraph, runs: Sequence[tuple[int, DumpGraph]], pos: list[n
         partial_of[inp] = out
         owner = (t.node >= module_row) & (t.node < reduce_row) & (t.node < ends[module_row])
         candidates = np.flatnonzero(owner & (t.role == Role.OUTPUT))
-        for g, (fp, p) in enumerate(zip(fps, pos)):
+        for fp, p in zip(fps, pos):
             target = fp[p[inp]]
             candidates = candidates[(target >= 0) & (fp[p[candidates]] == target)] if target >= 0 else candidates[:0]
         for k in candidates.tolist():

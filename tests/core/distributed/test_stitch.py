@@ -89,7 +89,8 @@ def test_shards_name_the_rank_and_own_id_of_every_tensor(merged):
 def test_kinds_survive_the_stitch(merged):
     t = merged.tensors
     weight = next(k for k in merged.tensor_rows(L3_FC1).tolist() if t.role[k] == Role.PARAM and t.slot[k] == "weight")
-    assert (int(merged.shards.kind[weight]), int(merged.shards.split_dim[weight]), t.shape[weight]) == (2, 0, "[256, 64]")
+    kind, dim = int(merged.shards.kind[weight]), int(merged.shards.split_dim[weight])
+    assert (kind, dim, t.shape[weight]) == (2, 0, "[256, 64]")
     assert int(np.count_nonzero(merged.nodes.kind == NodeKind.MODULE)) > 0
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from graphcmp.core.distributed.merge import job_steps, read_step
-from graphcmp.core.distributed.topology import LayoutError, LayoutSpec, comm_records, detect_layout, model_chunk, parse_layout
+from graphcmp.core.distributed.topology import (
+    LayoutError,
+    LayoutSpec,
+    comm_records,
+    detect_layout,
+    model_chunk,
+    parse_layout,
+)
 from graphcmp.core.readers.msprobe import parse_msprobe
 from tests.conftest import DATA, shared
 
@@ -57,7 +64,7 @@ def test_stated_layout_gives_megatron_groups_and_notes_disagreement(tp2pp2):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("tp=0", "positive integer"), ("tq=2", "not one of"), ("order=tp-pp", "permutation|once each"),
+    ("tp=0", "positive integer"), ("tq=2", "not one of"), ("order=tp-pp", "once each"),
 ])
 def test_bad_layout_statement(text, message):
     with pytest.raises(LayoutError, match=message):
@@ -69,7 +76,7 @@ def test_parse_layout_reads_every_size():
 
 
 def test_stated_sizes_must_cover_the_ranks(tp2pp2):
-    with pytest.raises(LayoutError, match="needs ranks 0..7"):
+    with pytest.raises(LayoutError, match=r"needs ranks 0\.\.7"):
         detect_layout(tp2pp2, parse_layout("tp=4,pp=2"))
 
 
@@ -93,7 +100,7 @@ def _record(op, group, module=None):
 
 def test_all_to_all_is_expert_or_context_parallelism():
     graphs = {0: _record("all_to_all", (0, 1)), 1: _record("all_to_all", (0, 1))}
-    with pytest.raises(LayoutError, match="rank 0: Distributed.all_to_all.0.forward .*expert or context"):
+    with pytest.raises(LayoutError, match=r"rank 0: Distributed\.all_to_all\.0\.forward .*expert or context"):
         detect_layout(graphs)
 
 
