@@ -288,7 +288,7 @@ def _classify(ref: DumpGraph, runs: Sequence[tuple[int, DumpGraph]], pos: list[n
         found = known.get(int(fp[k])) if fp[k] >= 0 else None
         if found is not None and found[0] in (REPLICATED, SPLIT):
             kind[k] = found[0]
-            dim[k] = _carry_dim(found[1], found[2], dims, ps) if found[0] == SPLIT else -1
+            dim[k] = _carry_dim(found[1], found[2], dims) if found[0] == SPLIT else -1
         elif equal[k]:
             kind[k] = REPLICATED
         else:
@@ -304,19 +304,18 @@ def _classify(ref: DumpGraph, runs: Sequence[tuple[int, DumpGraph]], pos: list[n
     return kind, dim, partial_of
 
 
-def _carry_dim(src_dim: int, src: tuple[int, ...] | None, dims: tuple[int, ...], ps: frozenset[int]) -> int:
-    """The split dimension of a tensor holding the same values as a split tensor of shape `src`."""
-    if src_dim < 0 or not src or not dims:
+def _carry_dim(src_dim: int, src: tuple[int, ...] | None, dims: tuple[int, ...]) -> int:
+    """The split dimension of a tensor holding the same values as a split tensor of shape `src` (-1: not known).
+
+    Only a dimension no other one can be taken for: the sliced size occurs once in the new shape (a
+    transpose of a square matrix, or a reshape merging dimensions, leaves it open).
+
+    >>> _carry_dim(0, (128, 64), (64, 128)), _carry_dim(0, (64, 64), (64, 64)), _carry_dim(1, (2, 1, 16), (2, 16))
+    (1, -1, -1)
+    """
+    if src_dim < 0 or not src or not dims or src_dim >= len(src):
         return -1
-    if dims == src:
-        return src_dim
-    if dims == src[::-1]:
-        return len(dims) - 1 - src_dim
-    if src_dim == len(src) - 1 and dims[-1] == src[-1]:
-        return len(dims) - 1
-    if src_dim == 0 and dims[0] == src[0]:
-        return 0
-    candidates = [d for d, size in enumerate(dims) if size == src[src_dim] or size in ps]
+    candidates = [d for d, size in enumerate(dims) if size == src[src_dim]]
     return candidates[0] if len(candidates) == 1 else -1
 
 
