@@ -377,9 +377,12 @@ def _rank_record(record: dict, row: Row, kinds: dict, tp: int, tp_rank: int, per
 
 def _first_column_weight(row: Row, path: tuple, kind: str) -> bool:
     """The weight (and its transpose) of a layer's first column-parallel linear: qkv."""
-    return kind == "split" and ("linear_qkv" in row.id and path[:2] == ("parameters", "weight")
-                                or row.source.startswith("Tensor.t.") and row.parent is not None
-                                and "linear_qkv" in row.parent and ".forward." in row.parent)
+    if kind != "split":
+        return False
+    if "linear_qkv" in row.id and path[:2] == ("parameters", "weight"):
+        return True
+    parent = row.parent or ""
+    return row.source.startswith("Tensor.t.") and "linear_qkv" in parent and ".forward." in parent
 
 
 def _all_reduce(writer: RankWriter, row: Row, tp1_data: dict, parent: str | None) -> None:

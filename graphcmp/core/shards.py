@@ -134,9 +134,9 @@ def combine_split(stats: np.ndarray, present: np.ndarray, counts: np.ndarray) ->
 
     Parameters
     ----------
-    stats, present : ndarray, shape (k, 4)
-        One row per slice, `STAT_NAMES` order.
-    counts : ndarray, shape (k,)
+    stats, present : ndarray, shape (k, 4) or (k, m, 4)
+        One row per slice (`STAT_NAMES` order), for one tensor or for m tensors at once.
+    counts : ndarray, shape (k,) or (k, m)
         Elements in each slice (from its shape).
 
     Examples
@@ -147,13 +147,11 @@ def combine_split(stats: np.ndarray, present: np.ndarray, counts: np.ndarray) ->
     """
     stats = np.asarray(stats, np.float64)
     counts = np.asarray(counts, np.float64)
-    total = counts.sum()
-    weights = counts / total if total > 0 else np.full(len(counts), 1.0 / max(len(counts), 1))
+    total = counts.sum(axis=0)
+    weights = np.where(total > 0, counts / np.where(total > 0, total, 1.0), 1.0 / max(len(counts), 1))
     with np.errstate(invalid="ignore", over="ignore"):
-        out = np.array([
-            np.max(stats[:, 0]), np.min(stats[:, 1]), float(np.sum(stats[:, 2] * weights)),
-            float(np.sqrt(np.sum(stats[:, 3] ** 2))),
-        ])
+        out = np.stack([stats[..., 0].max(axis=0), stats[..., 1].min(axis=0), (stats[..., 2] * weights).sum(axis=0),
+                        np.sqrt((stats[..., 3] ** 2).sum(axis=0))], axis=-1)
     return out, np.asarray(present, bool).all(axis=0)
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from itertools import repeat
 
 import numpy as np
 
@@ -396,25 +395,42 @@ def _add_tensors(builder: HierarchyBuilder, stages: Sequence[StageRun], picked: 
 def _stitched_shards(graph: DumpGraph, stages: Sequence[StageRun], picked: list[tuple[int, int]],
                      picked_node: list[str]) -> ShardTable:
     """The shards of the stitched run's tensor rows (the builder orders tensors by node row, stably)."""
-    node_rows = graph.rows_of(picked_node)
-    order = np.argsort(node_rows, kind="stable")
-    parts: dict[str, list] = {name: [] for name in ("tensor", "rank", "stats", "present", "shape", "node", "file")}
+    order = np.argsort(graph.rows_of(picked_node), kind="stable")
+    source = np.array([index for index, _ in picked], np.int64)[order]
+    tensor = np.array([k for _, k in picked], np.int64)[order]
     kinds, dims = np.zeros(len(order), np.int8), np.full(len(order), -1, np.int8)
-    for new_row, i in enumerate(order.tolist()):
-        index, k = picked[i]
-        shards: ShardTable = stages[index].graph.shards  # type: ignore[assignment]
-        rows = shards.rows(k)
-        kinds[new_row], dims[new_row] = shards.kind[k], shards.split_dim[k]
-        parts["tensor"].extend(repeat(new_row, len(rows)))
-        parts["rank"].extend(shards.rank[rows].tolist())
-        parts["stats"].append(shards.stats[rows])
-        parts["present"].append(shards.present[rows])
-        for name in ("shape", "node", "file"):
-            column = getattr(shards, name)
-            parts[name].extend(column[j] for j in rows.tolist())
+    parts: list[tuple[np.ndarray, np.ndarray, ShardTable]] = []  # (new tensor row per shard, shard rows, table)
+    for index, stage in enumerate(stages):
+        new_rows = np.flatnonzero(source == index)
+        if not len(new_rows):
+            continue
+        shards: ShardTable = stage.graph.shards  # type: ignore[assignment]
+        ks = tensor[new_rows]
+        kinds[new_rows], dims[new_rows] = shards.kind[ks], shards.split_dim[ks]
+        starts = np.searchsorted(shards.tensor, ks)
+        counts = np.searchsorted(shards.tensor, ks, "right") - starts
+        owner = np.repeat(new_rows, counts)
+        rows = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        parts.append((owner, rows, shards))
+    owner = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+    by_owner = np.argsort(owner, kind="stable")
+
+    def column(name: str) -> list:
+        values = []
+        for _, rows, shards in parts:
+            col = getattr(shards, name)
+            values.extend(col[rows] if isinstance(col, np.ndarray) else (col[r] for r in rows.tolist()))
+        return values
+
+    def strings(name: str) -> tuple[str, ...]:
+        values = column(name)
+        return tuple(values[i] for i in by_owner.tolist())
+
+    stats = np.concatenate([shards.stats[rows] for _, rows, shards in parts]) if parts else np.zeros((0, 4))
+    present = np.concatenate([shards.present[rows] for _, rows, shards in parts]) if parts else np.zeros((0, 4), bool)
+    rank = np.concatenate([shards.rank[rows] for _, rows, shards in parts]) if parts else np.zeros(0, np.int32)
     return ShardTable(
-        tensor=np.array(parts["tensor"], np.int32), rank=np.array(parts["rank"], np.int32),
-        stats=np.concatenate(parts["stats"]) if parts["stats"] else np.zeros((0, 4)),
-        present=np.concatenate(parts["present"]) if parts["present"] else np.zeros((0, 4), bool),
-        shape=tuple(parts["shape"]), node=tuple(parts["node"]), file=tuple(parts["file"]), kind=kinds, split_dim=dims,
+        tensor=owner[by_owner].astype(np.int32), rank=rank[by_owner].astype(np.int32), stats=stats[by_owner],
+        present=present[by_owner], shape=strings("shape"), node=strings("node"), file=strings("file"), kind=kinds,
+        split_dim=dims,
     )

@@ -24,6 +24,7 @@ Split statistics are combined exactly (`combine_split`); every rank's record is 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -112,7 +113,7 @@ def merge_tensor_parallel(runs: Sequence[tuple[int, DumpGraph]]) -> DumpGraph:
     shapes = [[g.tensors.shape[k] for k in p.tolist()] for g, p in zip(graphs, pos)]
     equal = _equal_across(graphs, pos, stats, present)
     kind, dim, partial_of = _classify(ref, runs, pos, stats, equal)
-    merged, merged_present, merged_shape = _merged_values(t0, kind, dim, partial_of, stats, present, shapes)
+    merged, merged_present, merged_shape = _merged_values(t0, kind, dim, partial_of, stats, present, shapes, equal)
     md5 = tuple(m if k in (REPLICATED, SINGLE) else "" for m, k in zip(t0.md5, kind.tolist()))
     tensors = replace(t0, stats=merged, present=merged_present, shape=tuple(merged_shape), md5=md5,
                       file=("",) * len(t0))
@@ -437,18 +438,23 @@ def _role_rule(lin: _Linear, call: str, role: int, slot: str) -> object:
 
 
 def _merged_values(t0: TensorTable, kind: np.ndarray, dim: np.ndarray, partial_of: dict[int, int], stats: np.ndarray,
-                   present: np.ndarray, shapes: list[list[str]]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+                   present: np.ndarray, shapes: list[list[str]], equal: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     merged = stats[0].copy()
     merged_present = present[0].copy()
     merged_shape = list(t0.shape)
-    for k in np.flatnonzero(kind == REPLICATED).tolist():
+    for k in np.flatnonzero((kind == REPLICATED) & ~equal).tolist():
         g = _majority(stats[:, k], present[:, k])
         merged[k], merged_present[k] = stats[g, k], present[g, k]
-    for k in np.flatnonzero(kind == SPLIT).tolist():
-        local = [parse_shape(s[k]) for s in shapes]
-        counts = np.array([np.prod(d) if d is not None else 1 for d in local], np.float64)
-        merged[k], merged_present[k] = combine_split(stats[:, k], present[:, k], counts)
-        merged_shape[k] = _logical_shape(local, int(dim[k]))
+    split = np.flatnonzero(kind == SPLIT)
+    if len(split):
+        dims_of = {s: parse_shape(s) for s in {s[k] for s in shapes for k in split.tolist()}}
+        count_of = {s: float(math.prod(d)) if d is not None else 1.0 for s, d in dims_of.items()}
+        local = [[dims_of[s[k]] for s in shapes] for k in split.tolist()]
+        counts = np.array([[count_of[s[k]] for k in split.tolist()] for s in shapes])
+        merged[split], merged_present[split] = combine_split(stats[:, split], present[:, split], counts)
+        for k, per_rank in zip(split.tolist(), local):
+            merged_shape[k] = _logical_shape(per_rank, int(dim[k]))
     for k, out in partial_of.items():
         merged[k], merged_present[k], merged_shape[k] = merged[out], merged_present[out], merged_shape[out]
     return merged, merged_present, merged_shape
