@@ -154,7 +154,8 @@ class ParallelLayout:
         'tp=2 pp=2 vpp=1 dp=1 (4 ranks; TP groups [0,1] [2,3]; PP groups [0,2] [1,3]; detected)'
         """
         def groups(gs: tuple[tuple[int, ...], ...]) -> str:
-            return " ".join("[" + ",".join(map(str, g)) + "]" for g in gs)
+            shown = " ".join("[" + ",".join(map(str, g)) + "]" for g in gs[:3])
+            return shown if len(gs) <= 3 else f"{shown} ... ({len(gs)} groups)"
         parts = [f"{len(self.ranks)} ranks", f"TP groups {groups(self.tp_groups)}"]
         if self.pp_groups:
             parts.append(f"PP groups {groups(self.pp_groups)}")
