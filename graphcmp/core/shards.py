@@ -224,7 +224,8 @@ def attribute_rank(
     npu_rows, bench_rows : ndarray
         Paired tensor rows of the node.
     tolerance : float
-        Relative difference that counts as a divergence (unitless, e.g. the divergence floor).
+        Relative difference beyond noise (unitless; the divergence analysis gives the noise model's origin margin
+        times the node's unit roundoff).
     """
     shards: ShardTable | None = getattr(npu, "shards", None)
     if shards is None or not len(npu_rows):
