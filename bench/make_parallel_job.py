@@ -243,6 +243,7 @@ class Job:
     pp: int
     vpp: int
     layers: int
+    dp: int = 1
 
     @property
     def virtual(self) -> int:
@@ -252,15 +253,16 @@ class Job:
         per = self.layers // self.virtual
         return range(v * per, (v + 1) * per)
 
-    def rank(self, tp_rank: int, v: int) -> int:
-        return tp_rank + self.tp * (v % self.pp)
+    def rank(self, tp_rank: int, v: int, dp_rank: int = 0) -> int:
+        """Megatron's order tp-cp-ep-dp-pp: TP fastest, then data-parallel replicas, then stages."""
+        return tp_rank + self.tp * (dp_rank + self.dp * (v % self.pp))
 
 
 class RankWriter:
     """Records of one rank in its own execution order: local layer numbers, own counters, chunk prefixes."""
 
-    def __init__(self, job: Job, tp_rank: int, stage: int) -> None:
-        self.job, self.tp_rank, self.stage = job, tp_rank, stage
+    def __init__(self, job: Job, tp_rank: int, stage: int, dp_rank: int = 0) -> None:
+        self.job, self.tp_rank, self.stage, self.dp_rank = job, tp_rank, stage, dp_rank
         self.data: dict[str, Any] = {}
         self.construct: dict[str, str | None] = {}
         self.counters: dict[str, int] = {}
@@ -285,7 +287,7 @@ class RankWriter:
             self.data[node_id] = record
 
     def p2p(self, op: str, peer: int, leaf: dict) -> None:
-        pp_group = [self.tp_rank + self.job.tp * s for s in range(self.job.pp)]
+        pp_group = [self.job.rank(self.tp_rank, s, self.dp_rank) for s in range(self.job.pp)]
         group = {"type": "torch.ProcessGroup", "group_ranks": pp_group, "group_id": f"pp{self.tp_rank}"}
         name = f"Distributed.{op}"
         node_id = f"{name}.{self.counters.get(name, 0)}.forward"
@@ -299,20 +301,19 @@ class RankWriter:
 
 def write_job(out: Path, rows: list[Row], tp1_data: dict, kinds: dict, sites: set[str], job: Job,
               perturb: tuple[int, int] | None) -> None:
-    for tp_rank in range(job.tp):
-        for stage in range(job.pp):
-            writer = RankWriter(job, tp_rank, stage)
-            for micro in sorted({r.micro for r in rows}):
-                for backward in (False, True):
-                    chunks = range(job.vpp - 1, -1, -1) if backward else range(job.vpp)
-                    for chunk in chunks:
-                        _write_block(writer, rows, tp1_data, kinds, sites, micro, backward, chunk * job.pp + stage,
-                                     perturb)
-            folder = out / "step0" / f"rank{job.rank(tp_rank, stage)}"
-            folder.mkdir(parents=True, exist_ok=True)
-            header = {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None}
-            (folder / "dump.json").write_text(json.dumps({**header, "data": writer.data}, separators=(",", ":")))
-            (folder / "construct.json").write_text(json.dumps(writer.construct, separators=(",", ":")))
+    for dp_rank, tp_rank, stage in ((d, t, s) for d in range(job.dp) for t in range(job.tp) for s in range(job.pp)):
+        writer = RankWriter(job, tp_rank, stage, dp_rank)
+        for micro in sorted({r.micro for r in rows}):
+            for backward in (False, True):
+                chunks = range(job.vpp - 1, -1, -1) if backward else range(job.vpp)
+                for chunk in chunks:
+                    _write_block(writer, rows, tp1_data, kinds, sites, micro, backward, chunk * job.pp + stage,
+                                 perturb)
+        folder = out / "step0" / f"rank{job.rank(tp_rank, stage, dp_rank)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        header = {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None}
+        (folder / "dump.json").write_text(json.dumps({**header, "data": writer.data}, separators=(",", ":")))
+        (folder / "construct.json").write_text(json.dumps(writer.construct, separators=(",", ":")))
 
 
 def _write_block(writer: RankWriter, rows: list[Row], tp1_data: dict, kinds: dict, sites: set[str], micro: int,
@@ -327,7 +328,7 @@ def _write_block(writer: RankWriter, rows: list[Row], tp1_data: dict, kinds: dic
                and not _LAYER.search(r.parent)]
     if v != opening and edge_in:  # receive what the neighbouring virtual stage computed
         leaf = _first_tensor(tp1_data, edge_in[0].source, "input")
-        writer.p2p("irecv", job.rank(writer.tp_rank, v - 1 if not backward else v + 1), leaf)
+        writer.p2p("irecv", job.rank(writer.tp_rank, v - 1 if not backward else v + 1, writer.dp_rank), leaf)
     local = {}
     for i, row in enumerate(block):
         if row.layer is not None and row.layer not in mine:
@@ -341,7 +342,8 @@ def _write_block(writer: RankWriter, rows: list[Row], tp1_data: dict, kinds: dic
         parent = local.get(row.parent) if row.parent else None
         record = tp1_data.get(row.source)
         if record is not None:
-            record = _rank_record(record, row, kinds, job.tp, writer.tp_rank, perturb, job.rank(writer.tp_rank, v))
+            record = _rank_record(record, row, kinds, job.tp, writer.tp_rank, perturb,
+                                  job.rank(writer.tp_rank, v, writer.dp_rank))
         writer.add(node_id, parent, record, construct=".parameters_grad" not in row.id)
         if row.source in sites and job.tp > 1:
             _all_reduce(writer, row, tp1_data, parent)
@@ -349,7 +351,7 @@ def _write_block(writer: RankWriter, rows: list[Row], tp1_data: dict, kinds: dic
                 and not _LAYER.search(r.parent)]
     if v != closing and edge_out:
         leaf = _first_tensor(tp1_data, edge_out[-1].source, "output")
-        writer.p2p("isend", job.rank(writer.tp_rank, v + 1 if not backward else v - 1), leaf)
+        writer.p2p("isend", job.rank(writer.tp_rank, v + 1 if not backward else v - 1, writer.dp_rank), leaf)
 
 
 def _first_tensor(data: dict, node_id: str, part: str) -> dict:
@@ -391,8 +393,8 @@ def _all_reduce(writer: RankWriter, row: Row, tp1_data: dict, parent: str | None
     key = next(k for k in record if k.startswith("output"))
     full = next(leaf for _, leaf in leaves(record[key]))
     tp = writer.job.tp
-    group_ranks = [i + tp * writer.stage for i in range(tp)]
-    group = {"type": "torch.ProcessGroup", "group_ranks": group_ranks, "group_id": f"tp{writer.stage}"}
+    group_ranks = [writer.job.rank(i, writer.stage, writer.dp_rank) for i in range(tp)]
+    group = {"type": "torch.ProcessGroup", "group_ranks": group_ranks, "group_id": f"tp{group_ranks[0]}"}
     name = "Distributed.all_reduce"
     node_id = f"{name}.{writer.counters.get(name, 0)}.forward"  # also in a backward: a call made by autograd
     writer.counters[name] = writer.counters.get(name, 0) + 1
@@ -421,8 +423,8 @@ def bench_copy(out: Path, rows: list[Row], tp1_data: dict, kinds: dict, tp: int)
     (folder / "construct.json").write_text(json.dumps(construct, separators=(",", ":")))
 
 
-def make_job(out: Path, *, tp: int, pp: int, vpp: int = 1, layers: int, perturb: tuple[int, int] | None = None,
-             source: Path = SHARED) -> dict[str, int]:
+def make_job(out: Path, *, tp: int, pp: int, vpp: int = 1, layers: int, dp: int = 1,
+             perturb: tuple[int, int] | None = None, source: Path = SHARED) -> dict[str, int]:
     """Write OUT/npu (the job) and OUT/bench (its logical run as one rank); return their sizes."""
     if layers % (pp * vpp):
         raise SystemExit(f"--layers {layers} is not a multiple of pp * vpp = {pp * vpp}")
@@ -434,10 +436,10 @@ def make_job(out: Path, *, tp: int, pp: int, vpp: int = 1, layers: int, perturb:
     rows = logical_rows(tp1, layers)
     kinds = tp_kinds(tp1_data, tp2)
     sites = reduce_sites(tp2[0], tp2_construct)
-    job = Job(tp, pp, vpp, layers)
+    job = Job(tp, pp, vpp, layers, dp)
     write_job(out / "npu", rows, tp1_data, kinds, sites, job, perturb)
     bench_copy(out / "bench", rows, tp1_data, kinds, tp)
-    return {"ranks": tp * pp, "logical_calls": len(rows)}
+    return {"ranks": tp * pp * dp, "logical_calls": len(rows)}
 
 
 def main() -> int:
@@ -447,11 +449,13 @@ def main() -> int:
     ap.add_argument("--pp", type=int, default=8)
     ap.add_argument("--vpp", type=int, default=1)
     ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--dp", type=int, default=1, help="data-parallel replicas (each an exact copy)")
     ap.add_argument("--perturb", help="RANK:LAYER, e.g. 13:20")
     ap.add_argument("--source", type=Path, default=SHARED, help="the shared parallel dumps (tp1, tp2)")
     a = ap.parse_args()
     perturb = tuple(int(x) for x in a.perturb.split(":")) if a.perturb else None
-    sizes = make_job(a.out, tp=a.tp, pp=a.pp, vpp=a.vpp, layers=a.layers, perturb=perturb, source=a.source)  # type: ignore[arg-type]
+    sizes = make_job(a.out, tp=a.tp, pp=a.pp, vpp=a.vpp, layers=a.layers, dp=a.dp, perturb=perturb,  # type: ignore[arg-type]
+                     source=a.source)
     print(json.dumps(sizes))
     return 0
 

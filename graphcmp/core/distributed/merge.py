@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from graphcmp.core.distributed.tp_merge import merge_tensor_parallel
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.records import DumpGraph, RunInfo
 
-__all__ = ["MergedStep", "comm_signature", "job_steps", "merge_job", "merge_reason", "merge_runs", "read_step"]
+__all__ = ["MergedStep", "comm_signature", "job_steps", "merge_reason", "merge_runs", "read_step"]
 
 Reader = Callable[[str], DumpGraph]
 _COMM_ID = re.compile(rb'"Distributed\.([A-Za-z_]\w*)\.\d+\.(?:forward|backward)"')
@@ -98,15 +98,6 @@ def merge_runs(graphs: Mapping[int, DumpGraph], *, spec: LayoutSpec | None = Non
     info = RunInfo(path=path or first.path, format=first.format, framework=first.framework, task=first.task,
                    level=first.level, rank=None, step=step, missing=missing_lines)
     return MergedStep(step, stitch_stages(stages, layout.pp, info), layout)
-
-
-def merge_job(root: str | os.PathLike[str], *, spec: LayoutSpec | None = None, workers: int | None = None,
-              scheduler: str | None = None) -> Iterator[MergedStep]:
-    """Merge every step of a job root (a rank folder, a step folder or a folder of steps), step by step."""
-    for step, ranks in job_steps(root).items():
-        graphs = read_step(ranks, workers=workers, scheduler=scheduler)
-        folder = next(iter(ranks.values())).parent if len(ranks) > 1 or step is not None else Path(root)
-        yield merge_runs(graphs, spec=spec, path=str(folder), step=step)
 
 
 def comm_signature(run: str | os.PathLike[str]) -> frozenset[str]:
