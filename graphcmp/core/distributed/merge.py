@@ -8,20 +8,22 @@ is a `DumpGraph` like one device's run of the whole model, whose `shards` keep e
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from graphcmp.core.distributed.layout import RunKey, discover_runs
 from graphcmp.core.distributed.stitch import StageRun, stitch_stages
-from graphcmp.core.distributed.topology import LayoutError, LayoutSpec, ParallelLayout, detect_layout
+from graphcmp.core.distributed.topology import LayoutError, LayoutSpec, ParallelLayout, comm_records, detect_layout
 from graphcmp.core.distributed.tp_merge import merge_tensor_parallel
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.records import DumpGraph, RunInfo
+from graphcmp.core.shards import node_provenance
 
-__all__ = ["MergedStep", "comm_signature", "job_steps", "merge_reason", "merge_runs", "read_step"]
+__all__ = ["MergedStep", "comm_signature", "job_steps", "layout_relative", "merge_reason", "merge_runs", "read_step"]
 
 Reader = Callable[[str], DumpGraph]
 _COMM_ID = re.compile(rb'"Distributed\.([A-Za-z_]\w*)\.\d+\.(?:forward|backward)"')
@@ -97,7 +99,34 @@ def merge_runs(graphs: Mapping[int, DumpGraph], *, spec: LayoutSpec | None = Non
     missing_lines = tuple(f"rank {rank}: {line}" for rank, g in sorted(graphs.items()) for line in g.info.missing)
     info = RunInfo(path=path or first.path, format=first.format, framework=first.framework, task=first.task,
                    level=first.level, rank=None, step=step, missing=missing_lines)
-    return MergedStep(step, stitch_stages(stages, layout.pp, info), layout)
+    return MergedStep(step, layout_relative(stitch_stages(stages, layout.pp, info), layout), layout)
+
+
+def layout_relative(graph: DumpGraph, layout: ParallelLayout) -> DumpGraph:
+    """The merged run with its communication arguments in the layout's own terms.
+
+    A group (``group_ranks``) becomes its kind — tensor-parallel, pipeline-parallel or other — and a send's or
+    receive's peer rank its stage offset (+1: the next stage), so the logical runs of two layouts agree on them.
+    """
+    t = graph.tensors
+    values, stats = list(t.value), t.stats.copy()
+    tp, pp = set(map(frozenset, layout.tp_groups)), set(map(frozenset, layout.pp_groups))
+    changed = False
+    for call in comm_records(graph):
+        own = node_provenance(graph, call.row).ranks
+        peers = {peer for _, peer in call.peers}
+        for k in graph.tensor_rows(call.node).tolist():
+            if "group_ranks" in values[k]:
+                try:
+                    ranks = frozenset(json.loads(values[k]).get("group_ranks") or ())
+                except (ValueError, AttributeError):
+                    continue
+                kind = "tensor-parallel" if ranks in tp else "pipeline-parallel" if ranks in pp else "other"
+                values[k], changed = json.dumps({"group": kind}), True
+            elif own and t.shape[k] == "scalar" and t.present[k, 0] and stats[k, 0] in peers:
+                offset = layout.stage(int(stats[k, 0])) - layout.stage(own[0])
+                stats[k, t.present[k]], changed = offset, True
+    return replace(graph, tensors=replace(t, value=tuple(values), stats=stats)) if changed else graph
 
 
 def comm_signature(run: str | os.PathLike[str]) -> frozenset[str]:

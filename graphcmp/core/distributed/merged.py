@@ -11,7 +11,8 @@ Before judging, `resolve_against` settles what only the other run can tell:
 * a replicated tensor whose replicas disagree (a desynchronised rank) shows the replica farthest from
   the bench tensor, so the comparison does not hide it;
 * a split tensor whose sliced dimension the structure left open takes the logical shape that agrees
-  with the other run's (the bench shape, or the one shape both runs' slices can make).
+  with the other run's (the bench shape, or a shape both runs' slices can make; when none can, each side
+  shows one its own slices make, and the judge reports the shapes that cannot agree).
 """
 
 from __future__ import annotations
@@ -119,18 +120,21 @@ def _reconcile_shapes(npu: DumpGraph, bench: DumpGraph, npu_rows: np.ndarray,
         if n_shape[i] and b_shape[j]:
             continue
         mine, theirs = _candidates(npu, i), _candidates(bench, j)
-        common = set(mine) & set(theirs)
-        if len(common) != 1:
+        common = [shape for shape in mine if shape in theirs]
+        if not common and not (mine and theirs):
             continue
-        shape = common.pop()
+        # one shape both runs' slices can make; several (the same layout on both sides): any, the same on both;
+        # none: each side its own, and the judge reports the shapes that cannot agree
+        n_pick = common[0] if common else next(iter(mine))
+        b_pick = common[0] if common else next(iter(theirs))
         if not n_shape[i]:
-            n_shape[i], changed = shape, True
+            n_shape[i], changed = n_pick, True
             if n_dim is not None:
-                n_dim[i] = mine[shape]
+                n_dim[i] = mine[n_pick]
         if not b_shape[j]:
-            b_shape[j], changed = shape, True
+            b_shape[j], changed = b_pick, True
             if b_dim is not None:
-                b_dim[j] = theirs[shape]
+                b_dim[j] = theirs[b_pick]
     if not changed:
         return npu, bench
     return _with_shapes(npu, n_shape, n_dim), _with_shapes(bench, b_shape, b_dim)

@@ -83,3 +83,11 @@ def test_data_parallel_replicas_merge_once_and_a_drifted_parameter_is_found(tmp_
     weight = "module.decoder.layers.0.input_layernorm.weight"
     assert found == [("dp parameter", 2, 0, node, weight), ("dp parameter", 3, 1, node, weight)]
     assert [b["rank"] for b in result["bad_ranks"]] == [2, 3]
+
+
+def test_a_grown_tp4_job_agrees_with_the_real_tp2_job(tmp_path):
+    source = shared("msprobe/dumps/parallel")
+    _generator().make_job(tmp_path, tp=4, pp=1, layers=4, source=source)
+    index = run_merged(tmp_path / "npu", source / "tp2", tmp_path / "out", workers=1)
+    assert (index["layouts"]["npu"]["tp"], index["layouts"]["bench"]["tp"]) == (4, 2)
+    assert index["analysis"]["origin"] is None and index["runs"][0]["summary"]["verdicts"].get("error", 0) == 0

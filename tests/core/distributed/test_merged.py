@@ -130,6 +130,25 @@ def test_merge_reason():
     assert merge_reason(PARALLEL / "tp1", PARALLEL / "tp1", parse_layout("tp=1")) == "a layout was stated"
 
 
+def test_communication_arguments_are_in_the_layout_s_terms():
+    merged = _merged(PARALLEL / "tp2pp2")
+    t = merged.tensors
+    send = next(i for i in merged.nodes.ids if i.startswith("Distributed.isend."))
+    values = {t.slot[k]: (t.value[k], float(t.stats[k, 0])) for k in merged.tensor_rows(send).tolist()
+              if t.role[k] == Role.INPUT}
+    assert values["group"][0] == '{"group": "pipeline-parallel"}' and values["dst"][1] == 1.0  # the next stage
+    reduce = next(i for i in merged.nodes.ids if i.startswith("Distributed.all_reduce."))
+    assert '{"group": "tensor-parallel"}' in {t.value[k] for k in merged.tensor_rows(reduce).tolist()}
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("npu, bench", [("pp2", "tp2pp2"), ("tp2pp2", "tp2"), ("tp2", "pp2")])
+def test_shared_clean_jobs_of_any_two_layouts_agree(tmp_path, npu, bench):
+    index = run_merged(shared(f"{SHARED}/{npu}"), shared(f"{SHARED}/{bench}"), tmp_path / "out", workers=1)
+    assert index["analysis"]["origin"] is None
+    assert index["runs"][0]["summary"]["verdicts"].get("error", 0) == 0
+
+
 @pytest.mark.shared
 @pytest.mark.parametrize("job", ["tp2", "pp2", "tp2pp2"])
 def test_shared_clean_jobs_have_no_origin_and_no_error(tmp_path, job):
