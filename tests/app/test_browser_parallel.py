@@ -19,6 +19,7 @@ def test_merged_nodes_show_their_ranks_and_shards(browser, merged_results):  # n
     server = _server([merged_results])
     try:
         v = Viewer(browser.new_page(viewport={"width": 1500, "height": 1100}), server.url + f"?res=s0r&sel=npu:{node}")
+        assert "first divergence: rank 1, step 0: " + node in v.settle("#job-origin", "rank 1")
         details = v.settle("#details", "shards \\(npu\\)")
         assert "merged from ranks 0, 1" in details and "replicas disagree" in details
         row = report.npu.row(node)

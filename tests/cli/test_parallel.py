@@ -9,7 +9,6 @@ import pytest
 
 from graphcmp.cli.main import main
 from tests.conftest import DATA, shared
-from tests.core.distributed.marks import WEIGHT_DRIFT_EXCUSED
 
 PARALLEL = DATA / "parallel"
 
@@ -31,7 +30,6 @@ def test_compare_merges_different_layouts_and_prints_them(tmp_path, capsys):
     assert main(["diverge", str(out), "--json"]) == 0 and _json(capsys)["origin"] is None
 
 
-@WEIGHT_DRIFT_EXCUSED
 def test_desync_origin_names_rank_and_own_id(tmp_path, capsys):
     out = tmp_path / "r"
     code = main(["compare", str(PARALLEL / "tp2_desync"), str(PARALLEL / "tp1"), "-o", str(out), "-q", "--json"])
@@ -81,7 +79,6 @@ def test_consistency_names_the_desynchronised_rank(capsys):
 
 
 @pytest.mark.shared
-@WEIGHT_DRIFT_EXCUSED
 def test_scoreboard_commands_on_the_shared_pp2_perturb(tmp_path, capsys):
     root = shared("msprobe/dumps/parallel")
     out = tmp_path / "r"

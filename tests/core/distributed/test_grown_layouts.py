@@ -15,7 +15,6 @@ import pytest
 
 from graphcmp.core.distributed.merged import run_merged
 from tests.conftest import shared
-from tests.core.distributed.marks import WEIGHT_DRIFT_EXCUSED
 
 GENERATOR = Path(__file__).resolve().parents[3] / "bench" / "make_parallel_job.py"
 QKV = "Module.module.decoder.layers.{}.self_attention.linear_qkv.ColumnParallelLinear.forward.0"
@@ -49,7 +48,6 @@ def test_grown_layouts_compare_clean(tmp_path, tp, pp, vpp, layers, perturb):
     assert index["runs"][0]["summary"]["bench"]["unmatched"] == 0
 
 
-@WEIGHT_DRIFT_EXCUSED
 @pytest.mark.parametrize("tp, pp, vpp, layers, perturb", LAYOUTS)
 def test_grown_layouts_name_a_planted_shard(tmp_path, tp, pp, vpp, layers, perturb):
     source = shared("msprobe/dumps/parallel")

@@ -14,7 +14,6 @@ from graphcmp.core.distributed.topology import parse_layout
 from graphcmp.core.records import Role
 from graphcmp.core.report import load_report
 from tests.conftest import DATA, shared
-from tests.core.distributed.marks import WEIGHT_DRIFT_EXCUSED
 
 PARALLEL = DATA / "parallel"
 SHARED = "msprobe/dumps/parallel"
@@ -77,7 +76,6 @@ def test_desynchronised_replica_is_compared_by_its_worst_rank(tp1):
     assert report.pairs.metrics["rel_err"][np.flatnonzero(report.pairs.npu == weight)[0]] > 1e-3  # not hidden
 
 
-@WEIGHT_DRIFT_EXCUSED
 def test_desynchronised_replica_is_the_first_divergence_on_its_rank(tp1):
     first = compare_merged(_merged(PARALLEL / "tp2_desync"), tp1).analysis().first
     assert (first.node, first.rank, first.ranks, first.cause) == ("Functional.layer_norm.2.forward", 1, (0, 1),
@@ -115,6 +113,7 @@ def test_results_folder_index_and_analysis(tmp_path):
     first = report.analysis().first
     assert (origin["node"], origin["rank"], origin["source_id"], origin["ranks"], origin["step"]) == (
         first.node, first.rank, first.source_id, list(first.ranks), 0)
+    assert (origin["node"], origin["rank"]) == ("Functional.layer_norm.2.forward", 1)
     assert index["layouts"]["npu"]["tp"] == 2 and index["layouts"]["bench"]["tp"] == 1
 
 
@@ -158,7 +157,6 @@ def test_shared_clean_jobs_have_no_origin_and_no_error(tmp_path, job):
 
 
 @pytest.mark.shared
-@WEIGHT_DRIFT_EXCUSED
 @pytest.mark.parametrize("job", ["tp2_perturb", "pp2_perturb", "tp2_desync"])
 def test_shared_perturbed_jobs_name_the_truth_op_and_rank(tmp_path, job):
     truth = json.loads(shared(f"{SHARED}/TRUTH.json").read_text())["variants"][job]
