@@ -17,13 +17,13 @@ naming ranks without a dump) raises `LayoutError` with one line naming the ranks
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from graphcmp.core.distributed.links import _batch_ops, _group, _int
 from graphcmp.core.errors import GraphcmpError
 from graphcmp.core.records import DumpGraph, NodeKind, Role
 
@@ -214,7 +214,7 @@ def comm_records(graph: DumpGraph) -> list[CommRecord]:
         op = nodes.op[row]
         values = args.get(row, {})
         module = _enclosing_module(graph, row)
-        out.append(CommRecord(nodes.ids[row], row, op, _group(values), _peers(op, values), module,
+        out.append(CommRecord(nodes.ids[row], row, op, tuple(_group(values)[0]), _peers(op, values), module,
                               bool(module >= 0 and graph.nodes.direction[module] == 1)))
     return out
 
@@ -235,41 +235,13 @@ def _arg_values(graph: DumpGraph, rows: list[int]) -> dict[int, dict[str, str]]:
     return out
 
 
-def _group(values: Mapping[str, str]) -> tuple[int, ...]:
-    for text in values.values():
-        if "group_ranks" in text:
-            try:
-                doc = json.loads(text)
-            except ValueError:
-                continue
-            return tuple(int(r) for r in doc.get("group_ranks") or ())
-    return ()
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(float(text)) if text is not None else None
-    except ValueError:
-        return None
-
-
 def _peers(op: str, values: Mapping[str, str]) -> tuple[tuple[str, int], ...]:
+    """("send" | "recv", peer rank) of each transfer of a point-to-point call (the batch parsing of links.py)."""
     if op in P2P_SEND or op in P2P_RECV:
-        key = "dst" if op in P2P_SEND else "src"
-        peer = _int(values.get(key, values.get("1")))
-        return () if peer is None else (("send" if op in P2P_SEND else "recv", peer),)
+        peer = _int(values.get("dst" if op in P2P_SEND else "src", values.get("1")))
+        return () if peer < 0 else (("send" if op in P2P_SEND else "recv", peer),)
     if op == "batch_isend_irecv":
-        ops: dict[str, dict[str, str]] = {}
-        for slot, value in values.items():
-            head, _, name = slot.rpartition(".")
-            if name in ("op", "peer"):
-                ops.setdefault(head, {})[name] = value
-        found = []
-        for _, item in sorted(ops.items()):
-            peer = _int(item.get("peer"))
-            if peer is not None and "op" in item:
-                found.append(("send" if "send" in item["op"] else "recv", peer))
-        return tuple(found)
+        return tuple(("send" if "send" in kind else "recv", peer) for kind, peer in _batch_ops(values) if peer >= 0)
     return ()
 
 
