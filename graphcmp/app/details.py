@@ -1,4 +1,5 @@
-"""The details panel of a selected node: verdict and why, npu vs bench tensors with every metric, stack trace.
+"""The details panel of a selected node: verdict and why, npu vs bench tensors with every metric, stack trace;
+in a run merged from a parallel job, the ranks it came from and each tensor's per-rank records.
 
 Everything is looked up in the report (node views, pair metric columns, verdict columns); all
 names and values are passed to Dash as text children, so nothing from a dump is rendered as HTML.
@@ -18,6 +19,7 @@ from graphcmp.core.judge import STATUS_NAMES
 from graphcmp.core.matching.fused_ops import original_names
 from graphcmp.core.overflow import OVERFLOW_NAMES
 from graphcmp.core.records import STAT_NAMES, NodeView, Role, TensorView
+from graphcmp.core.shards import KIND_NAMES, ShardTable, node_provenance
 
 __all__ = ["details_panel", "short_stack"]
 
@@ -27,6 +29,7 @@ _MAX_PEERS = 64  # linked calls listed (an all_reduce of 1,024 ranks has 1,023)
 _MAX_ATTRS = 200  # attributes listed per node (a GE op has a few dozen)
 _MAX_VALUE = 2000  # characters of one attribute value shown
 _ROLE_ORDER = {Role.INPUT: 0, Role.PARAM: 1, Role.OUTPUT: 2, Role.PARAM_GRAD: 3}
+_MAX_SHARD_ROWS = 400  # per-rank records listed for one node (a 64-rank merge holds 8 per split tensor)
 
 
 def details_panel(model: ViewModel, rows: dict[str, int], peers: Sequence[Peer] = ()) -> list:
@@ -45,6 +48,7 @@ def details_panel(model: ViewModel, rows: dict[str, int], peers: Sequence[Peer] 
     if peers:
         parts.append(_peers(peers))
     parts.append(_tensor_table(model, views, rows))
+    parts.extend(_shards(model, rows))
     parts.extend(_attributes(model, rows))
     parts.extend(_stacks(views))
     return parts
@@ -146,6 +150,56 @@ def _metric_row(values: dict) -> html.Tr:
     return html.Tr([html.Td(html.Span(level, className=f"badge status-{level}")), html.Td("Δ rel"),
                     html.Td(""), html.Td(""), *cells, html.Td(" · ".join(text), className="metrics")],
                    className="metric-row")
+
+
+def _shards(model: ViewModel, rows: dict[str, int]) -> list:
+    """Per side of a merged run: the ranks the node came from and every tensor's per-rank records (all text)."""
+    out = []
+    for side, row in rows.items():
+        graph = model.graphs[side]
+        shards: ShardTable | None = getattr(graph, "shards", None)
+        origin = node_provenance(graph, row)
+        if shards is None or not origin.ranks:
+            continue
+        where = f"merged from ranks {', '.join(map(str, origin.ranks))}"
+        if origin.source_id and origin.source_id != graph.nodes.ids[row]:
+            where += f" · its id in rank {origin.ranks[0]}'s dump: {origin.source_id}"
+        head = html.Tr([html.Th(h) for h in ("tensor", "kind", "rank", "local shape",
+                                             *(s.capitalize() for s in STAT_NAMES), "node in that rank's dump")])
+        body = []
+        t = graph.tensors
+        disagreeing = set(shards.disagreeing().tolist())
+        for k in sorted(graph.tensor_rows(graph.nodes.ids[row]).tolist(),
+                        key=lambda k: (_ROLE_ORDER.get(Role(int(t.role[k])), 9), _slot_key(t.slot[k]))):
+            body.extend(_shard_rows(graph, shards, k, k in disagreeing))
+            if len(body) >= _MAX_SHARD_ROWS:
+                body.append(html.Tr(html.Td("… more shards not shown", colSpan=9)))
+                break
+        out.append(html.Div([html.H4(f"shards ({side})" if model.paired else "shards"), html.Div(where),
+                             html.Table([html.Thead(head), html.Tbody(body)], className="shards")],
+                            className="shards-panel"))
+    return out
+
+
+def _shard_rows(graph, shards: ShardTable, k: int, disagrees: bool) -> list:
+    t = graph.tensors
+    kind = KIND_NAMES.get(int(shards.kind[k]), "?")
+    if kind == "split":
+        dim = int(shards.split_dim[k])
+        kind += f" along dim {dim}" if dim >= 0 else " (dimension from the other run)"
+    if disagrees:
+        kind += " · replicas disagree"
+    name = f"{Role(int(t.role[k])).name.lower()}.{t.slot[k]}"
+    own = graph.nodes.ids[int(t.node[k])]
+    out = []
+    for i, r in enumerate(shards.rows(k).tolist()):
+        stats = [html.Td(_num(shards.stats[r, j]) if shards.present[r, j] else "", className="num")
+                 for j in range(len(STAT_NAMES))]
+        out.append(html.Tr([html.Td(name if i == 0 else "", className="slot"), html.Td(kind if i == 0 else ""),
+                            html.Td(f"rank {int(shards.rank[r])}"), html.Td(shards.shape[r]), *stats,
+                            html.Td(shards.node[r] if shards.node[r] != own else "")],
+                           className="shard-row disagree" if disagrees else "shard-row"))
+    return out
 
 
 def _peers(peers: Sequence[Peer]) -> html.Div:

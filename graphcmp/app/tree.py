@@ -13,8 +13,9 @@ import numpy as np
 
 from graphcmp.core.hierarchy import depths, levels
 from graphcmp.core.records import Direction, DumpGraph, NodeKind
+from graphcmp.core.shards import node_provenance
 
-__all__ = ["NavTree", "short_label"]
+__all__ = ["NavTree", "rank_ranges", "short_label"]
 
 _MAX_LABEL = 42
 _DIGITS = re.compile(r"^\d+$")
@@ -47,6 +48,22 @@ def short_label(node_id: str, op: str, kind: int, direction: int) -> str:
     if direction == Direction.BACKWARD and kind != NodeKind.PARAM_GRAD:
         label += " ◂"
     return label if len(label) <= _MAX_LABEL else label[: _MAX_LABEL - 1] + "…"
+
+
+def rank_ranges(ranks: tuple[int, ...], limit: int = 3) -> str:
+    """Ranks as runs: ``0-3``, ``0,2``; after `limit` runs the rest is ``…``.
+
+    >>> rank_ranges((0, 1, 2, 3)), rank_ranges((0, 2)), rank_ranges((0, 2, 4, 6, 8))
+    ('0-3', '0,2', '0,2,4,…')
+    """
+    runs: list[list[int]] = []
+    for rank in ranks:
+        if runs and rank == runs[-1][1] + 1:
+            runs[-1][1] = rank
+        else:
+            runs.append([rank, rank])
+    text = [f"{a}-{b}" if b > a else str(a) for a, b in runs[:limit]]
+    return ",".join(text + (["…"] if len(runs) > limit else []))
 
 
 class NavTree:
@@ -93,11 +110,13 @@ class NavTree:
         return out[::-1]
 
     def label(self, row: int) -> str:
-        """Short display name of `row` (see `short_label`)."""
+        """Short display name of `row` (see `short_label`), with a rank badge in a merged run (``[r0-3]``)."""
         nodes = self.graph.nodes
         if row == 0:
             return "model"
-        return short_label(nodes.ids[row], nodes.op[row], int(nodes.kind[row]), int(nodes.direction[row]))
+        label = short_label(nodes.ids[row], nodes.op[row], int(nodes.kind[row]), int(nodes.direction[row]))
+        ranks = node_provenance(self.graph, row).ranks if nodes.attrs else ()
+        return f"{label} [r{rank_ranges(ranks)}]" if ranks else label
 
     @cached_property
     def expandable(self) -> np.ndarray:

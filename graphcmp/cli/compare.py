@@ -1,7 +1,9 @@
 """`graphcmp compare NPU BENCH -o cmp.json`: match two runs, compare them, write the annotated result.
 
 When NPU or BENCH is a step/rank layout (``stepK/rankN``), every run is compared and ``-o`` names a
-folder: one result per (step, rank) plus ``index.json``.
+folder: one result per (step, rank) plus ``index.json``. When the two jobs are laid out differently
+(tensor/pipeline parallel sizes), or ``--npu-layout``/``--bench-layout`` is given, each job's ranks are
+merged into one logical run per step and those are compared (docs/parallel.md).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import argparse
 
 from graphcmp.cli.batch import add_batch_options, handle_batch
 from graphcmp.cli.mapping_options import add_mapping_options, matchers_from_args, render_rule_report
+from graphcmp.cli.merged import add_layout_options, handle_merged, wants_merge
 from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
@@ -35,6 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="also fail (exit 1) on overflow: inf/NaN or fp16/bf16 limit in npu outputs")
     add_mapping_options(parser)
     add_batch_options(parser)
+    add_layout_options(parser)
     add_format(parser)
     add_json(parser)
     add_quiet(parser)
@@ -42,8 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    if is_batch_root(args.npu) or is_batch_root(args.bench):
-        return handle_batch(args)
+    if is_batch_root(args.npu) or is_batch_root(args.bench) or args.npu_layout or args.bench_layout:
+        reason = wants_merge(args)
+        return handle_merged(args, reason) if reason else handle_batch(args)
     args.output = "cmp.json" if args.output is None else args.output
     checked_output(args.output, [args.npu, args.bench])
     thresholds = load_thresholds(args.thresholds) if args.thresholds else None

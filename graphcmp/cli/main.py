@@ -17,12 +17,12 @@ import threading
 from collections.abc import Sequence
 
 from graphcmp._version import __version__
-from graphcmp.cli import build, compare, demo, diverge, export, info, serve
+from graphcmp.cli import build, compare, consistency, demo, diverge, export, info, serve
 from graphcmp.core.errors import GraphcmpError
 
 __all__ = ["main", "run"]
 
-COMMANDS = (build, compare, info, diverge, export, serve, demo)
+COMMANDS = (build, compare, info, diverge, consistency, export, serve, demo)
 
 
 def make_parser() -> argparse.ArgumentParser:

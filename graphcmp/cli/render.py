@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from graphcmp.core.divergence import Analysis, Divergence
 
-__all__ = ["render_analysis", "render_batch", "render_first_divergence", "render_graph_summary", "render_job_analysis",
-           "render_summary"]
+__all__ = ["render_analysis", "render_batch", "render_consistency", "render_first_divergence", "render_graph_summary",
+           "render_job_analysis", "render_merged", "render_summary"]
 
 _ORDER = ("pass", "warning", "error", "skip", "unmatched")
 
@@ -101,22 +101,62 @@ def render_batch(summary: dict[str, Any]) -> str:
     """Text of a batch summary: one line per (step, rank), missing runs, the job's origin of divergence."""
     lines = []
     for run in summary["runs"]:
-        where = f"step {run['step']} rank {run['rank']}"
+        where = f"step {run['step']} " + ("merged" if run.get("merged") else f"rank {run['rank']}")
         if run["error"]:
             lines.append(f"{where}: failed: {run['error']}")
             continue
         verdicts = ", ".join(f"{k} {run['verdicts'][k]}" for k in _ORDER if k in run["verdicts"])
         comm = run["comm"]
+        links = "" if run.get("merged") else f"comm {comm['linked']}/{comm['nodes']} linked; "
         lines.append(f"{where}: {run['nodes']['npu']}/{run['nodes']['bench']} nodes, {run['matched']} matched; "
-                     f"{verdicts}; comm {comm['linked']}/{comm['nodes']} linked; "
-                     f"first divergence {run['first'] or '-'}")
+                     f"{verdicts}; {links}first divergence {run['first'] or '-'}")
     for side, labels in summary["missing"].items():
         if labels:
             lines.append(f"only on the {side.split('_')[0]} side: {', '.join(labels)}")
     origin = summary["origin"]
     lines.append("job: no divergence" if origin is None else
-                 f"job: first divergence on rank {origin['rank']}, step {origin['step']}: {origin['node']} "
+                 f"job: first divergence on {_rank_text(origin)}, step {origin['step']}: {origin['node']} "
                  f"({origin['cause']}; module {origin['module'] or '-'})")
+    return "\n".join(lines)
+
+
+def _rank_text(origin: dict[str, Any]) -> str:
+    """``rank 1``; for a merged node held by several ranks and not attributed, ``one of ranks 0,1``."""
+    ranks = origin.get("ranks") or ()
+    if origin.get("rank") is None and ranks:
+        return "one of ranks " + ",".join(map(str, ranks))
+    source = origin.get("source_id")
+    own = f" (its id there: {source})" if source and source != origin.get("node") else ""
+    return f"rank {origin['rank']}{own}"
+
+
+def render_merged(summary: dict[str, Any]) -> str:
+    """Text of a merged comparison: both layouts, why the ranks were merged, then the batch lines."""
+    layouts = summary["layouts"]
+    lines = [f"npu layout:   {layouts['npu']['text']}", f"bench layout: {layouts['bench']['text']}",
+             f"merged into one logical run per step: {summary['merged_because']}"]
+    lines.extend(f"note ({side}): {note}" for side in ("npu", "bench") for note in layouts[side]["notes"])
+    return "\n".join([*lines, render_batch(summary)])
+
+
+def render_consistency(result: dict[str, Any]) -> str:
+    """Text of `graphcmp consistency`: the layout, what was checked, each rank that disagrees and where."""
+    lines = [f"layout: {result['layout']['text']}"]
+    for step in result["steps"]:
+        checked = step["checked"]
+        lines.append(f"step {step['step']}: {checked['replicated']} replicated tensors, {checked['collectives']} "
+                     f"collective outputs, {checked['p2p']} send/receive pairs, {checked['dp']} data-parallel "
+                     "parameters checked")
+        for finding in step["findings"][: result.get("shown", 20)]:
+            lines.append(f"  rank {finding['rank']} differs from rank {finding['reference']} ({finding['check']}): "
+                         f"{finding['node']} {finding['tensor']} — {finding['detail']}")
+        hidden = len(step["findings"]) - result.get("shown", 20)
+        if hidden > 0:
+            lines.append(f"  ... {hidden} more")
+    bad = result["bad_ranks"]
+    lines.append("no rank disagrees with the others" if not bad else
+                 f"first disagreement: rank {bad[0]['rank']} at {bad[0]['node']} {bad[0]['tensor']}"
+                 + (f" (parameter {bad[0]['parameter']})" if bad[0].get("parameter") else ""))
     return "\n".join(lines)
 
 

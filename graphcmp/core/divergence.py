@@ -32,6 +32,7 @@ from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.noise import LIBRARY_ERROR, Precision, unit_roundoff
 from graphcmp.core.overflow import OVERFLOW_NAMES
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role
+from graphcmp.core.shards import attribute_rank
 
 if TYPE_CHECKING:
     from graphcmp.core.report import CompareReport
@@ -172,6 +173,10 @@ def _divergence(report: CompareReport, row: int) -> Divergence:
     ranks = tuple(int(r) for r in attrs.get("ranks", "").split(",") if r.strip().lstrip("-").isdigit())
     rank = int(attrs["rank"]) if attrs.get("rank", "").lstrip("-").isdigit() else (
         None if len(ranks) > 1 else ranks[0] if ranks else npu.info.rank)
+    if rank is None and len(ranks) > 1:  # a merged node: the one shard whose records depart beyond noise
+        mine = np.flatnonzero(npu.tensors.node[report.pairs.npu] == row)
+        beyond = noise.rule.origin_margin * max(float(noise.unit[row]), noise.precision.unit_roundoff)
+        rank = attribute_rank(npu, report.bench, report.pairs.npu[mine], report.pairs.bench[mine], beyond)
     return Divergence(
         node=nodes.ids[row], module=_innermost_module(npu, row), cause=cause,
         output_error=float(noise.output_error[row]), input_error=float(noise.input_error[row]),

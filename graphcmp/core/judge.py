@@ -150,8 +150,10 @@ def _pair_levels(
     use_md5 = ~np.isnan(m["md5_diff"]) & (npu.info.task == "md5")
     level[use_md5] = _rule_levels(thresholds, "md5", m)[use_md5]
     severity[use_md5] = m["md5_diff"][use_md5]
-    nonfinite = is_nonfinite(nt.stats[pairs.npu], nt.present[pairs.npu]) | is_nonfinite(
-        bt.stats[pairs.bench], bt.present[pairs.bench])
+    a, b = nt.stats[pairs.npu], bt.stats[pairs.bench]  # inf/NaN both runs hold at the same statistic agree
+    held_by_both = (a == b) | (np.isnan(a) & np.isnan(b))
+    nonfinite = is_nonfinite(a, nt.present[pairs.npu] & ~held_by_both) | is_nonfinite(
+        b, bt.present[pairs.bench] & ~held_by_both)
     notes = _pair_notes(nt, bt, pairs, nonfinite, expected_dtypes)
     level[nonfinite] = ERROR
     for k, note in notes.items():

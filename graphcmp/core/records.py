@@ -229,6 +229,8 @@ class DumpGraph:
     stacks: tuple[tuple[str, ...], ...]
     edges: EdgeTable = field(default_factory=EdgeTable.empty)
     """Data-flow edges (GE and MindSpore graphs); empty for formats without them (msprobe)."""
+    shards: object | None = None
+    """Per-rank records of a graph merged from a parallel job (`graphcmp.core.shards.ShardTable`); None otherwise."""
     _rows: dict[str, int] = field(repr=False, compare=False, default_factory=dict)
     _cache: dict[str, object] = field(repr=False, compare=False, default_factory=dict)
 

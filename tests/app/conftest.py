@@ -68,3 +68,14 @@ def evil_report_file(tmp_path_factory) -> Path:
     path = root / "cmp.json"
     save_report(report, path)
     return path
+
+
+@pytest.fixture(scope="session")
+def merged_results(tmp_path_factory) -> Path:
+    """A results folder of the real TP2 job with a desynchronised LayerNorm weight on rank 1, merged, against TP1."""
+    from graphcmp.core.distributed.merged import run_merged
+
+    parallel = Path(__file__).resolve().parents[1] / "data" / "parallel"
+    out = tmp_path_factory.mktemp("merged") / "results"
+    run_merged(parallel / "tp2_desync", parallel / "tp1", out, workers=1)
+    return out

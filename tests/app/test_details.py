@@ -65,3 +65,17 @@ def test_hostile_names_are_text(evil_report_file):
 def test_nothing_selected(sample_model):
     panel = details_panel(sample_model, {})
     assert isinstance(panel[0], html.P)
+
+
+def test_merged_node_lists_its_shards_per_rank(merged_results):
+    report = load_report(merged_results / "step0_merged.json")
+    model = ViewModel(report)
+    node = "Functional.layer_norm.2.forward"
+    row = report.npu.row(node)
+    text = "\n".join(_texts(details_panel(model, {"npu": row, "bench": int(report.matches.npu_to_bench[row])})))
+    assert "shards (npu)" in text and "merged from ranks 0, 1" in text
+    assert "replicated · replicas disagree" in text and "rank 1" in text
+    assert "1.26999" in text and "1.26011" in text  # the two replicas of the LayerNorm weight, both listed
+    stage = "Module.module.decoder.layers.1.mlp.linear_fc1.ColumnParallelLinear.forward.0"
+    text = "\n".join(_texts(details_panel(model, {"npu": report.npu.row(stage)})))
+    assert "split along dim 0" in text and "[128, 64]" in text  # each rank's slice of the [256, 64] weight

@@ -39,3 +39,14 @@ def test_labels():
     assert short_label("Cell.fc1.Dense.parameters_grad.0", "Dense", 3, 1) == "fc1: Dense grads"
     assert short_label("Primitive.matmul.MatMul.0.forward", "MatMul", 2, 0) == "MatMul.0"
     assert short_label("x" * 80, "y", 2, 0).endswith("…")
+
+
+def test_merged_nodes_carry_a_rank_badge(merged_results, sample_report):
+    from graphcmp.core.report import load_report
+
+    report = load_report(merged_results / "step0_merged.json")
+    tree = NavTree(report.npu)
+    assert tree.label(report.npu.row("Functional.layer_norm.2.forward")) == "layer_norm.2 [r0-1]"
+    assert tree.label(1).endswith("[r0-1]")  # the model root, stitched from both ranks
+    assert "[r" not in NavTree(sample_report.npu).label(1)  # a plain run has no badge
+    assert NavTree(report.bench).label(report.bench.row("Functional.layer_norm.2.forward")) == "layer_norm.2 [r0]"

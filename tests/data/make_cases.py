@@ -54,8 +54,42 @@ def trim_case(target: str, source: str, keep: int) -> None:
         (dest / name).write_text(json.dumps(doc, indent=1))
 
 
+PARALLEL = {  # case -> job folder under msprobe/dumps/parallel, cut to its first micro-batch
+    "parallel/tp1": "tp1", "parallel/tp2pp2": "tp2pp2", "parallel/tp2_desync": "tp2_desync",
+}
+
+
+def first_micro_batch(target: str, job: str) -> None:
+    """Every rank of a parallel job, with only the calls of micro-batch 0 (compact JSON, no stack.json)."""
+    from graphcmp.core.distributed.stitch import StageRun, _phases
+    from graphcmp.core.readers import read_graph
+
+    for rank_dir in sorted((SHARED / "msprobe/dumps/parallel" / job / "step0").iterdir()):
+        graph = read_graph(rank_dir)
+        phase, _ = _phases(StageRun(0, (0,), graph))
+        kept = {graph.nodes.ids[row] for row, (micro, _) in phase.items() if micro == 0}
+        dump = json.loads((rank_dir / "dump.json").read_text())
+        dump["data"] = {k: _no_grad_flag(v) for k, v in dump["data"].items() if k in kept}
+        construct = json.loads((rank_dir / "construct.json").read_text())
+        construct = {k: v for k, v in construct.items() if k in kept}
+        dest = HERE / target / "step0" / rank_dir.name
+        dest.mkdir(parents=True, exist_ok=True)
+        for name, doc in (("dump.json", dump), ("construct.json", construct)):
+            (dest / name).write_text(json.dumps(doc, separators=(",", ":")))
+
+
+def _no_grad_flag(value):
+    if isinstance(value, dict):
+        return {k: _no_grad_flag(v) for k, v in value.items() if k != "requires_grad"}
+    if isinstance(value, list):
+        return [_no_grad_flag(v) for v in value]
+    return value
+
+
 if __name__ == "__main__":
     for target, source in COPIES.items():
         copy_case(target, source)
     for target, (source, keep) in TRIMS.items():
         trim_case(target, source, keep)
+    for target, job in PARALLEL.items():
+        first_micro_batch(target, job)

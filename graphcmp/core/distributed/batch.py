@@ -248,7 +248,7 @@ def batch_summary(index: dict[str, Any]) -> dict[str, Any]:
     runs = []
     for entry in index["runs"]:
         row: dict[str, Any] = {"step": entry["step"], "rank": entry["rank"], "file": entry["file"],
-                               "error": entry.get("error")}
+                               "error": entry.get("error"), **({"merged": True} if entry.get("merged") else {})}
         if entry.get("error") is None:
             summary = entry["summary"]
             calls = len(entry["comm"])
@@ -260,6 +260,6 @@ def batch_summary(index: dict[str, Any]) -> dict[str, Any]:
                         "first": entry["first"]["node"] if entry.get("first") else None})
         runs.append(row)
     origin = index["analysis"]["origin"]
-    fields = ("step", "rank", "node", "module", "cause")
+    fields = ("step", "rank", "node", "module", "cause", "source_id", "ranks")
     return {"runs": runs, "missing": index["missing"],
             "origin": None if origin is None else {k: origin.get(k) for k in fields}}

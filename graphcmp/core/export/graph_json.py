@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.export.columns import decode_floats, encode_floats, pack_bits, unpack_bits
 from graphcmp.core.hierarchy import rebuild_graph
 from graphcmp.core.records import Direction, DumpGraph, EdgeTable, NodeKind, NodeTable, Role, RunInfo, TensorTable
+from graphcmp.core.shards import ShardTable
 
 __all__ = ["ENUMS", "graph_from_dict", "graph_to_dict"]
 
@@ -40,6 +42,7 @@ def graph_to_dict(graph: DumpGraph) -> dict[str, Any]:
         },
         "stacks": graph.stacks,
         "edges": {"src": graph.edges.src, "dst": graph.edges.dst, "control": graph.edges.control},
+        **({"shards": _shards_to_dict(graph.shards)} if isinstance(graph.shards, ShardTable) else {}),
     }
 
 
@@ -57,6 +60,7 @@ def graph_from_dict(doc: dict[str, Any], source: str = "<document>") -> DumpGrap
         tensors = _tensor_table(doc["tensors"])
         stacks = tuple(tuple(s) for s in doc.get("stacks", ()))
         edges = _edge_table(doc["edges"]) if "edges" in doc else None
+        shards = _shard_table(doc["shards"]) if "shards" in doc else None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
         raise DumpFormatError(f"{source}: graph document is missing or has a malformed field ({err})") from err
     if len(nodes.parent) != len(nodes.ids) or len(tensors.role) != len(tensors.slot):
@@ -64,7 +68,8 @@ def graph_from_dict(doc: dict[str, Any], source: str = "<document>") -> DumpGrap
     if edges is not None and len(edges) and (max(edges.src.max(), edges.dst.max()) >= len(nodes) or
                                              min(edges.src.min(), edges.dst.min()) < 0):
         raise DumpFormatError(f"{source}: an edge names a node row outside the graph")
-    return rebuild_graph(info, nodes, tensors, stacks, edges)
+    graph = rebuild_graph(info, nodes, tensors, stacks, edges)
+    return graph if shards is None else replace(graph, shards=shards)
 
 
 def _node_table(doc: dict[str, Any]) -> NodeTable:
@@ -99,3 +104,24 @@ def _edge_table(doc: dict[str, Any]) -> EdgeTable:
     n = len(doc["src"])
     return EdgeTable(src=np.asarray(doc["src"], np.int32).reshape(n), dst=np.asarray(doc["dst"], np.int32).reshape(n),
                      control=np.asarray(doc["control"], bool).reshape(n))
+
+
+def _shards_to_dict(shards: ShardTable) -> dict[str, Any]:
+    """The per-rank records of a merged graph (`ShardTable`) as columns."""
+    return {
+        "tensor": shards.tensor, "rank": shards.rank, "stats": encode_floats(shards.stats),
+        "present": pack_bits(shards.present), "shape": shards.shape, "node": shards.node, "file": shards.file,
+        "kind": shards.kind, "split_dim": shards.split_dim,
+        **({"error": encode_floats(shards.error)} if shards.error is not None else {}),
+    }
+
+
+def _shard_table(doc: dict[str, Any]) -> ShardTable:
+    n = len(doc["tensor"])
+    return ShardTable(
+        tensor=np.asarray(doc["tensor"], np.int32).reshape(n), rank=np.asarray(doc["rank"], np.int32).reshape(n),
+        stats=decode_floats(doc["stats"]).reshape(n, 4), present=unpack_bits(doc["present"], 4).reshape(n, 4),
+        shape=tuple(doc["shape"]), node=tuple(doc["node"]), file=tuple(doc["file"]),
+        kind=np.asarray(doc["kind"], np.int8), split_dim=np.asarray(doc["split_dim"], np.int8),
+        error=decode_floats(doc["error"]).reshape(n) if "error" in doc else None,
+    )
