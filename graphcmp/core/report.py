@@ -2,7 +2,8 @@
 
 `CompareReport.to_dict`/`from_dict` round-trip it through plain data, so the viewer and
 `info`/`diverge` never reread dumps; `save_report`/`load_report` write and read the JSON file
-(schema: docs/format.md and graphcmp/data/report.schema.json).
+(schema: docs/format.md and graphcmp/data/report.schema.json), `save_graph` one run, and
+`load_saved` either file (`graphcmp.core.compare.load_document` opens `.vis` files too).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ __all__ = [
     "CompareOptions",
     "CompareReport",
     "graph_summary",
-    "load_document",
     "load_report",
+    "load_saved",
     "save_graph",
     "save_report",
 ]
@@ -275,12 +276,8 @@ def save_graph(graph: DumpGraph, path: str | os.PathLike[str], tool_version: str
     write_atomic(path, dumps_strict(doc))
 
 
-def load_document(path: str | os.PathLike[str]) -> CompareReport | DumpGraph:
-    """Read a graphcmp report or graph JSON file, or a tb-graph-ascend `.vis`/`.vis.db` (its first graph)."""
-    if str(path).endswith((".vis", ".vis.gz", ".vis.db", ".vis.db.gz")):
-        from graphcmp.core.readers.vis import read_vis  # lazy: that reader builds reports with this module
-
-        return read_vis(path).content
+def load_saved(path: str | os.PathLike[str]) -> CompareReport | DumpGraph:
+    """Read a graphcmp report or graph JSON file (`save_report`, `save_graph`)."""
     doc = read_json(path, salvage=False).value
     if isinstance(doc, dict) and doc.get("format") == GRAPH_FORMAT:
         _check_format(doc, GRAPH_FORMAT, str(path))

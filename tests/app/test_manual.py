@@ -112,8 +112,6 @@ def vis_file(tmp_path) -> Path:
     return path
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: the .vis reader records msprobe's matches as rule 'msprobe', "
-                   "which no spec rebuilds (MappingError: unknown rule source 'msprobe')")
 def test_match_and_unmatch_on_a_vis_file(vis_file):
     """msprobe's matches are a rule the viewer can rebuild: Match/Unmatch on a .vis recompare instead of failing."""
     viewer = Viewer(open_results([vis_file]))
@@ -123,13 +121,13 @@ def test_match_and_unmatch_on_a_vis_file(vis_file):
     matched = model.report.matches.matched
     assert viewer.can_match("0") and model.twin("npu", n_row) == b_row
 
-    state, note = _manual(viewer, select(ViewState(result="0"), model, "npu", n_row), "unmatch", children=False)
+    _, note = _manual(viewer, select(ViewState(result="0"), model, "npu", n_row), "unmatch", children=False)
     assert note == f"unmatched {node} ↔ {node}"
     model = viewer.model("0")
     assert model.twin("npu", n_row) == -1 and model.report.matches.matched == matched - 1
     assert load_manual_matches(sidecar_path(vis_file)).unmatches[0].npu == node
 
-    state, note = _manual(viewer, _picked(viewer, node, node), "match", children=False)
+    _, note = _manual(viewer, _picked(viewer, node, node), "match", children=False)
     assert note == f"matched {node} ↔ {node}"
     model = viewer.model("0")
     assert model.twin("npu", n_row) == b_row and model.report.matches.matched == matched

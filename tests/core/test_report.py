@@ -12,7 +12,7 @@ import pytest
 from graphcmp.core.compare import compare_paths
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.readers.msprobe import read_msprobe
-from graphcmp.core.report import CompareReport, load_document, load_report, save_graph, save_report
+from graphcmp.core.report import CompareReport, load_report, load_saved, save_graph, save_report
 from tests.conftest import DATA
 
 SCHEMA = json.loads(resources.files("graphcmp").joinpath("data/report.schema.json").read_text())
@@ -53,7 +53,7 @@ def test_graph_file_validates_and_loads(perturb_pair, tmp_path):
     path = tmp_path / "run.json"
     save_graph(graph, path, "test")
     jsonschema.validate(json.loads(path.read_text()), SCHEMA)
-    back = load_document(path)
+    back = load_saved(path)
     assert back.nodes.ids == graph.nodes.ids and back.stacks == graph.stacks
 
 

@@ -454,8 +454,9 @@ def _ids(ids: tuple[str, ...], rows: tuple[int, ...]) -> str:
 def match_graphs(npu: DumpGraph, bench: DumpGraph, matchers: Sequence[ChildMatcher | RuleMatcher]) -> MatchTable:
     """Match two runs top-down, asking `matchers` in order at every matched parent pair.
 
-    Rule matchers' pins are claimed first (in matcher order), then their blocks; the walk then
-    descends from the roots and from every pinned pair. Without rule matchers, a first matcher that
+    Rule matchers' pins and blocks are claimed first, matcher by matcher (a matcher's pins, then its
+    blocks, so a later rule cannot pin what an earlier one keeps unmatched); the walk then descends
+    from the roots and from every pinned pair. Without rule matchers, a first matcher that
     can pair the whole tree at once (`TreeMatcher`) does so, and the walk only visits the pairs it
     leaves with unpaired children on both sides. Group nodes (runs of top-level API calls) are
     transparent: their members are matched as children of the root, and a group is then paired with
@@ -522,8 +523,7 @@ def _pin(walk: Walk, matchers: Sequence[ChildMatcher | RuleMatcher], rich: list[
     for code, matcher in _rule_matchers(matchers):
         matcher.prepare(walk.npu, walk.bench)
         pinned.extend((c.npu[0], c.bench[0]) for c in matcher.pins(walk.npu, walk.bench) if walk.apply(c, code))
-    for code, matcher in _rule_matchers(matchers):
-        for n, b in matcher.blocks(walk.npu, walk.bench):
+        for n, b in matcher.blocks(walk.npu, walk.bench):  # before the next rule's pins: a manual unmatch holds
             walk.block(n, b, code)
     return pinned
 
