@@ -21,11 +21,11 @@ from graphcmp.core.metrics import is_nonfinite
 from graphcmp.core.noise import NodeRole, NoiseModel, element_count
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import STAT_NAMES, DumpGraph, NodeKind, Role, TensorTable, string_column
-from graphcmp.core.rules import ERROR, PASS, WARNING, Thresholds
+from graphcmp.core.rules import ERROR, PASS, WARNING, Status, Thresholds
 
-__all__ = ["SKIP", "STATUS_NAMES", "UNMATCHED", "NodeVerdicts", "Verdict", "judge", "status_code"]
+__all__ = ["SKIP", "STATUS_NAMES", "UNMATCHED", "NodeVerdicts", "Status", "Verdict", "judge", "status_code"]
 
-SKIP, UNMATCHED = -1, -2
+SKIP, UNMATCHED = Status.SKIP, Status.UNMATCHED
 STATUS_NAMES = {PASS: "pass", WARNING: "warning", ERROR: "error", SKIP: "skip", UNMATCHED: "unmatched"}
 _OUTPUT_ROLES = (Role.OUTPUT, Role.PARAM_GRAD)
 

@@ -25,7 +25,7 @@ from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, RuleNote
 from graphcmp.core.noise import NoiseModel, noise_model
 from graphcmp.core.outputs import write_atomic
-from graphcmp.core.overflow import OVERFLOW_NAMES, overflow_levels
+from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import DumpGraph, NodeKind
 from graphcmp.core.rules import ERROR, Thresholds
@@ -178,7 +178,7 @@ def _noise_to_dict(noise: NoiseModel) -> dict[str, Any]:
 
 
 def _overflow_counts(levels: np.ndarray) -> dict[str, int]:
-    levels = np.bincount(levels, minlength=4)
+    levels = np.bincount(levels, minlength=len(OverflowLevel))
     return {name: int(levels[code]) for code, name in OVERFLOW_NAMES.items() if code and levels[code]}
 
 
