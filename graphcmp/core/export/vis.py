@@ -23,7 +23,7 @@ import orjson
 from graphcmp.core.judge import STATUS_NAMES
 from graphcmp.core.outputs import atomic_output
 from graphcmp.core.readers.vis import ATTR_DISTRIBUTED, ATTR_OVERFLOW, VisNodeType
-from graphcmp.core.records import DumpGraph, NodeKind, Role
+from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind, Role
 from graphcmp.core.report import CompareReport
 from graphcmp.core.rules import ERROR, PASS, WARNING
 
@@ -90,8 +90,8 @@ def vis_task(graph: DumpGraph) -> str:
     return _TASKS.get(graph.info.task, "summary")
 
 
-@dataclass(frozen=True, slots=True)
-class VisSide:
+@dataclass(frozen=True, slots=True, eq=False)
+class VisSide(FrozenColumns):
     """One run of a document to write, with what its nodes link to."""
 
     name: str  # "NPU" or "Bench"

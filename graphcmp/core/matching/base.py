@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from graphcmp.core.records import DumpGraph, NodeKind
+from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind
 
 if TYPE_CHECKING:
     from graphcmp.core.mapping_files import RuleEntry, RuleFile
@@ -154,8 +154,8 @@ class RuleNote:
     problem: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class MatchTable:
+@dataclass(frozen=True, slots=True, eq=False)
+class MatchTable(FrozenColumns):
     """npu row <-> bench row pairs, and the rule that made each.
 
     Attributes

@@ -11,13 +11,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from graphcmp.core.matching.base import Claim, RuleMatcher
-from graphcmp.core.records import DumpGraph
+from graphcmp.core.records import DumpGraph, FrozenColumns
 
 __all__ = ["GivenMatcher", "GivenMatches"]
 
 
-@dataclass(frozen=True, slots=True)
-class GivenMatches:
+@dataclass(frozen=True, slots=True, eq=False)
+class GivenMatches(FrozenColumns):
     """Pairs made elsewhere, npu id -> bench id, and the spec that rebuilds them (its name in reports)."""
 
     links: Mapping[str, str]

@@ -38,7 +38,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import GROUP_PREFIX, rebuild_graph
 from graphcmp.core.jsonio import load_json
 from graphcmp.core.readers.naming import parse_node_id
-from graphcmp.core.records import Direction, DumpGraph, NodeKind, NodeTable, Role, RunInfo, TensorTable
+from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, NodeTable, Role, RunInfo, TensorTable
 
 __all__ = [
     "ATTR_COLOR",
@@ -118,8 +118,8 @@ class ColorBand:
         return self.low is not None and self.high is not None and self.low <= value <= self.high
 
 
-@dataclass(frozen=True, slots=True)
-class VisDocument:
+@dataclass(frozen=True, slots=True, eq=False)
+class VisDocument(FrozenColumns):
     """One graph (pair) of a tb-graph-ascend file, as graphcmp records plus msprobe's own extras.
 
     Attributes
@@ -161,9 +161,6 @@ class VisDocument:
     tool_tip: str
     precision_index: np.ndarray
     overflow_level: tuple[str, ...]
-
-    def __post_init__(self) -> None:
-        self.precision_index.flags.writeable = False
 
     @property
     def is_compare(self) -> bool:
