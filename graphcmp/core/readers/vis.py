@@ -37,6 +37,7 @@ import orjson
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import GROUP_PREFIX, rebuild_graph
 from graphcmp.core.jsonio import load_json
+from graphcmp.core.readers.msprobe_schema import FILE_KEY, SCALAR_TYPES, STAT_KEYS, file_name
 from graphcmp.core.readers.naming import parse_node_id
 from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, NodeTable, Role, RunInfo, TensorTable
 
@@ -82,8 +83,8 @@ class VisNodeType(enum.IntEnum):
 
 _ABSENT = frozenset({"", "null", "None", "N/A", "none"})
 _SCALAR_TYPES = {"int": int, "float": float, "bool": bool}
+assert tuple(_SCALAR_TYPES) == SCALAR_TYPES
 _SIDES = ("NPU", "Bench")
-_STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 _COMPARE_FIELDS = frozenset({
     "Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr",
     "NormRelativeErr", "Requires_grad Consistent", "Result", "Err_message", "Cosine", "EucDist", "MaxAbsErr",
@@ -683,7 +684,7 @@ class _Columns:
         fields = _leaf_fields(leaf)
         if fields is None:
             return
-        dtype, shape, stats, md5, file, value = fields
+        dtype, shape, md5, file, value, *stats = fields
         self.node.append(row)
         self.role.append(role)
         self.slot.append(slot)
@@ -742,7 +743,10 @@ def _input_role(suffix: str, param_grad: bool) -> tuple[int, str]:
 
 
 def _leaf_fields(leaf: Mapping[str, Any]) -> tuple | None:
-    """(dtype, shape, stats, md5, file, value) of one leaf as the msprobe reader would record it; None to skip."""
+    """One leaf's row in `msprobe_schema.COLUMNS` order, as the msprobe reader would record it; None to skip.
+
+    Route 4 of `msprobe_schema`: msprobe's copy of a leaf holds statistics and shapes as text.
+    """
     kind = leaf.get("type")
     if kind is None:
         return None  # {"value": "null"}: an argument that was None, which dumps do not record
@@ -750,14 +754,13 @@ def _leaf_fields(leaf: Mapping[str, Any]) -> tuple | None:
     if kind in _SCALAR_TYPES and "value" in leaf:
         return _scalar_fields(kind, leaf["value"])
     if "dtype" in leaf and kind not in ("str",) and not str(leaf.get("dtype", "")).startswith("<class"):
-        stats = tuple(_stat(leaf.get(k)) for k in _STAT_KEYS)
-        name = str(leaf.get("data_name") or "")
-        return (str(leaf.get("dtype") or ""), str(leaf.get("shape") or ""), stats, _text(leaf.get("md5")),
-                "" if name in ("-1", "None") else name, "")
-    return kind, "", (None, None, None, None), "", "", _other_text(leaf)
+        name = str(leaf.get(FILE_KEY) or "")
+        return (str(leaf.get("dtype") or ""), str(leaf.get("shape") or ""), _text(leaf.get("md5")),
+                file_name(None if name == "None" else name), "", *(_stat(leaf.get(k)) for k in STAT_KEYS))
+    return kind, "", "", "", _other_text(leaf), None, None, None, None
 
 
-_NOT_VALUE = frozenset({"type", "value", "requires_grad", "data_name"})
+_NOT_VALUE = frozenset({"type", "value", "requires_grad", FILE_KEY})
 
 
 def _other_text(leaf: Mapping[str, Any]) -> str:
@@ -779,13 +782,13 @@ def _json_list(value: Any) -> Any:
 def _scalar_fields(kind: str, value: Any) -> tuple | None:
     text = str(value)
     if text in _ABSENT and kind != "bool":
-        return kind, "", (None, None, None, None), "", "", text
+        return kind, "", "", "", text, None, None, None, None
     try:
         number = float(text in ("True", "true")) if kind == "bool" else float(_SCALAR_TYPES[kind](float(text)))
     except ValueError:
-        return kind, "", (None, None, None, None), "", "", text
+        return kind, "", "", "", text, None, None, None, None
     shown = orjson.dumps(text in ("True", "true") if kind == "bool" else int(number) if kind == "int" else number)
-    return kind, "scalar", (number, number, number, None), "", "", shown.decode()
+    return kind, "scalar", "", "", shown.decode(), number, number, number, None
 
 
 def _stat(value: Any) -> float | None:
