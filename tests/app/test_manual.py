@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from graphcmp.app import open_results
-from graphcmp.app.callbacks import _manual, _outputs
+from graphcmp.app.actions import manual as _manual
 from graphcmp.app.state import ViewState, select
 from graphcmp.app.viewer import Viewer
+from graphcmp.app.views import Turn, show
 from graphcmp.core.compare import compare_paths
 from graphcmp.core.matching.manual import load_manual_matches, sidecar_path
 from graphcmp.core.report import save_report
@@ -51,8 +52,8 @@ def test_match_is_saved_next_to_the_result_and_reapplied(extraop_file):
     row = model.graphs["npu"].row(NODE)
     assert model.twin("npu", row) == model.graphs["bench"].row(NODE)
     assert model.report.verdict(NODE).status != "unmatched"
-    out = _outputs(viewer, state, state, True, {})
-    assert "matched (manual)" in _texts(out[("details", "children")])  # same id on both sides
+    out = show(Turn(viewer, state, state, first=True, controls={}))
+    assert "matched (manual)" in _texts(out["details"]["details"])  # same id on both sides
 
     reloaded = Viewer(open_results([extraop_file])).model("0")  # a new app on the same file
     assert reloaded.twin("npu", row) == model.twin("npu", row)
