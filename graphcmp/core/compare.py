@@ -10,22 +10,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from graphcmp._version import __version__
 from graphcmp.core.judge import judge
 from graphcmp.core.matching import ChildMatcher, RuleMatcher, default_matchers, match_graphs
 from graphcmp.core.matching.given import GivenMatcher, GivenMatches
-from graphcmp.core.matching.manual import ManualMatcher, ManualMatches
-from graphcmp.core.matching.specs import matchers_from_specs, spec
 from graphcmp.core.noise import noise_model
 from graphcmp.core.overflow import overflow_levels
 from graphcmp.core.pairing import TensorMetricsFn, pair_metrics, pair_tensors
+from graphcmp.core.readers.detect import VIS_SUFFIXES
 from graphcmp.core.readers.pair import read_pair
-from graphcmp.core.readers.vis import VIS_SUFFIXES, VisDocument, read_vis, vis_source
 from graphcmp.core.records import DumpGraph
 from graphcmp.core.report import CompareOptions, CompareReport, load_saved
 from graphcmp.core.rules import DEFAULT_THRESHOLDS, Thresholds
 from graphcmp.core.tensorcmp import tensor_metrics_for
+
+if TYPE_CHECKING:
+    from graphcmp.core.matching.manual import ManualMatches
+    from graphcmp.core.readers.vis import VisDocument
 
 __all__ = ["apply_manual_matches", "compare_graphs", "compare_paths", "compare_vis", "load_document"]
 
@@ -119,9 +122,11 @@ def compare_vis(doc: VisDocument) -> CompareReport | DumpGraph:
     >>> compare_vis(doc).matches.count_by_rule()
     {'root': 1, 'msprobe=/data/cmp.vis': 1}
     """
+    from graphcmp.core.readers.vis import vis_source  # see tests/test_layers.py: LAZY_IMPORTS
+
     if doc.bench is None:
         return doc.npu
-    given = GivenMatches(doc.links, spec("msprobe", vis_source(doc.npu.info.path, doc.key)))
+    given = GivenMatches(doc.links, f"msprobe={vis_source(doc.npu.info.path, doc.key)}")
     return compare_graphs(doc.npu, doc.bench, matches=given)
 
 
@@ -134,6 +139,8 @@ def load_document(path: str | os.PathLike[str]) -> CompareReport | DumpGraph:
         If the file is missing, damaged, or not one of these.
     """
     if str(path).endswith(VIS_SUFFIXES):
+        from graphcmp.core.readers.vis import read_vis  # see tests/test_layers.py: LAZY_IMPORTS
+
         return compare_vis(read_vis(path))
     return load_saved(path)
 
@@ -156,6 +163,7 @@ def apply_manual_matches(
 
     Examples
     --------
+    >>> from graphcmp.core.matching.manual import ManualMatches
     >>> from graphcmp.core.readers.msprobe import parse_msprobe
     >>> t = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [1], "Max": 1, "Min": 1, "Mean": 1, "Norm": 1}
     >>> npu = parse_msprobe({"data": {"Functional.relu.0.forward": {"output": [t]}}})
@@ -167,6 +175,9 @@ def apply_manual_matches(
     >>> apply_manual_matches(report, manual).verdict("Functional.relu.0.forward").status
     'pass'
     """
+    from graphcmp.core.matching.manual import ManualMatcher  # see tests/test_layers.py: LAZY_IMPORTS
+    from graphcmp.core.matching.specs import matchers_from_specs
+
     if matchers is None:
         matchers = matchers_from_specs([m for m in report.options.matchers if m.split("=", 1)[0] != "manual"])
     tensors = tensor_metrics_for(report.npu, report.bench) if report.options.tensor_metrics else None

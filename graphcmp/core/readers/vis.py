@@ -37,6 +37,7 @@ import orjson
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import GROUP_PREFIX, rebuild_graph
 from graphcmp.core.jsonio import load_json
+from graphcmp.core.readers.detect import VIS_SUFFIXES
 from graphcmp.core.readers.msprobe_schema import FILE_KEY, SCALAR_TYPES, STAT_KEYS, file_name
 from graphcmp.core.readers.naming import parse_node_id
 from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, NodeTable, Role, RunInfo, TensorTable
@@ -60,8 +61,6 @@ __all__ = [
     "vis_source",
 ]
 
-VIS_SUFFIXES = (".vis", ".vis.gz", ".vis.db", ".vis.db.gz")
-"""File name endings of tb-graph-ascend files (msprobe gzips large ones)."""
 
 ATTR_PRECISION = "msprobe.precision_index"
 ATTR_OVERFLOW = "msprobe.overflow_level"
