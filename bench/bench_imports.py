@@ -35,6 +35,8 @@ COMPARE = ("graphcmp.core.compare", "graphcmp.core.report", "graphcmp.core.tenso
 # what the importer's process has loaded when the listed import runs (default: the command line's start-up)
 BASES = {"graphcmp.core.compare": (CLI, *COMPARE), "graphcmp.core.tensorcmp": (CLI, *COMPARE),
          "graphcmp.core.distributed.batch": (CLI, "graphcmp.core.distributed.batch"),
+         "graphcmp.core.distributed.merge": (CLI, "graphcmp.core.distributed.merge"),
+         "graphcmp.core.distributed.merged": (CLI, "graphcmp.core.distributed.merged"),
          "graphcmp": ("graphcmp",)}
 COMPUTED = {"graphcmp.core.readers.detect": ("graphcmp.core.readers.ge",),  # what `import_module` would load
             "graphcmp": ("graphcmp.core.compare", "graphcmp.core.divergence", "graphcmp.core.distributed.batch")}

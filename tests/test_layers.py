@@ -23,13 +23,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "graphcmp"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("graphcmp._version", "graphcmp.samples", "graphcmp.core", "graphcmp.core.errors",
               "graphcmp.core.dtypes", "graphcmp.core.jsonio", "graphcmp.core.outputs", "graphcmp.core.export",
-              "graphcmp.core.export.columns", "graphcmp.core.fields")),
-    ("records", ("graphcmp.core.records", "graphcmp.core.rules")),
+              "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics")),
+    ("records", ("graphcmp.core.records", "graphcmp.core.rules", "graphcmp.core.shards")),
     ("hierarchy", ("graphcmp.core.hierarchy", "graphcmp.core.dataflow")),
     ("readers", ("graphcmp.core.readers", "graphcmp.core.readers.*", "graphcmp.core.mapping_files",
                  "graphcmp.core.export.graph_json")),
     ("matching", ("graphcmp.core.matching", "graphcmp.core.matching.*")),
-    ("pairing", ("graphcmp.core.pairing", "graphcmp.core.metrics", "graphcmp.core.tensor_metrics",
+    ("pairing", ("graphcmp.core.pairing", "graphcmp.core.tensor_metrics",
                  "graphcmp.core.tensorio", "graphcmp.core.tensorcmp")),
     ("judge", ("graphcmp.core.judge", "graphcmp.core.noise", "graphcmp.core.overflow")),
     ("divergence", ("graphcmp.core.divergence",)),
@@ -78,6 +78,15 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.core.readers.detect", "*"): "29 ms for GE's protobuf gencode: each reader loads for its format",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensor_metrics"): "0.5 ms, with tensorio: tensor tasks only",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensorio"): "8 ms per comparison: tensor-task comparisons only",
+    # parallel jobs: `graphcmp compare` of two job roots, and `graphcmp consistency`
+    ("graphcmp.cli.merged", "graphcmp.core.distributed.topology"): "6 ms before every other command",
+    ("graphcmp.cli.merged", "graphcmp.core.distributed.merge"): "17 ms before every other command",
+    ("graphcmp.cli.merged", "graphcmp.core.distributed.merged"): "90 ms before every other command",
+    ("graphcmp.cli.merged", "graphcmp.core.distributed.batch"): "5.5 ms before every other command",
+    ("graphcmp.cli.consistency", "graphcmp.core.distributed.consistency"): "23 ms before every other command",
+    ("graphcmp.cli.consistency", "graphcmp.core.distributed.topology"): "6 ms before every other command",
+    ("graphcmp.core.distributed.merged", "graphcmp.core.tensor_metrics"): "0.4 ms, with tensorio: tensor tasks only",
+    ("graphcmp.core.distributed.merged", "graphcmp.core.tensorio"): "7 ms per merged comparison: tensor tasks only",
     # a batch's parent process only schedules: comparing is for its tasks
     ("graphcmp.core.distributed.batch", "graphcmp.core.compare"):
         "42 ms in every process that imports batch (the viewer, `info`, `diverge`, a batch's parent) to compare none",
