@@ -19,7 +19,7 @@ _SURFACE = {
     "compare_graphs": "graphcmp.core.compare",
     "compare_paths": "graphcmp.core.compare",
     "find_divergence": "graphcmp.core.divergence",
-    "load_document": "graphcmp.core.report",
+    "load_document": "graphcmp.core.compare",
     "load_report": "graphcmp.core.report",
     "read_graph": "graphcmp.core.readers",
     "run_batch": "graphcmp.core.distributed.batch",

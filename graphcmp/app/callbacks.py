@@ -1,106 +1,129 @@
-"""Callbacks: a click or a control change becomes one state action; the new state is written to the URL.
+"""Callbacks: named inputs and outputs, one callback per concern; the view state lives in the URL.
 
-One server callback owns the state: it reads the current state from the URL, applies the action
-of whatever triggered it (`ACTIONS`), and returns the URL, the panes, the details and the lists.
-Panes whose layout and colours did not change are not resent. A clientside callback (assets/
-graphcmp.js) selects and centres the focused nodes; PNG comes from cytoscape, SVG from `svg`.
+Every input and output has a name (Dash's dict signatures), so adding a control adds a name and
+shifts nothing. The concerns:
+
+* **view** (`update`): a URL opened, a tap, a hit, a finding, a control. It reads the state from
+  the URL, applies the action of the trigger (`actions.ACTIONS`, by input name), and fills each
+  concern of `OUTPUTS` with its view (`views.VIEWS`); panes whose layout and colours did not change
+  are not resent. One request per click.
+* **manual matching** (`decide`): the Match / Unmatch buttons recompare the result and hand the new
+  state and a note to the view through the ``manual-done`` store.
+* **export** (PNG from cytoscape, SVG from `svg`) and the **job overview** of a batch folder.
+
+A clientside callback (assets/graphcmp.js) selects and centres the focused nodes. Each action checks
+the inputs it reads (`actions`); the callbacks here only route them.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from typing import Any
 
-from dash import ALL, Dash, Input, Output, State, ctx, html, no_update
+from dash import ALL, Dash, Input, Output, State, ctx, no_update
 
-from graphcmp.app.details import details_panel
-from graphcmp.app.elements import node_element_id, parse_element_id
-from graphcmp.app.job import column_node, heat_figure
-from graphcmp.app.model import SIDES, ViewModel
+from graphcmp.app.actions import act, checked, initial, manual
+from graphcmp.app.job import column_node
 from graphcmp.app.page import PANE_IDS
-from graphcmp.app.state import (
-    ViewState,
-    pick,
-    reveal,
-    select,
-    selected_rows,
-    toggle,
-    turn_page,
-)
+from graphcmp.app.state import ViewState
 from graphcmp.app.svg import pane_svg
 from graphcmp.app.viewer import Viewer
-from graphcmp.core.errors import GraphcmpError
+from graphcmp.app.views import VIEWS, Turn, job_outputs, show
 
-__all__ = ["job_outputs", "jump_search", "register_callbacks"]
+__all__ = ["CONTROLS", "OUTPUTS", "TRIGGERS", "jump_search", "register_callbacks", "view_outputs"]
 
-_HIT_LIST = 300  # hits listed at once around the current one; next/previous step through all
-_CONTROLS = ("query", "filters", "metric", "bins", "sync", "step", "rank", "micro")
-_CENTRING = ("query", "filters", "prev", "next", "hits", "findings", "step", "rank")  # jumps: centre the node
-OUTPUTS = (("url", "search"), ("hit-info", "children"), ("hits", "options"), ("hits", "value"),
-           ("match-info", "children"), ("match", "disabled"), ("unmatch", "disabled"), ("details", "children"),
-           (PANE_IDS["npu"], "elements"), (PANE_IDS["bench"], "elements"), ("focus", "data"),
-           ("legend", "children"), ("overview", "children"), ("findings", "options"), ("findings", "value"),
-           ("metric", "options"), ("bins", "placeholder"), ("step", "options"), ("rank", "options"),
-           ("micro", "options"), ("pane-bench", "style"), ("title-npu", "children"), ("ctl-step", "style"),
-           ("ctl-rank", "style"), ("ctl-micro", "style"), ("sync", "style"), ("bench-export", "style"),
-           *((c, "value") for c in _CONTROLS))
-"""Every property the main callback may set; an action returns only those that changed. Text outputs come
-first: the page applies them in this order, so the result list shows before the panes redraw."""
+TRIGGERS = {
+    "url": Input("url", "search"), "tap_npu": Input(PANE_IDS["npu"], "tapNodeData"),
+    "tap_bench": Input(PANE_IDS["bench"], "tapNodeData"), "prev": Input("prev", "n_clicks"),
+    "next": Input("next", "n_clicks"), "hit": Input("hits", "value"), "finding": Input("findings", "value"),
+    "collapse": Input("collapse", "n_clicks"), "manual": Input("manual-done", "data"),
+}
+"""Inputs of the view callback that act once (a click, a pick); names are the keys of `actions.ACTIONS`."""
+
+CONTROLS = {name: Input(name, "value") for name in ("query", "filters", "metric", "bins", "sync", "step", "rank",
+                                                    "micro")}
+"""Inputs of the view callback that hold a setting; the view also writes them back (`OUTPUTS["values"]`)."""
+
+OUTPUTS = {  # text first: the page applies outputs in this order, so the hit list shows before the panes redraw
+    "page": {"url": Output("url", "search")},
+    "hits": {"hit_info": Output("hit-info", "children"), "hit_options": Output("hits", "options"),
+             "hit": Output("hits", "value")},
+    "match": {"match_info": Output("match-info", "children"), "match_disabled": Output("match", "disabled"),
+              "unmatch_disabled": Output("unmatch", "disabled")},
+    "details": {"details": Output("details", "children")},
+    "panes": {"npu_elements": Output(PANE_IDS["npu"], "elements"),
+              "bench_elements": Output(PANE_IDS["bench"], "elements"), "focus": Output("focus", "data")},
+    "sidebar": {"legend": Output("legend", "children"), "overview": Output("overview", "children"),
+                "finding_options": Output("findings", "options"), "finding": Output("findings", "value")},
+    "controls": {"metric_options": Output("metric", "options"), "bins_placeholder": Output("bins", "placeholder"),
+                 "step_options": Output("step", "options"), "rank_options": Output("rank", "options"),
+                 "micro_options": Output("micro", "options"), "bench_pane_style": Output("pane-bench", "style"),
+                 "npu_title": Output("title-npu", "children"), "step_style": Output("ctl-step", "style"),
+                 "rank_style": Output("ctl-rank", "style"), "micro_style": Output("ctl-micro", "style"),
+                 "sync_style": Output("sync", "style"), "bench_export_style": Output("bench-export", "style")},
+    "values": {name: Output(name, "value") for name in CONTROLS},
+}
+assert OUTPUTS.keys() == VIEWS.keys()
+"""Every property the view callback may set, by concern (`views.VIEWS` fills each) and name."""
+
+_CENTRING = {"query", "filters", "prev", "next", "hit", "finding", "step", "rank"}  # jumps: centre the node
 
 
 def register_callbacks(app: Dash, viewer: Viewer) -> None:
     """Wire the page's components to `viewer`."""
-    outputs = [Output(component, prop) for component, prop in OUTPUTS]
-    inputs = [Input("url", "search"), Input(PANE_IDS["npu"], "tapNodeData"), Input(PANE_IDS["bench"], "tapNodeData"),
-              Input("prev", "n_clicks"), Input("next", "n_clicks"), Input("hits", "value"),
-              Input("findings", "value"), Input("collapse", "n_clicks"), Input("match", "n_clicks"),
-              Input("unmatch", "n_clicks"), *(Input(c, "value") for c in _CONTROLS), State("match-children", "value")]
 
-    @app.callback(outputs, inputs, prevent_initial_call=False)
-    def update(search, tap_npu, tap_bench, _prev, _next, hit_value, finding, _collapse, _match, _unmatch, *rest):
-        before = ViewState.from_query(search)
-        trigger = ctx.triggered_id
-        values = dict(zip(_CONTROLS, rest))
-        note = ""
-        if trigger in (None, "url"):
-            state, first = _initial(viewer, before), True
-        elif trigger in ("match", "unmatch"):
-            (state, note), first = _manual(viewer, before, trigger, bool(rest[-1])), True
-        else:
-            state, first = _apply(viewer, before, trigger, values, tap_npu, tap_bench, hit_value, finding), False
-        changed = _outputs(viewer, before, state, first, values, center=first or trigger in _CENTRING, note=note)
-        return tuple(changed.get(key, no_update) for key in OUTPUTS)
+    @app.callback(output=OUTPUTS, inputs={"triggers": TRIGGERS, "controls": CONTROLS}, prevent_initial_call=False)
+    def update(triggers: dict[str, Any], controls: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return view_outputs(viewer, _triggered("triggers", "controls"), triggers, controls)
+
+    @app.callback(output={"done": Output("manual-done", "data")},
+                  inputs={"clicks": {"match": Input("match", "n_clicks"), "unmatch": Input("unmatch", "n_clicks")}},
+                  state={"search": State("url", "search"), "children": State("match-children", "value")},
+                  prevent_initial_call=True)
+    def decide(clicks: dict[str, Any], search: str | None, children: Any) -> dict[str, Any]:
+        trigger = _triggered("clicks")
+        if trigger is None:
+            return {"done": no_update}
+        state, note = manual(viewer, ViewState.from_query(search), trigger, bool(children))
+        seq = sum(n for n in clicks.values() if isinstance(n, int))  # a repeated outcome still reaches the view
+        return {"done": {"search": state.to_query(), "note": note, "seq": seq}}
 
     if viewer.results.job is not None:
         _register_job(app, viewer)
-
+    _register_exports(app, viewer)
     app.clientside_callback(
         "function(focus) { return window.graphcmpFocus ? window.graphcmpFocus(focus) : null; }",
         Output("focus-done", "data"), Input("focus", "data"))
 
-    @app.callback(Output(PANE_IDS["npu"], "generateImage"), Input("png-npu", "n_clicks"), prevent_initial_call=True)
-    def png_npu(_):
-        return _png("npu")
 
-    @app.callback(Output(PANE_IDS["bench"], "generateImage"), Input("png-bench", "n_clicks"),
-                  prevent_initial_call=True)
-    def png_bench(_):
-        return _png("bench")
-
-    @app.callback(Output("download", "data"), Input("svg-npu", "n_clicks"), Input("svg-bench", "n_clicks"),
-                  State("url", "search"), prevent_initial_call=True)
-    def svg(_a, _b, search):
-        side = "bench" if ctx.triggered_id == "svg-bench" else "npu"
-        state = _checked(viewer, ViewState.from_query(search))
-        if side not in viewer.model(state.result).sides:
-            return no_update
-        ids = viewer.model(state.result).graphs[side].nodes.ids
-        geo = viewer.geometry(state, side)
-        names = {c.row: ids[c.row] for c in geo.cells if not c.pager}
-        text = pane_svg(geo, viewer.colors(state, side), f"graphcmp {side}", names)
-        return {"content": text, "filename": f"graphcmp-{side}.svg", "type": "image/svg+xml"}
+def view_outputs(viewer: Viewer, trigger: str | None, triggers: dict[str, Any],
+                 controls: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the view callback sends after `trigger` (an input name; None on the page's first load)."""
+    before = ViewState.from_query(triggers.get("url"))
+    done = triggers.get("manual")
+    note = ""
+    if trigger == "manual" and isinstance(done, dict) and isinstance(done.get("search"), str):
+        state, first, note = initial(viewer, ViewState.from_query(done["search"])), True, str(done.get("note", ""))
+    elif trigger in (None, "url", "manual"):
+        state, first = initial(viewer, before), True
+    else:
+        state, first = act(viewer, before, trigger, {**triggers, **controls}), False
+    turn = Turn(viewer, before, state, first=first, controls=controls, center=first or trigger in _CENTRING,
+                note=note)
+    shown = show(turn)
+    return {concern: {name: shown[concern].get(name, no_update) for name in names}
+            for concern, names in OUTPUTS.items()}
 
 
-def jump_search(viewer: Viewer, state: ViewState, trigger, click: dict | None) -> str | None:
+def _triggered(*groups: str) -> str | None:
+    """The name of the input (in these groups of the callback's inputs) that fired, None on the first load."""
+    for group in groups:
+        for name, item in ctx.args_grouping.get(group, {}).items():
+            if isinstance(item, dict) and item.get("triggered"):
+                return name
+    return None
+
+
+def jump_search(viewer: Viewer, state: ViewState, trigger: Any, click: dict | None) -> str | None:
     """The URL of a jump from the job overview (a heat cell: that rank at that module) or from a linked call
     (that rank's call); None when the target is not among the results."""
     results, job = viewer.results, viewer.results.job
@@ -119,304 +142,59 @@ def jump_search(viewer: Viewer, state: ViewState, trigger, click: dict | None) -
     entry = results.find(step, int(rank)) if rank.isdigit() else None
     if entry is None or not isinstance(node, str):
         return None
-    fresh = replace(ViewState(), result=entry.key, selected=("npu", node), sync=state.sync, metric=state.metric,
-                    bins=state.bins)
+    fresh = ViewState(result=entry.key, selected=("npu", node), sync=state.sync, metric=state.metric, bins=state.bins)
     return fresh.to_query()
 
 
 def _register_job(app: Dash, viewer: Viewer) -> None:
     """The job overview's callbacks (only for a batch results folder, whose page has the overview)."""
+    job = {"origin": Output("job-origin", "children"), "spread": Output("job-spread", "children"),
+           "heat": Output("job-heat", "figure"), "shown": Output("job-step", "data")}
 
-    @app.callback([Output("job-origin", "children"), Output("job-spread", "children"), Output("job-heat", "figure"),
-                   Output("job-step", "data")], Input("url", "search"), State("job-step", "data"))
-    def job_view(search, shown):
+    @app.callback(output=job, inputs={"search": Input("url", "search")}, state={"shown": State("job-step", "data")})
+    def job_view(search: str | None, shown: Any) -> dict[str, Any]:
         step = viewer.results.entry(ViewState.from_query(search).result).step
-        if shown is not None and shown.get("step") == step:
-            return no_update, no_update, no_update, no_update
-        out = job_outputs(viewer, step)
-        return out[("job-origin", "children")], out[("job-spread", "children")], out[("job-heat", "figure")], \
-            {"step": step}
+        if isinstance(shown, dict) and shown.get("step") == step:
+            return dict.fromkeys(job, no_update)
+        return {**job_outputs(viewer, step), "shown": {"step": step}}
 
-    @app.callback(Output("url", "search", allow_duplicate=True), Input("job-heat", "clickData"),
-                  Input({"type": "peer", "index": ALL}, "n_clicks"), State("url", "search"), prevent_initial_call=True)
-    def jump(click, _peers, search):
+    @app.callback(output={"url": Output("url", "search", allow_duplicate=True)},
+                  inputs={"heat": Input("job-heat", "clickData"), "peers": Input({"type": "peer", "index": ALL},
+                                                                                  "n_clicks")},
+                  state={"search": State("url", "search")}, prevent_initial_call=True)
+    def jump(heat: Any, peers: Any, search: str | None) -> dict[str, Any]:
         trigger = ctx.triggered_id
         if isinstance(trigger, dict) and not (ctx.triggered and ctx.triggered[0].get("value")):
-            return no_update  # a peer button drawn, not clicked
-        target = jump_search(viewer, ViewState.from_query(search), trigger, click)
-        return target if target is not None else no_update
+            return {"url": no_update}  # a peer button drawn, not clicked
+        target = jump_search(viewer, ViewState.from_query(search), trigger, heat)
+        return {"url": target if target is not None else no_update}
 
 
-def _png(side: str) -> dict:
-    return {"type": "png", "action": "download", "filename": f"graphcmp-{side}",
-            "options": {"full": True, "scale": 2, "bg": "#ffffff"}}
+def _register_exports(app: Dash, viewer: Viewer) -> None:
+    """PNG (cytoscape draws it in the page) and SVG (drawn here) of each pane."""
+    for side in PANE_IDS:
+        app.callback(output={"image": Output(PANE_IDS[side], "generateImage")},
+                     inputs={"clicks": Input(f"png-{side}", "n_clicks")}, prevent_initial_call=True)(_png(side))
+
+    @app.callback(output={"file": Output("download", "data")},
+                  inputs={"clicks": {side: Input(f"svg-{side}", "n_clicks") for side in PANE_IDS}},
+                  state={"search": State("url", "search")}, prevent_initial_call=True)
+    def svg(clicks: dict[str, Any], search: str | None) -> dict[str, Any]:
+        side = _triggered("clicks") or "npu"
+        state = checked(viewer, ViewState.from_query(search))
+        model = viewer.model(state.result)
+        if side not in model.sides:
+            return {"file": no_update}
+        ids = model.graphs[side].nodes.ids
+        geo = viewer.geometry(state, side)
+        names = {c.row: ids[c.row] for c in geo.cells if not c.pager}
+        text = pane_svg(geo, viewer.colors(state, side), f"graphcmp {side}", names)
+        return {"file": {"content": text, "filename": f"graphcmp-{side}.svg", "type": "image/svg+xml"}}
 
 
-def _checked(viewer: Viewer, state: ViewState) -> ViewState:
-    """`state` with a known result and only rows and nodes that result has."""
-    entry = viewer.results.entry(state.result)
-    return replace(state, result=entry.key).clean(viewer.model(entry.key))
+def _png(side: str):
+    def png(clicks: Any) -> dict[str, Any]:
+        return {"image": {"type": "png", "action": "download", "filename": f"graphcmp-{side}",
+                          "options": {"full": True, "scale": 2, "bg": "#ffffff"}}}
 
-
-def _initial(viewer: Viewer, state: ViewState) -> ViewState:
-    """The state of a URL opened afresh: checked, and the selection made visible."""
-    state = _checked(viewer, state)
-    model = viewer.model(state.result)
-    rows = selected_rows(state, model)
-    for side, row in rows.items():
-        state = reveal(state, model, side, row)
-    return state
-
-
-def _apply(viewer: Viewer, state: ViewState, trigger, values: dict, tap_npu, tap_bench, hit_value,
-           finding) -> ViewState:
-    state = _checked(viewer, state)
-    model = viewer.model(state.result)
-    if trigger in (PANE_IDS["npu"], PANE_IDS["bench"]):
-        side = "npu" if trigger == PANE_IDS["npu"] else "bench"
-        return _tap(state, model, side, tap_npu if side == "npu" else tap_bench)
-    if trigger in ("prev", "next"):
-        return _step_hit(viewer, state, model, -1 if trigger == "prev" else 1)
-    if trigger == "hits" and hit_value is not None:
-        return _go_hit(viewer, state, model, int(hit_value))
-    if trigger == "findings" and finding:
-        row = model.row_of("npu", str(finding))
-        return select(state, model, "npu", row) if row is not None else state
-    if trigger == "collapse":
-        return replace(state, open={s: () for s in state.open}, pages={s: {} for s in state.pages})
-    return _control(viewer, state, model, trigger, values)
-
-
-def _tap(state: ViewState, model: ViewModel, side: str, data: dict | None) -> ViewState:
-    parsed = parse_element_id((data or {}).get("id"))
-    if parsed is None or parsed[0] >= len(model.trees[side]):
-        return state
-    row, pager = parsed
-    if pager:
-        return turn_page(state, model, side, row, pager)
-    return pick(toggle(state, model, side, row), model, side, row)
-
-
-def _manual(viewer: Viewer, state: ViewState, trigger: str, children: bool) -> tuple[ViewState, str]:
-    """Match the picked npu and bench nodes, or unmatch the selected pair; saved to the result's sidecar."""
-    state = _checked(viewer, state)
-    key = state.result
-    if not viewer.can_match(key):
-        return state, "manual matching needs a result file: graphcmp compare NPU BENCH -o cmp.json, then serve it"
-    model = viewer.model(key)
-    if trigger == "match":
-        npu, bench = state.picked
-        if not (npu and bench):
-            return state, "pick a node in each pane first"
-        manual, note = viewer.manual(key).with_match(npu, bench, children=children), f"matched {npu} ↔ {bench}"
-    else:
-        rows = selected_rows(state, model)
-        if len(rows) != 2:
-            return state, "select a matched node to unmatch it and its twin"
-        npu, bench = (model.graphs[side].nodes.ids[rows[side]] for side in SIDES)
-        manual, note = viewer.manual(key).with_unmatch(npu, bench), f"unmatched {npu} ↔ {bench}"
-    try:
-        viewer.decide(key, manual)
-    except GraphcmpError as err:
-        return state, str(err)
-    model = viewer.model(key)
-    state = select(state, model, "npu", model.graphs["npu"].row(npu))
-    return reveal(state, model, "bench", model.graphs["bench"].row(bench)), note
-
-
-def _step_hit(viewer: Viewer, state: ViewState, model: ViewModel, step: int) -> ViewState:
-    hits, _ = viewer.hits(state)
-    if not hits:
-        return state
-    return _go_hit(viewer, state, model, (state.hit + step) % len(hits))
-
-
-def _go_hit(viewer: Viewer, state: ViewState, model: ViewModel, index: int) -> ViewState:
-    hits, _ = viewer.hits(state)
-    if not 0 <= index < len(hits):
-        return state
-    side, row = hits[index]
-    return select(replace(state, hit=index), model, side, row)
-
-
-def _control(viewer: Viewer, state: ViewState, model: ViewModel, trigger: str, values: dict) -> ViewState:
-    if trigger in ("query", "filters"):
-        state = replace(state, query=(values["query"] or "")[:300], filters=tuple(values["filters"] or ()), hit=0)
-        hits, _ = viewer.hits(state)
-        return _go_hit(viewer, state, model, 0) if hits else state
-    if trigger == "metric":
-        return replace(state, metric=values["metric"] or "", bins="")
-    if trigger == "bins":
-        return replace(state, bins=(values["bins"] or "")[:200])
-    if trigger == "sync":
-        return replace(state, sync=bool(values["sync"]))
-    if trigger == "micro":
-        micro = values["micro"]
-        return replace(state, micro=None if micro in (None, "all") else int(micro))
-    if trigger in ("step", "rank"):
-        return _switch_result(viewer, state, values)
-    return state
-
-
-def _switch_result(viewer: Viewer, state: ViewState, values: dict) -> ViewState:
-    step, rank = _opt_int(values["step"]), _opt_int(values["rank"])
-    results = viewer.results
-    entry = results.find(step, rank) or next((e for e in results.entries if e.step == step), results.default)
-    if entry.key == state.result:
-        return state
-    fresh = replace(ViewState(), result=entry.key, selected=state.selected, sync=state.sync, metric=state.metric,
-                    bins=state.bins, query=state.query, filters=state.filters)
-    return _initial(viewer, fresh)
-
-
-def _opt_int(value) -> int | None:
-    return None if value in (None, "", "-") else int(value)
-
-
-# ---- outputs ------------------------------------------------------------------------------------
-
-def _outputs(viewer: Viewer, before: ViewState, state: ViewState, first: bool, values: dict,
-             center: bool = False, note: str = "") -> dict:
-    """The properties to set after an action (all of them when the page is (re)loaded)."""
-    model = viewer.model(state.result)
-    redraw = tuple(side for side in model.sides if first or _pane_changed(before, state, side))
-    rendered = viewer.render(state, redraw)
-    out: dict = {("url", "search"): state.to_query()}
-    for side in redraw:
-        out[(PANE_IDS[side], "elements")] = rendered.elements[side]
-    if "bench" not in model.sides:
-        out[(PANE_IDS["bench"], "elements")] = []
-    rows = selected_rows(state, model)
-    focus = {side: _focus_id(viewer, state, side, rows.get(side)) for side in ("npu", "bench")}
-    out[("focus", "data")] = {**focus, "fit": first and not rows, "center": center, "seq": state.to_query()}
-    if first or before.selected != state.selected or before.result != state.result:
-        npu = model.graphs["npu"].nodes.ids[rows["npu"]] if "npu" in rows and model.paired else ""
-        out[("details", "children")] = details_panel(model, rows, viewer.peers(state.result, npu) if npu else ())
-    if first or before.picked != state.picked or before.selected != state.selected:
-        out.update(_match_outputs(viewer, model, state, rows, note))
-    options, hit, info = _hit_list(model, state, rendered)
-    if first or _hits_changed(before, state):
-        out[("hits", "options")] = options
-    out[("hits", "value")], out[("hit-info", "children")] = hit, info
-    out[("findings", "value")] = _findings(model, state)[1]
-    if first or before.result != state.result or before.metric != state.metric:
-        out.update(_static_outputs(viewer, model, state, rendered.scheme))
-    out.update(_control_values(viewer, state, rendered.scheme, values, first))
-    return out
-
-
-def job_outputs(viewer: Viewer, step: int | None) -> dict:
-    """The job overview of `step`, drawn from the batch index only (empty when the results have none)."""
-    job = viewer.results.job
-    if job is None:
-        return {}
-    spread = job.spread_text(step)
-    return {("job-origin", "children"): job.origin_text(),
-            ("job-spread", "children"): [html.Div(f"step {_opt_text(step)} spread: " + "; ".join(spread))] if spread
-            else [], ("job-heat", "figure"): heat_figure(job.heat(step), job.analysis.get("origin"))}
-
-
-def _match_outputs(viewer: Viewer, model: ViewModel, state: ViewState, rows: dict[str, int], note: str) -> dict:
-    """The manual-match block: the picked pair, and which buttons apply."""
-    able = viewer.can_match(state.result)
-    lines = [html.Div([html.Span(f"{side} ", className="muted"), html.Span(node or "— (click a node)")])
-             for side, node in zip(SIDES, state.picked)] if able else \
-        [html.Div("manual matching needs a result file (serve the output of graphcmp compare -o)", className="muted")]
-    if note:
-        lines.append(html.Div(note, className="match-note"))
-    return {("match-info", "children"): lines, ("match", "disabled"): not (able and all(state.picked)),
-            ("unmatch", "disabled"): not (able and len(rows) == 2)}
-
-
-def _static_outputs(viewer: Viewer, model: ViewModel, state: ViewState, scheme) -> dict:
-    steps, ranks, micros = viewer.results.steps(), viewer.results.ranks(), _micro_options(model)
-    hidden = {"display": "none"}
-    return {
-        ("legend", "children"): _legend(viewer.legend(scheme)), ("overview", "children"): _overview(model),
-        ("findings", "options"): _findings(model, state)[0],
-        ("metric", "options"): [{"label": label, "value": name} for name, label in model.metric_names().items()],
-        ("bins", "placeholder"): ", ".join(f"{e:g}" for e in scheme.edges) or "—",
-        ("step", "options"): _options(steps), ("rank", "options"): _options(ranks), ("micro", "options"): micros,
-        ("pane-bench", "style"): {} if model.paired else hidden,
-        ("sync", "style"): {} if model.paired else hidden, ("bench-export", "style"): {} if model.paired else hidden,
-        ("title-npu", "children"): "NPU (run under test)" if model.paired else f"run: {model.graphs['npu'].info.path}",
-        ("ctl-step", "style"): {} if len(steps) > 1 else hidden,
-        ("ctl-rank", "style"): {} if len(ranks) > 1 else hidden,
-        ("ctl-micro", "style"): {} if len(micros) > 1 else hidden,
-    }
-
-
-def _control_values(viewer: Viewer, state: ViewState, scheme, values: dict, first: bool) -> dict:
-    entry = viewer.results.entry(state.result)
-    wanted = {"query": state.query, "filters": list(state.filters), "metric": scheme.metric, "bins": state.bins,
-              "sync": ["on"] if state.sync else [], "step": _opt_text(entry.step), "rank": _opt_text(entry.rank),
-              "micro": "all" if state.micro is None else str(state.micro)}
-    return {(name, "value"): value for name, value in wanted.items() if first or values.get(name) != value}
-
-
-def _hits_changed(before: ViewState, state: ViewState) -> bool:
-    return (before.result, before.query, before.filters, before.micro) != \
-        (state.result, state.query, state.filters, state.micro) or abs(before.hit - state.hit) > _HIT_LIST // 4
-
-
-def _focus_id(viewer: Viewer, state: ViewState, side: str, row: int | None) -> str | None:
-    if row is None:
-        return None
-    return node_element_id(row, row in viewer.geometry(state, side).box_rows())
-
-
-def _pane_changed(before: ViewState, state: ViewState, side: str) -> bool:
-    return any(getattr(before, f) != getattr(state, f) for f in ("result", "micro", "metric", "bins", "query",
-                                                                   "filters")) \
-        or before.open[side] != state.open[side] or before.pages[side] != state.pages[side]
-
-
-def _hit_list(model: ViewModel, state: ViewState, rendered) -> tuple[list, int | None, str]:
-    hits = rendered.hits
-    if rendered.search_error:
-        return [], None, rendered.search_error
-    if not hits:
-        return [], None, "no matches" if (state.query or state.filters) else ""
-    hit = min(state.hit, len(hits) - 1)
-    lo = max(0, min(hit - _HIT_LIST // 2, len(hits) - _HIT_LIST))
-    options = [{"label": f"{side if model.paired else ''} {model.graphs[side].nodes.ids[row]}".strip(),
-                "value": k} for k, (side, row) in enumerate(hits[lo: lo + _HIT_LIST], start=lo)]
-    return options, hit, f"{hit + 1} of {len(hits):,}"
-
-
-def _legend(items: list[tuple[str, str]]) -> list:
-    rows = [html.Div([html.Span(className="swatch", style={"backgroundColor": color}), html.Span(text)],
-                     className="legend-row") for color, text in items]
-    marks = [("swatch unmatched", "unmatched (no twin)"), ("swatch overflow", "overflow (inf/NaN)"),
-             ("swatch fused", "fused op (several original ops)"),
-             ("swatch module", "module: click to open/close"), ("swatch nodata", "not dumped (structure only)"),
-             ("swatch hit", "search / filter hit")]
-    rows += [html.Div([html.Span(className=cls), html.Span(text)], className="legend-row") for cls, text in marks]
-    return rows
-
-
-def _overview(model: ViewModel) -> list:
-    return [html.Div([html.Span(k, className="muted"), html.Span(" " + v)]) for k, v in model.summary_rows]
-
-
-def _findings(model: ViewModel, state: ViewState) -> tuple[list, str | None]:
-    analysis = model.analysis
-    if analysis is None:
-        return [], None
-    options = [{"label": f"[{f.level}] {f.message}", "value": f.node or f"-{k}", "disabled": f.node is None}
-               for k, f in enumerate(analysis.findings)]
-    selected = state.selected[1] if state.selected and state.selected[0] == "npu" else None
-    return options, selected if any(f.node == selected for f in analysis.findings) else None
-
-
-def _options(values: list[int | None]) -> list[dict]:
-    return [{"label": _opt_text(v), "value": _opt_text(v)} for v in values]
-
-
-def _opt_text(v: int | None) -> str:
-    return "-" if v is None else str(v)
-
-
-def _micro_options(model: ViewModel) -> list[dict]:
-    n = int(max(int(g.nodes.micro_step.max(initial=0)) for g in model.graphs.values())) + 1
-    return [{"label": "all", "value": "all"}] + [{"label": str(k), "value": str(k)} for k in range(n)] * (n > 1)
+    return png

@@ -19,6 +19,8 @@ from graphcmp.app.layout import PaneGeometry
 from graphcmp.app.model import ViewModel
 from graphcmp.app.tree import NavTree
 from graphcmp.core.noise import NodeRole
+from graphcmp.core.overflow import OverflowLevel
+from graphcmp.core.rules import Status
 
 __all__ = ["MAX_EDGES", "STYLESHEET", "PaneStyle", "node_element_id", "pane_elements", "parse_element_id"]
 
@@ -105,9 +107,9 @@ def _classes(model: ViewModel, side: str, tree: NavTree, rows: np.ndarray, is_bo
     status = model.status(side)
     role = model.role(side)
     origin = (role[rows] == NodeRole.ORIGIN) if role is not None else np.zeros(len(rows), bool)
-    overflow = model.overflow[side][rows] > 0
+    overflow = model.overflow[side][rows] > OverflowLevel.NONE
     fused = model.fused[side][rows]
-    unmatched = (status[rows] == -2) if status is not None else np.zeros(len(rows), bool)
+    unmatched = (status[rows] == Status.UNMATCHED) if status is not None else np.zeros(len(rows), bool)
     module = tree.n_children[rows] > 0
     nodata = ~tree.graph.nodes.has_data[rows]
     names = []

@@ -14,6 +14,7 @@ import numpy as np
 from graphcmp.app.model import ViewModel
 from graphcmp.core.errors import GraphcmpError
 from graphcmp.core.judge import ERROR, PASS, SKIP, UNMATCHED, WARNING
+from graphcmp.core.overflow import OverflowLevel
 
 __all__ = ["SearchError", "find_hits"]
 
@@ -76,7 +77,7 @@ def _filter_mask(model: ViewModel, side: str, filters: tuple[str, ...]) -> np.nd
     status = model.status(side)
     for f in filters:
         if f == "overflow":
-            mask |= model.overflow[side] > 0
+            mask |= model.overflow[side] > OverflowLevel.NONE
         elif status is not None and f in _STATUS:
             mask |= status == _STATUS[f]
     return mask

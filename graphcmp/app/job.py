@@ -21,6 +21,7 @@ import numpy as np
 from graphcmp.app.colors import STATUS_COLORS
 from graphcmp.core.distributed.links import CommCall, Link, link_calls
 from graphcmp.core.judge import SKIP, STATUS_NAMES, UNMATCHED
+from graphcmp.core.records import FrozenColumns
 from graphcmp.core.rules import ERROR, PASS, WARNING
 
 __all__ = ["Heat", "JobIndex", "Peer", "column_label", "column_node", "heat_figure"]
@@ -28,8 +29,8 @@ __all__ = ["Heat", "JobIndex", "Peer", "column_label", "column_node", "heat_figu
 _CODES = (UNMATCHED, SKIP, PASS, WARNING, ERROR)  # heat z values, in colour-scale order
 
 
-@dataclass(frozen=True, slots=True)
-class Heat:
+@dataclass(frozen=True, slots=True, eq=False)
+class Heat(FrozenColumns):
     """The rank x module matrix of one step: worst status (NaN: the rank has no such row) and severity."""
 
     step: int | None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphcmp.app.tree import NavTree
+from graphcmp.core.records import FrozenColumns
 
 __all__ = ["COLUMN_HEIGHT", "PAGE", "Cell", "PaneGeometry", "layout_pane", "page_of", "visible_children"]
 
@@ -42,8 +43,8 @@ class Cell:
     label: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class PaneGeometry:
+@dataclass(frozen=True, slots=True, eq=False)
+class PaneGeometry(FrozenColumns):
     """Every visible cell of one pane, and which rows are drawn."""
 
     cells: tuple[Cell, ...]

@@ -1,6 +1,7 @@
 """The page: header controls, the search/filter sidebar, the two graph panes and the details panel.
 
-Component ids are the contract with `callbacks` and the browser tests. The ``findings`` block in the
+Component ids are the contract with `callbacks` (which names every input and output) and the browser
+tests. The ``findings`` block in the
 sidebar lists the advisor's findings (`graphcmp.core.divergence.analyze`) with go-to-node.
 """
 
@@ -19,7 +20,7 @@ _PANE_TITLES = {"npu": "NPU (run under test)", "bench": "bench (baseline)"}
 
 
 def page_layout(title: str, job: bool = False) -> html.Div:
-    """The whole page; every dynamic part is filled by the main callback from the URL.
+    """The whole page; every dynamic part is filled by the view callback from the URL.
 
     With `job` (a batch results folder) the page has the job overview; otherwise it has no plotly
     graph at all, so plotly.js is never loaded.
@@ -28,6 +29,7 @@ def page_layout(title: str, job: bool = False) -> html.Div:
         dcc.Location(id="url", refresh=False),
         dcc.Store(id="focus"),
         dcc.Store(id="focus-done"),
+        dcc.Store(id="manual-done"),  # a manual match's outcome: {search, note, seq}, for the view callback
         dcc.Download(id="download"),
         _header(title),
         *([_job()] if job else []),

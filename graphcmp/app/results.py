@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from graphcmp.app.job import JobIndex
-from graphcmp.core.compare import compare_paths
+from graphcmp.core.compare import apply_manual_matches, compare_paths, load_document
 from graphcmp.core.distributed.batch import BATCH_FORMAT
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.jsonio import read_json
-from graphcmp.core.matching.manual import apply_manual_matches, load_manual_matches, sidecar_path
+from graphcmp.core.matching.manual import load_manual_matches, sidecar_path
 from graphcmp.core.records import DumpGraph
-from graphcmp.core.report import CompareReport, load_document
+from graphcmp.core.report import CompareReport
 
 __all__ = ["Document", "Entry", "ResultSet", "load_entry", "open_results"]
 

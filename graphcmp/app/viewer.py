@@ -21,13 +21,9 @@ from graphcmp.app.layout import PaneGeometry, layout_pane
 from graphcmp.app.model import ViewModel
 from graphcmp.app.results import ResultSet
 from graphcmp.app.state import ViewState
+from graphcmp.core.compare import apply_manual_matches
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.matching.manual import (
-    ManualMatches,
-    apply_manual_matches,
-    load_manual_matches,
-    save_manual_matches,
-)
+from graphcmp.core.matching.manual import ManualMatches, load_manual_matches, save_manual_matches
 from graphcmp.core.report import CompareReport
 
 __all__ = ["Rendered", "Viewer"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from graphcmp.cli.output import emit
 from graphcmp.cli.render import render_analysis, render_summary
+from graphcmp.cli.serve import serve  # Dash itself loads only when the viewer is started
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.samples import sample_pair
 
@@ -44,8 +45,6 @@ def handle(args: argparse.Namespace) -> int:
     ])
     emit(summary, text, args.json)
     if args.serve or (not args.json and _ask("Open the browser viewer on this result? [y/N] ")):
-        from graphcmp.cli.serve import serve  # Dash loads only when the viewer is wanted
-
         return serve([output], port=args.port, open_browser=True)
     if not args.json:
         print(f"view it in a browser: graphcmp serve {output}", file=sys.stderr)

@@ -18,8 +18,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from graphcmp.core.compare import load_document
     from graphcmp.core.distributed.batch import is_batch_result, load_index
-    from graphcmp.core.report import CompareReport, load_document
+    from graphcmp.core.report import CompareReport
 
     if is_batch_result(args.result):
         analysis = load_index(args.result)["analysis"]

@@ -43,10 +43,10 @@ def handle(args: argparse.Namespace) -> int:
     if len(args.files) > 1 and args.to != "vis-db":
         raise OutputError(f"{args.output}: --to {args.to} writes one result; pass one FILE "
                           "(only vis-db gathers several steps and ranks in one file)")
+    from graphcmp.core.compare import load_document
     from graphcmp.core.export.model_explorer import write_model_explorer
     from graphcmp.core.export.vis import write_vis
     from graphcmp.core.export.vis_db import write_vis_db
-    from graphcmp.core.report import load_document
 
     if args.to == "vis-db":
         result = write_vis_db(_documents(args.files), args.output)
@@ -59,7 +59,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _documents(files: list[str]) -> Iterator[CompareReport | DumpGraph]:
-    from graphcmp.core.report import load_document
+    from graphcmp.core.compare import load_document
 
     for path in files:  # one at a time: only one result is in memory while the file is written
         yield load_document(path)

@@ -17,8 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from graphcmp.core.compare import load_document
     from graphcmp.core.distributed.batch import batch_summary, is_batch_result, load_index
-    from graphcmp.core.report import CompareReport, graph_summary, load_document
+    from graphcmp.core.report import CompareReport, graph_summary
 
     if is_batch_result(args.file):
         summary = batch_summary(load_index(args.file))

@@ -1,22 +1,36 @@
-"""Comparing two runs: match nodes, pair tensors, compute metrics, judge — one call, one report."""
+"""The one orchestrator: read runs, match, pair tensors, compute metrics, judge — one call, one report.
+
+`compare_graphs` is the comparison every entry point makes: `compare_paths` on two dump paths,
+`compare_vis` on a tb-graph-ascend document (msprobe's links as the given matches), and
+`apply_manual_matches` when a person's matches come first. `load_document` opens any file graphcmp
+shows: its report or graph JSON, or a `.vis`/`.vis.db`, compared here.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from graphcmp._version import __version__
 from graphcmp.core.judge import judge
-from graphcmp.core.matching import ChildMatcher, default_matchers, match_graphs
+from graphcmp.core.matching import ChildMatcher, RuleMatcher, default_matchers, match_graphs
+from graphcmp.core.matching.given import GivenMatcher, GivenMatches
 from graphcmp.core.noise import noise_model
 from graphcmp.core.overflow import overflow_levels
 from graphcmp.core.pairing import TensorMetricsFn, pair_metrics, pair_tensors
+from graphcmp.core.readers.detect import VIS_SUFFIXES
 from graphcmp.core.readers.pair import read_pair
 from graphcmp.core.records import DumpGraph
-from graphcmp.core.report import CompareOptions, CompareReport
+from graphcmp.core.report import CompareOptions, CompareReport, load_saved
 from graphcmp.core.rules import DEFAULT_THRESHOLDS, Thresholds
+from graphcmp.core.tensorcmp import tensor_metrics_for
 
-__all__ = ["compare_graphs", "compare_paths"]
+if TYPE_CHECKING:
+    from graphcmp.core.matching.manual import ManualMatches
+    from graphcmp.core.readers.vis import VisDocument
+
+__all__ = ["apply_manual_matches", "compare_graphs", "compare_paths", "compare_vis", "load_document"]
 
 
 def compare_graphs(
@@ -24,7 +38,8 @@ def compare_graphs(
     bench: DumpGraph,
     *,
     fuzzy: bool = False,
-    matchers: Sequence[ChildMatcher] | None = None,
+    matchers: Sequence[ChildMatcher | RuleMatcher] | None = None,
+    matches: GivenMatches | None = None,
     thresholds: Thresholds | None = None,
     tensor_metrics: TensorMetricsFn | None = None,
 ) -> CompareReport:
@@ -35,9 +50,14 @@ def compare_graphs(
     npu, bench : DumpGraph
         The run under test and the baseline.
     fuzzy : bool
-        Also match calls whose counters differ (see `FuzzyMatcher`). Ignored when `matchers` is given.
+        Also match calls whose counters differ (see `FuzzyMatcher`). Ignored when `matchers` or `matches`
+        is given.
     matchers : sequence of ChildMatcher, optional
-        Matching strategies in priority order. Defaults to `default_matchers(fuzzy=fuzzy)`.
+        Matching strategies in priority order. Defaults to `default_matchers(fuzzy=fuzzy)`, or to none
+        when `matches` is given.
+    matches : GivenMatches, optional
+        Pairs made elsewhere (msprobe's links in a `.vis`), pinned before `matchers`; the report records
+        their ``source`` spec as a rule, so `apply_manual_matches` can rebuild them.
     thresholds : Thresholds, optional
         Tolerances and rules. Defaults to `DEFAULT_THRESHOLDS`.
     tensor_metrics : callable, optional
@@ -55,17 +75,20 @@ def compare_graphs(
     >>> report.verdict("Functional.relu.0.forward").status
     'error'
     """
-    matchers = list(matchers) if matchers is not None else default_matchers(fuzzy=fuzzy)
+    given = [GivenMatcher(matches)] if matches is not None else []
+    if matchers is None:
+        matchers = [] if given else default_matchers(fuzzy=fuzzy)
+    matchers = [*given, *matchers]
     thresholds = thresholds or DEFAULT_THRESHOLDS
-    matches = match_graphs(npu, bench, matchers)
-    npu_rows, bench_rows = pair_tensors(npu, bench, matches)
+    table = match_graphs(npu, bench, matchers)
+    npu_rows, bench_rows = pair_tensors(npu, bench, table)
     pairs = pair_metrics(npu, bench, npu_rows, bench_rows, thresholds, tensor_metrics)
     overflow = overflow_levels(npu)
-    noise = noise_model(npu, bench, matches, pairs, thresholds.noise, overflow)
-    verdicts = judge(npu, bench, matches, pairs, thresholds, noise)
+    noise = noise_model(npu, bench, table, pairs, thresholds.noise, overflow)
+    verdicts = judge(npu, bench, table, pairs, thresholds, noise)
     options = CompareOptions(fuzzy=fuzzy, matchers=tuple(m.name for m in matchers),
                              tensor_metrics=tensor_metrics is not None)
-    return CompareReport(npu=npu, bench=bench, matches=matches, pairs=pairs, verdicts=verdicts,
+    return CompareReport(npu=npu, bench=bench, matches=table, pairs=pairs, verdicts=verdicts,
                          thresholds=thresholds, options=options, tool_version=__version__, noise=noise,
                          _cache={"overflow": overflow})
 
@@ -80,3 +103,83 @@ def compare_paths(
     """Read both runs (format detected unless given) and compare them; see `compare_graphs`."""
     npu, bench = read_pair(npu_path, bench_path, format=format)
     return compare_graphs(npu, bench, **options)
+
+
+def compare_vis(doc: VisDocument) -> CompareReport | DumpGraph:
+    """The comparison a tb-graph-ascend compare document holds, judged by graphcmp (its run, for a build-only file).
+
+    msprobe's links are the given matches; the rule is recorded as ``msprobe=<file>``, which
+    rebuilds them from the file (`read_vis_links`). Thresholds are the defaults.
+
+    Examples
+    --------
+    >>> from graphcmp.core.readers.vis import parse_vis
+    >>> def side(link):
+    ...     relu = {"node_type": 1, "subnodes": [], "matched_node_link": link}
+    ...     root = {"node_type": 0, "subnodes": ["Functional.relu.0.forward"], "matched_node_link": ["DefaultModel"]}
+    ...     return {"root": "DefaultModel", "node": {"DefaultModel": root, "Functional.relu.0.forward": relu}}
+    >>> doc = parse_vis({"NPU": side(["Functional.relu.0.forward"]), "Bench": side([])}, source="/data/cmp.vis")
+    >>> compare_vis(doc).matches.count_by_rule()
+    {'root': 1, 'msprobe=/data/cmp.vis': 1}
+    """
+    from graphcmp.core.readers.vis import vis_source  # see tests/test_layers.py: LAZY_IMPORTS
+
+    if doc.bench is None:
+        return doc.npu
+    given = GivenMatches(doc.links, f"msprobe={vis_source(doc.npu.info.path, doc.key)}")
+    return compare_graphs(doc.npu, doc.bench, matches=given)
+
+
+def load_document(path: str | os.PathLike[str]) -> CompareReport | DumpGraph:
+    """Read a graphcmp report or graph JSON file, or a tb-graph-ascend `.vis`/`.vis.db` (its first graph).
+
+    Raises
+    ------
+    DumpFormatError
+        If the file is missing, damaged, or not one of these.
+    """
+    if str(path).endswith(VIS_SUFFIXES):
+        from graphcmp.core.readers.vis import read_vis  # see tests/test_layers.py: LAZY_IMPORTS
+
+        return compare_vis(read_vis(path))
+    return load_saved(path)
+
+
+def apply_manual_matches(
+    report: CompareReport, manual: ManualMatches, *, matchers: Sequence[ChildMatcher | RuleMatcher] | None = None,
+    source: str = "manual",
+) -> CompareReport:
+    """Recompare `report`'s runs with `manual` first, then the report's own rules (or `matchers`).
+
+    The report's rules are rebuilt from the names it records (`CompareOptions.matchers`, e.g.
+    ``layer-mapping=/abs/mapping.yaml`` or msprobe's ``msprobe=/abs/compare.vis``), so their files
+    must still exist; an earlier ``manual`` rule is replaced by `manual`. Thresholds are the report's;
+    tensor metrics are recomputed when the report had them and the tensor files are still there.
+
+    Raises
+    ------
+    MappingError
+        If a recorded rule cannot be rebuilt (its file is gone or changed).
+
+    Examples
+    --------
+    >>> from graphcmp.core.matching.manual import ManualMatches
+    >>> from graphcmp.core.readers.msprobe import parse_msprobe
+    >>> t = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [1], "Max": 1, "Min": 1, "Mean": 1, "Norm": 1}
+    >>> npu = parse_msprobe({"data": {"Functional.relu.0.forward": {"output": [t]}}})
+    >>> bench = parse_msprobe({"data": {"Torch.relu.0.forward": {"output": [t]}}})
+    >>> report = compare_graphs(npu, bench)
+    >>> report.verdict("Functional.relu.0.forward").status
+    'unmatched'
+    >>> manual = ManualMatches().with_match("Functional.relu.0.forward", "Torch.relu.0.forward")
+    >>> apply_manual_matches(report, manual).verdict("Functional.relu.0.forward").status
+    'pass'
+    """
+    from graphcmp.core.matching.manual import ManualMatcher  # see tests/test_layers.py: LAZY_IMPORTS
+    from graphcmp.core.matching.specs import matchers_from_specs
+
+    if matchers is None:
+        matchers = matchers_from_specs([m for m in report.options.matchers if m.split("=", 1)[0] != "manual"])
+    tensors = tensor_metrics_for(report.npu, report.bench) if report.options.tensor_metrics else None
+    return compare_graphs(report.npu, report.bench, matchers=[ManualMatcher(manual, source=source), *matchers],
+                          thresholds=report.thresholds, tensor_metrics=tensors)

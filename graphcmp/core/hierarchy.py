@@ -1,9 +1,10 @@
 """Building a run's hierarchy: nodes and tensors in, a `DumpGraph` in execution order out.
 
 Readers of every format feed a `HierarchyBuilder` with nodes (id, parent id, kind, a sequence
-key) and tensors, then call `build`. The builder owns what all formats share: implicit parents,
+key) and tensors, then call `build`. The builder owns what all formats share and knows no format:
 cycle checks, execution order (a module starts with its first descendant), grouping of long runs
-of top-level API calls, micro-steps (gradient accumulation) and the networkx tree.
+of top-level API calls, micro-steps (gradient accumulation) and the networkx tree. Every parent a
+node names must have been added by then: a format that implies parents (msprobe) adds them itself.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from graphcmp.core.errors import DumpFormatError, GraphCycleError
+from graphcmp.core.errors import DumpFormatError, GraphCycleError, InternalError
 from graphcmp.core.records import (
     Direction,
     DumpGraph,
@@ -85,6 +86,20 @@ class HierarchyBuilder:
 
     def __contains__(self, node_id: str) -> bool:
         return node_id in self._rows
+
+    def missing_parents(self) -> dict[str, float]:
+        """Parents named by added nodes but never added themselves, each with the `seq` of its first child.
+
+        >>> b = HierarchyBuilder()
+        >>> b.add_node("Functional.relu.0.forward", NodeKind.API, "relu", Direction.FORWARD, "Module.act", 3)
+        >>> b.missing_parents()
+        {'Module.act': 3.0}
+        """
+        missing: dict[str, float] = {}
+        for parent, seq in zip(self._parent, self._seq):
+            if parent is not None and parent not in self._rows:
+                missing.setdefault(parent, seq)
+        return missing
 
     def add_node(
         self,
@@ -190,11 +205,16 @@ class HierarchyBuilder:
         ------
         GraphCycleError
             If parent links form a cycle.
+        InternalError
+            If a node names a parent that was never added (the reader must add or drop it).
         """
-        self._add_implicit_parents()
         root = self._add_root()
-        parent = np.fromiter((self._rows[p] if p is not None else root for p in self._parent), np.int64,
-                             len(self._parent))
+        try:
+            parent = np.fromiter((self._rows[p] if p is not None else root for p in self._parent), np.int64,
+                                 len(self._parent))
+        except KeyError as err:
+            raise InternalError(f"{info.path}: the reader named parent {err.args[0]!r} without adding it "
+                                "(a graphcmp bug: readers add every parent before build)") from err
         parent[root] = -1
         depth, top = _jump_to_roots(parent)
         if (stuck := np.flatnonzero(top != root)).size:
@@ -217,18 +237,6 @@ class HierarchyBuilder:
         self._parent[root], self._seq[root], self._stack[root] = None, -1.0, -1
         self._has_data[root], self._attrs[root] = False, ()
         return root
-
-    def _add_implicit_parents(self) -> None:
-        """A parent named but never added becomes a top-level node starting with its first child."""
-        from graphcmp.core.readers.naming import parse_node_id  # lazy: readers depend on this module
-
-        missing = {}
-        for parent, seq in zip(self._parent, self._seq):
-            if parent is not None and parent not in self._rows:
-                missing.setdefault(parent, seq)
-        for parent, seq in missing.items():
-            kind, op, direction, _ = parse_node_id(parent)
-            self.add_node(parent, kind, op, direction, None, seq, has_data=False)
 
     def _group_top_level_apis(
         self, parent: np.ndarray, depth: np.ndarray, start: np.ndarray, siblings: np.ndarray, root: int

@@ -20,12 +20,12 @@ from graphcmp.core.matching import MatchTable
 from graphcmp.core.metrics import is_nonfinite
 from graphcmp.core.noise import NodeRole, NoiseModel, element_count
 from graphcmp.core.pairing import TensorPairs
-from graphcmp.core.records import STAT_NAMES, DumpGraph, NodeKind, Role, TensorTable, string_column
-from graphcmp.core.rules import ERROR, PASS, WARNING, Thresholds
+from graphcmp.core.records import STAT_NAMES, DumpGraph, FrozenColumns, NodeKind, Role, TensorTable, string_column
+from graphcmp.core.rules import ERROR, PASS, WARNING, Status, Thresholds
 
-__all__ = ["SKIP", "STATUS_NAMES", "UNMATCHED", "NodeVerdicts", "Verdict", "judge", "status_code"]
+__all__ = ["SKIP", "STATUS_NAMES", "UNMATCHED", "NodeVerdicts", "Status", "Verdict", "judge", "status_code"]
 
-SKIP, UNMATCHED = -1, -2
+SKIP, UNMATCHED = Status.SKIP, Status.UNMATCHED
 STATUS_NAMES = {PASS: "pass", WARNING: "warning", ERROR: "error", SKIP: "skip", UNMATCHED: "unmatched"}
 _OUTPUT_ROLES = (Role.OUTPUT, Role.PARAM_GRAD)
 
@@ -49,8 +49,8 @@ class Verdict:
         return self.status != "error"
 
 
-@dataclass(frozen=True, slots=True)
-class NodeVerdicts:
+@dataclass(frozen=True, slots=True, eq=False)
+class NodeVerdicts(FrozenColumns):
     """Verdict columns over the npu rows, plus the level of every tensor pair.
 
     `severity` is the driving metric of the node's outputs (relative error of statistics,

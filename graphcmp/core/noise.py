@@ -69,7 +69,7 @@ from graphcmp.core.hierarchy import depths, execution_keys, levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.by_api import is_cross_framework
 from graphcmp.core.pairing import TensorPairs
-from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, string_codes, string_column
+from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role, string_codes, string_column
 from graphcmp.core.rules import NoiseRule
 
 __all__ = [
@@ -178,8 +178,8 @@ class Calibration:
                 "growth_limit": self.growth_limit}
 
 
-@dataclass(frozen=True, slots=True)
-class NoiseModel:
+@dataclass(frozen=True, slots=True, eq=False)
+class NoiseModel(FrozenColumns):
     """Errors, noise allowances, margins and roles of one comparison (see the module docstring).
 
     Node columns are over the npu rows; `pair_error` is over the tensor pairs.

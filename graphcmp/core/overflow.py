@@ -9,6 +9,7 @@ not finite. GE's overflow debug records carry a decimal ``status`` whose bits na
 
 from __future__ import annotations
 
+import enum
 import os
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,24 @@ __all__ = [
     "EXPLODE_RATIO",
     "OVERFLOW_NAMES",
     "STATUS_BITS",
+    "OverflowLevel",
     "decode_overflow_status",
     "overflow_levels",
     "read_overflow_records",
 ]
 
-OVERFLOW_NAMES = {0: "none", 1: "medium", 2: "high", 3: "critical"}
+
+
+class OverflowLevel(enum.IntEnum):
+    """Overflow level of a node (int8 column of `overflow_levels`); see the module docstring."""
+
+    NONE = 0
+    MEDIUM = 1  # inputs not finite, output finite
+    HIGH = 2  # inputs and outputs not finite, or the output magnitude explodes
+    CRITICAL = 3  # inputs finite, outputs not
+
+
+OVERFLOW_NAMES = {level: level.name.lower() for level in OverflowLevel}
 EXPLODE_RATIO = 1e4
 EXPLODE_MIN = 1e4
 DTYPE_LIMITS = {"float16": 65504.0, "bfloat16": 3.3895e38}
@@ -48,7 +61,7 @@ STATUS_BITS = {
 
 
 def overflow_levels(graph: DumpGraph) -> np.ndarray:
-    """Overflow level per node (0 none, 1 medium, 2 high, 3 critical); see the module docstring."""
+    """`OverflowLevel` per node (0 none, 1 medium, 2 high, 3 critical); see the module docstring."""
     t = graph.tensors
     bad = _bad_tensors(graph)
     magnitude = np.where(t.present[:, :2], np.abs(t.stats[:, :2]), 0.0).max(axis=1, initial=0.0)
@@ -64,10 +77,10 @@ def overflow_levels(graph: DumpGraph) -> np.ndarray:
     np.maximum.at(out_mag, t.node[is_out], finite_mag[is_out])
     np.maximum.at(in_mag, t.node[~is_out], finite_mag[~is_out])
     exploding = (out_mag >= EXPLODE_MIN) & (out_mag > EXPLODE_RATIO * np.maximum(in_mag, 1e-30)) & (in_mag > 0)
-    level = np.zeros(n, np.int8)
-    level[in_bad & ~out_bad] = 1
-    level[(in_bad & out_bad) | (exploding & ~out_bad)] = 2
-    level[out_bad & ~in_bad] = 3
+    level = np.full(n, OverflowLevel.NONE, np.int8)
+    level[in_bad & ~out_bad] = OverflowLevel.MEDIUM
+    level[(in_bad & out_bad) | (exploding & ~out_bad)] = OverflowLevel.HIGH
+    level[out_bad & ~in_bad] = OverflowLevel.CRITICAL
     return level
 
 

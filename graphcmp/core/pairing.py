@@ -11,7 +11,7 @@ from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, SlotMap
 from graphcmp.core.matching.by_api import is_cross_framework
 from graphcmp.core.metrics import stat_abs_diff, stat_rel_errors, stats_identical
-from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, TensorTable, string_column
+from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role, TensorTable, string_column
 from graphcmp.core.rules import Thresholds
 
 __all__ = ["TensorPairs", "pair_metrics", "pair_tensors"]
@@ -19,8 +19,8 @@ __all__ = ["TensorPairs", "pair_metrics", "pair_tensors"]
 TensorMetricsFn = Callable[[DumpGraph, DumpGraph, np.ndarray, np.ndarray], dict[str, np.ndarray]]
 
 
-@dataclass(frozen=True, slots=True)
-class TensorPairs:
+@dataclass(frozen=True, slots=True, eq=False)
+class TensorPairs(FrozenColumns):
     """Tensor rows paired across the runs, with metric columns (one value per pair).
 
     `metrics` always has ``rel_err`` (largest statistic relative error), ``rel_errs`` (n, 4),

@@ -3,16 +3,19 @@
 A run is held as numpy columns (one row per node, one row per tensor) plus a networkx tree
 for the hierarchy. Hot loops work on the columns; the tree serves navigation and users.
 Small per-node views (`NodeView`, `TensorView`) are built on demand, never in hot loops.
+Records that hold columns derive from `FrozenColumns`: their arrays are read-only and ``==``
+compares values.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from itertools import repeat
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +27,7 @@ __all__ = [
     "Direction",
     "DumpGraph",
     "EdgeTable",
+    "FrozenColumns",
     "NodeKind",
     "NodeTable",
     "NodeView",
@@ -37,6 +41,70 @@ __all__ = [
 
 STAT_NAMES: tuple[str, ...] = ("max", "min", "mean", "norm")
 """Order of the statistic columns in `TensorTable.stats`."""
+
+
+class FrozenColumns:
+    """Base of the frozen records that hold numpy columns: truly read-only, compared by value.
+
+    When a record is built (or unpickled: a run read in another process) its arrays, and the
+    arrays inside its mappings, become read-only and its mappings read-only views; ``==`` compares
+    field values (arrays element-wise, NaN equal to NaN). Subclasses are declared
+    ``@dataclass(frozen=True, slots=True, eq=False)`` so they keep this ``==``.
+
+    Examples
+    --------
+    >>> a, b = EdgeTable.empty(), EdgeTable.empty()
+    >>> a == b, a.src.flags.writeable
+    (True, False)
+    """
+
+    __slots__ = ()
+
+    def __post_init__(self) -> None:
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            frozen = _frozen(value)
+            if frozen is not value:
+                object.__setattr__(self, f.name, frozen)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(_same(getattr(self, f.name), getattr(other, f.name))
+                   for f in fields(self) if f.compare)  # type: ignore[arg-type]
+
+    __hash__ = None  # type: ignore[assignment]  # mutable in nothing, but arrays have no hash
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle as the constructor call, so an unpickled copy is frozen too."""
+        return type(self), tuple(_thawed(getattr(self, f.name)) for f in fields(self) if f.init)  # type: ignore
+
+
+def _frozen(value: Any) -> Any:
+    """`value` with its arrays read-only and its mappings as read-only views (the same object if nothing changes)."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+        return value
+    if isinstance(value, Mapping) and not isinstance(value, FrozenColumns):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    return value
+
+
+def _thawed(value: Any) -> Any:
+    """Mapping views as plain dicts again (pickle cannot hold a view); arrays stay as they are."""
+    if isinstance(value, MappingProxyType):
+        return {k: _thawed(v) for k, v in value.items()}
+    return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.shape != b.shape:
+            return False
+        return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc" and b.dtype.kind in "fc"))
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return bool(a == b)
 
 
 class NodeKind(enum.IntEnum):
@@ -83,8 +151,8 @@ class RunInfo:
     missing: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class NodeTable:
+@dataclass(frozen=True, slots=True, eq=False)
+class NodeTable(FrozenColumns):
     """One row per node, in execution order (row 0 is the root).
 
     Attributes
@@ -122,8 +190,8 @@ class NodeTable:
         return len(self.ids)
 
 
-@dataclass(frozen=True, slots=True)
-class TensorTable:
+@dataclass(frozen=True, slots=True, eq=False)
+class TensorTable(FrozenColumns):
     """One row per tensor (inputs, outputs, parameters, parameter gradients) of a run.
 
     `stats` holds max/min/mean/norm as float64 (`STAT_NAMES` order); `present` says which of
@@ -160,8 +228,8 @@ class TensorTable:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class EdgeTable:
+@dataclass(frozen=True, slots=True, eq=False)
+class EdgeTable(FrozenColumns):
     """Data-flow edges between nodes of one run, one row per edge (graph formats only; empty otherwise).
 
     Attributes

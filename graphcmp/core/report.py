@@ -2,29 +2,31 @@
 
 `CompareReport.to_dict`/`from_dict` round-trip it through plain data, so the viewer and
 `info`/`diverge` never reread dumps; `save_report`/`load_report` write and read the JSON file
-(schema: docs/format.md and graphcmp/data/report.schema.json).
+(schema: docs/format.md and graphcmp/data/report.schema.json), `save_graph` one run, and
+`load_saved` either file (`graphcmp.core.compare.load_document` opens `.vis` files too).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from graphcmp.core.divergence import Analysis, analyze
-from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.export.columns import decode_floats, encode_floats
+from graphcmp.core.errors import DumpFormatError, InternalError
+from graphcmp.core.export.columns import encode_floats
 from graphcmp.core.export.graph_json import ENUMS, graph_from_dict, graph_to_dict
+from graphcmp.core.fields import Fields
 from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, RuleNote
 from graphcmp.core.noise import NoiseModel, noise_model
 from graphcmp.core.outputs import write_atomic
-from graphcmp.core.overflow import OVERFLOW_NAMES, overflow_levels
+from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import DumpGraph, NodeKind
 from graphcmp.core.rules import ERROR, Thresholds
@@ -36,8 +38,8 @@ __all__ = [
     "CompareOptions",
     "CompareReport",
     "graph_summary",
-    "load_document",
     "load_report",
+    "load_saved",
     "save_graph",
     "save_report",
 ]
@@ -140,25 +142,32 @@ class CompareReport:
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any], source: str = "<report>") -> CompareReport:
-        """Rebuild a report from `to_dict` data (as parsed from JSON)."""
+        """Rebuild a report from `to_dict` data (as parsed from JSON).
+
+        Raises
+        ------
+        DumpFormatError
+            If the document is not a graphcmp report, or a field is missing, of the wrong type or
+            length (the message names the field): the file is damaged or not ours.
+        InternalError
+            If a document that passed those checks still does not rebuild: a graphcmp bug.
+        """
         _check_format(doc, REPORT_FORMAT, source)
-        try:
-            npu, bench = graph_from_dict(doc["npu"], source), graph_from_dict(doc["bench"], source)
-            matches, pairs = _matches_from(doc["matches"], len(bench)), _pairs_from(doc["pairs"])
-            thresholds = Thresholds.from_dict(doc["thresholds"], source)
+        f = Fields(doc, source)
+        try:  # every read below goes through `Fields`, which raises DumpFormatError for bad input
+            npu = graph_from_dict(f.value("npu"), source, "npu")
+            bench = graph_from_dict(f.value("bench"), source, "bench")
+            matches, pairs = _matches_from(f.child("matches"), len(npu), len(bench)), _pairs_from(f.child("pairs"))
+            thresholds = _thresholds_from(f.child("thresholds"))
             overflow = overflow_levels(npu)
-            return cls(
-                npu=npu, bench=bench, matches=matches, pairs=pairs, verdicts=_verdicts_from(doc["verdicts"]),
-                thresholds=thresholds,
-                options=CompareOptions(**{k: tuple(v) if isinstance(v, list) else v
-                                          for k, v in doc["options"].items()}),
-                tool_version=str(doc["tool"]["version"]),
-                noise=noise_model(npu, bench, matches, pairs, thresholds.noise, overflow),
-                _cache={"overflow": overflow},
-            )
+            return cls(npu=npu, bench=bench, matches=matches, pairs=pairs,
+                       verdicts=_verdicts_from(f.child("verdicts"), len(npu), len(pairs)), thresholds=thresholds,
+                       options=_options_from(f.child("options")), tool_version=f.child("tool").value("version", str),
+                       noise=noise_model(npu, bench, matches, pairs, thresholds.noise, overflow),
+                       _cache={"overflow": overflow})
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
-            raise DumpFormatError(f"{source}: report is missing or has a malformed field ({err}); "
-                                  "rerun graphcmp compare to rewrite it") from err
+            raise InternalError(f"{source}: a report that passed graphcmp's checks could not be rebuilt ({err!r}); "
+                                "this is a graphcmp bug: please report it with the traceback above") from err
 
 
 def _noise_to_dict(noise: NoiseModel) -> dict[str, Any]:
@@ -177,7 +186,7 @@ def _noise_to_dict(noise: NoiseModel) -> dict[str, Any]:
 
 
 def _overflow_counts(levels: np.ndarray) -> dict[str, int]:
-    levels = np.bincount(levels, minlength=4)
+    levels = np.bincount(levels, minlength=len(OverflowLevel))
     return {name: int(levels[code]) for code, name in OVERFLOW_NAMES.items() if code and levels[code]}
 
 
@@ -217,41 +226,80 @@ def _matches_to_dict(m: MatchTable) -> dict[str, Any]:
     }
 
 
-def _matches_from(doc: dict[str, Any], bench_len: int) -> MatchTable:
-    npu_to_bench = np.asarray(doc["npu_to_bench"], np.int32)
-    if "bench_to_npu" in doc:
-        bench_to_npu = np.asarray(doc["bench_to_npu"], np.int32)
+def _matches_from(f: Fields, npu_len: int, bench_len: int) -> MatchTable:
+    npu_to_bench = f.ints("npu_to_bench", npu_len)
+    if f.has("bench_to_npu"):
+        bench_to_npu = f.ints("bench_to_npu", bench_len)
     else:
         bench_to_npu = np.full(bench_len, -1, np.int32)
         matched = np.flatnonzero(npu_to_bench >= 0)
         bench_to_npu[npu_to_bench[matched]] = matched
-    return MatchTable(
-        npu_to_bench, bench_to_npu, np.asarray(doc["rule"], np.int8), tuple(doc["rules"]),
-        groups=tuple(FusedGroup(tuple(n), tuple(b), int(rule), int(via)) for n, b, rule, via in doc.get("groups", ())),
-        notes=tuple(RuleNote(*note) for note in doc.get("notes", ())),
-        conflicts=tuple(doc.get("conflicts", ())),
-    )
+    groups = []
+    for item in f.items("groups", default=[]):
+        if not (isinstance(item, list) and len(item) == 4 and _int_lists(item[:2]) and _ints(item[2:])):
+            raise f.error("groups", "holds an item that is not [npu rows, bench rows, rule, via]")
+        npu, bench, rule, via = item
+        groups.append(FusedGroup(tuple(npu), tuple(bench), rule, via))
+    notes = []
+    for item in f.items("notes", default=[]):
+        if not (isinstance(item, list) and len(item) == 5 and all(isinstance(x, str) for x in (*item[:3], item[4]))
+                and _ints(item[3:4])):
+            raise f.error("notes", "holds an item that is not [rule, where, text, matched, problem]")
+        notes.append(RuleNote(*item))
+    return MatchTable(npu_to_bench, bench_to_npu, f.ints("rule", npu_len, np.int8), f.strings("rules"),
+                      groups=tuple(groups), notes=tuple(notes), conflicts=f.strings("conflicts") if f.has(
+                          "conflicts") else ())
 
 
-def _pairs_from(doc: dict[str, Any]) -> TensorPairs:
-    metrics = {name: decode_floats(col) if isinstance(col, dict) else np.asarray(col, bool)
-               for name, col in doc["metrics"].items()}
-    n = len(doc["npu"])
-    for name in ("rel_errs", "abs_diff"):
-        if name in metrics:
-            metrics[name] = metrics[name].reshape(n, 4)
-    return TensorPairs(np.asarray(doc["npu"], np.int32), np.asarray(doc["bench"], np.int32), metrics)
+def _ints(values: list[Any]) -> bool:
+    return all(type(v) is int for v in values)
 
 
-def _verdicts_from(doc: dict[str, Any]) -> NodeVerdicts:
+def _int_lists(values: list[Any]) -> bool:
+    return all(isinstance(v, list) and _ints(v) for v in values)
+
+
+def _pairs_from(f: Fields) -> TensorPairs:
+    npu = f.ints("npu")
+    n = len(npu)
+    metrics_f = f.child("metrics")
+    metrics = {}
+    for name, column in metrics_f.doc.items():
+        width = 4 if name in ("rel_errs", "abs_diff") else None
+        metrics[name] = metrics_f.floats(name, n, width) if isinstance(column, dict) else metrics_f.bools(name, n)
+    return TensorPairs(npu, f.ints("bench", n), metrics)
+
+
+def _verdicts_from(f: Fields, n: int, pairs: int) -> NodeVerdicts:
     return NodeVerdicts(
-        status=np.asarray(doc["status"], np.int8), severity=decode_floats(doc["severity"]),
-        input_severity=decode_floats(doc["input_severity"]),
-        inputs_identical=np.asarray(doc["inputs_identical"], bool), reason=tuple(doc["reason"]),
-        worst=np.asarray(doc["worst"], np.int8), worst_severity=decode_floats(doc["worst_severity"]),
-        unmatched_below=np.asarray(doc["unmatched_below"], np.int32),
-        pair_level=np.asarray(doc["pair_level"], np.int8), pair_severity=decode_floats(doc["pair_severity"]),
+        status=f.ints("status", n, np.int8), severity=f.floats("severity", n),
+        input_severity=f.floats("input_severity", n), inputs_identical=f.bools("inputs_identical", n),
+        reason=f.strings("reason", n), worst=f.ints("worst", n, np.int8), worst_severity=f.floats("worst_severity", n),
+        unmatched_below=f.ints("unmatched_below", n), pair_level=f.ints("pair_level", pairs, np.int8),
+        pair_severity=f.floats("pair_severity", pairs),
     )
+
+
+def _thresholds_from(f: Fields) -> Thresholds:
+    """The report's thresholds; their own checks (`Thresholds.from_dict`) name a bad value."""
+    rules = f.child("rules") if f.has("rules") else None
+    for task in rules.doc if rules is not None else ():
+        if not all(isinstance(rule, dict) for rule in rules.items(task)):
+            raise rules.error(task, "holds something other than rule objects")
+    return Thresholds.from_dict(f.doc, f"{f.source}: thresholds")
+
+
+def _options_from(f: Fields) -> CompareOptions:
+    known = {fld.name for fld in fields(CompareOptions)}
+    if unknown := sorted(set(f.doc) - known):
+        raise f.error(unknown[0], "is not a comparison option")
+    values: dict[str, Any] = {}
+    for name in ("fuzzy", "tensor_metrics"):
+        if f.has(name):
+            values[name] = f.value(name, bool)
+    if f.has("matchers"):
+        values["matchers"] = f.strings("matchers")
+    return CompareOptions(**values)
 
 
 def _check_format(doc: Any, expected: str, source: str) -> None:
@@ -275,16 +323,12 @@ def save_graph(graph: DumpGraph, path: str | os.PathLike[str], tool_version: str
     write_atomic(path, dumps_strict(doc))
 
 
-def load_document(path: str | os.PathLike[str]) -> CompareReport | DumpGraph:
-    """Read a graphcmp report or graph JSON file, or a tb-graph-ascend `.vis`/`.vis.db` (its first graph)."""
-    if str(path).endswith((".vis", ".vis.gz", ".vis.db", ".vis.db.gz")):
-        from graphcmp.core.readers.vis import read_vis  # lazy: that reader builds reports with this module
-
-        return read_vis(path).content
+def load_saved(path: str | os.PathLike[str]) -> CompareReport | DumpGraph:
+    """Read a graphcmp report or graph JSON file (`save_report`, `save_graph`)."""
     doc = read_json(path, salvage=False).value
     if isinstance(doc, dict) and doc.get("format") == GRAPH_FORMAT:
         _check_format(doc, GRAPH_FORMAT, str(path))
-        return graph_from_dict(doc["run"], str(path))
+        return graph_from_dict(Fields(doc, str(path)).value("run", dict), str(path))
     return CompareReport.from_dict(doc, str(path))
 
 

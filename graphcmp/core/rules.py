@@ -1,12 +1,13 @@
 """Tolerances and verdict rules as data: every threshold graphcmp uses lives here, with its unit.
 
-A `Rule` bins one metric into pass / warning / error; `Thresholds` holds the rules per task
-(statistics, tensor, md5) and the tolerances the statistics metrics need. Defaults are
-documented once, below; a TOML or JSON file overrides any of them (`load_thresholds`).
+A `Rule` bins one metric into pass / warning / error (`Status` codes); `Thresholds` holds the
+rules per task (statistics, tensor, md5) and the tolerances the statistics metrics need. Defaults
+are documented once, below; a TOML or JSON file overrides any of them (`load_thresholds`).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
@@ -20,9 +21,26 @@ import tomllib
 
 from graphcmp.core.errors import RuleError
 
-__all__ = ["DEFAULT_THRESHOLDS", "ERROR", "PASS", "WARNING", "NoiseRule", "Rule", "Thresholds", "load_thresholds"]
+__all__ = ["DEFAULT_THRESHOLDS", "ERROR", "PASS", "WARNING", "NoiseRule", "Rule", "Status", "Thresholds",
+           "load_thresholds"]
 
-PASS, WARNING, ERROR = 0, 1, 2
+
+class Status(enum.IntEnum):
+    """Verdict code of a tensor pair or an npu node (int8 columns hold these values).
+
+    Among judged nodes a larger code is worse (``np.maximum`` rolls verdicts up); a node without
+    pairs to judge is SKIP, one without a counterpart UNMATCHED. Reports write the codes with their
+    names (``enums.status``).
+    """
+
+    UNMATCHED = -2
+    SKIP = -1
+    PASS = 0
+    WARNING = 1
+    ERROR = 2
+
+
+PASS, WARNING, ERROR = Status.PASS, Status.WARNING, Status.ERROR
 
 
 @dataclass(frozen=True, slots=True)

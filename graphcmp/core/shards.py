@@ -26,7 +26,7 @@ import numpy as np
 
 from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.metrics import stat_rel_errors
-from graphcmp.core.records import DumpGraph
+from graphcmp.core.records import DumpGraph, FrozenColumns
 
 __all__ = [
     "KIND_NAMES",
@@ -59,8 +59,8 @@ RANK_ATTR = "rank"
 _BF16_EPS = 2.0 ** -7  # 8 significant bits: numpy has no bfloat16
 
 
-@dataclass(frozen=True, slots=True)
-class ShardTable:
+@dataclass(frozen=True, slots=True, eq=False)
+class ShardTable(FrozenColumns):
     """The rank records of every tensor row of a merged graph (shard rows sorted by tensor row).
 
     Attributes

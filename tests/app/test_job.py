@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 from graphcmp.app import create_app, open_results
-from graphcmp.app.callbacks import _initial, _outputs, job_outputs, jump_search
+from graphcmp.app.actions import initial as _initial
+from graphcmp.app.callbacks import jump_search
 from graphcmp.app.job import JobIndex, heat_figure
 from graphcmp.app.state import ViewState, selected_rows
 from graphcmp.app.viewer import Viewer
+from graphcmp.app.views import Turn, job_outputs, show
 from graphcmp.core.distributed.batch import load_index, run_batch
 from graphcmp.core.distributed.links import CommCall, link_calls
 from graphcmp.core.judge import STATUS_NAMES
@@ -91,8 +93,8 @@ def test_overview_reads_only_the_index(tf_results):
     with _Opens() as opened:
         out = job_outputs(viewer, 1)
     assert not [p for p in opened if _REPORT_FILE.search(p)]
-    assert out[("job-heat", "figure")]["data"][0]["y"] == ["rank 0"]
-    assert out[("job-origin", "children")] == job.origin_text()
+    assert out["heat"]["data"][0]["y"] == ["rank 0"]
+    assert out["origin"] == job.origin_text()
 
 
 def test_heat_cell_opens_that_rank_at_that_module(tf_results):
@@ -143,8 +145,8 @@ def test_dist4_origin_heat_and_linked_calls(dist4_results):
     viewer = Viewer(results)
     model = viewer.model("s0r2")
     state = ViewState(result="s0r2", selected=("npu", ALL_REDUCE))
-    out = _outputs(viewer, state, state, True, {})
-    buttons = [c for c in _components(out[("details", "children")]) if isinstance(getattr(c, "id", None), dict)]
+    out = show(Turn(viewer, state, state, first=True, controls={}))
+    buttons = [c for c in _components(out["details"]["details"]) if isinstance(getattr(c, "id", None), dict)]
     assert [b.id["index"] for b in buttons] == [f"{p.rank}:{p.position}" for p in peers]
     target = jump_search(viewer, state, {"type": "peer", "index": buttons[0].id["index"]}, None)
     jumped = _initial(viewer, ViewState.from_query(target))

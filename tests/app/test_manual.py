@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from graphcmp.app import open_results
-from graphcmp.app.callbacks import _manual, _outputs
+from graphcmp.app.actions import manual as _manual
 from graphcmp.app.state import ViewState, select
 from graphcmp.app.viewer import Viewer
+from graphcmp.app.views import Turn, show
 from graphcmp.core.compare import compare_paths
 from graphcmp.core.matching.manual import load_manual_matches, sidecar_path
 from graphcmp.core.report import save_report
@@ -51,8 +52,8 @@ def test_match_is_saved_next_to_the_result_and_reapplied(extraop_file):
     row = model.graphs["npu"].row(NODE)
     assert model.twin("npu", row) == model.graphs["bench"].row(NODE)
     assert model.report.verdict(NODE).status != "unmatched"
-    out = _outputs(viewer, state, state, True, {})
-    assert "matched (manual)" in _texts(out[("details", "children")])  # same id on both sides
+    out = show(Turn(viewer, state, state, first=True, controls={}))
+    assert "matched (manual)" in _texts(out["details"]["details"])  # same id on both sides
 
     reloaded = Viewer(open_results([extraop_file])).model("0")  # a new app on the same file
     assert reloaded.twin("npu", row) == model.twin("npu", row)
@@ -102,3 +103,36 @@ def test_picks_without_a_bench_node_change_nothing(extraop_file):
     state = select(ViewState(result="0"), model, "npu", model.graphs["npu"].row(NODE))
     _, note = _manual(viewer, state, "match", children=False)
     assert note == "pick a node in each pane first" and not sidecar_path(extraop_file).exists()
+
+
+@pytest.fixture
+def vis_file(tmp_path) -> Path:
+    """A copy of msprobe's own compare .vis of tf_small: the matches are msprobe's (``matched_node_link``)."""
+    path = tmp_path / "compare_v812.vis.gz"
+    path.write_bytes((DATA / "vis_tf_small" / "compare_v812.vis.gz").read_bytes())
+    return path
+
+
+def test_match_and_unmatch_on_a_vis_file(vis_file):
+    """msprobe's matches are a rule the viewer can rebuild: Match/Unmatch on a .vis recompare instead of failing."""
+    viewer = Viewer(open_results([vis_file]))
+    model = viewer.model("0")
+    node = "Module.encoder.layers.0.linear1.Linear.forward.0"
+    n_row, b_row = model.graphs["npu"].row(node), model.graphs["bench"].row(node)
+    matched = model.report.matches.matched
+    assert viewer.can_match("0") and model.twin("npu", n_row) == b_row
+
+    _, note = _manual(viewer, select(ViewState(result="0"), model, "npu", n_row), "unmatch", children=False)
+    assert note == f"unmatched {node} ↔ {node}"
+    model = viewer.model("0")
+    assert model.twin("npu", n_row) == -1 and model.report.matches.matched == matched - 1
+    assert load_manual_matches(sidecar_path(vis_file)).unmatches[0].npu == node
+
+    _, note = _manual(viewer, _picked(viewer, node, node), "match", children=False)
+    assert note == f"matched {node} ↔ {node}"
+    model = viewer.model("0")
+    assert model.twin("npu", n_row) == b_row and model.report.matches.matched == matched
+    assert model.report.matches.rules[int(model.report.matches.rule[n_row])] == "manual"
+
+    reloaded = Viewer(open_results([vis_file])).model("0")  # the sidecar is re-applied to msprobe's matches
+    assert reloaded.twin("npu", n_row) == b_row and reloaded.report.matches.matched == matched

@@ -14,7 +14,7 @@ from graphcmp.cli.main import main
 @pytest.mark.parametrize(("content", "message"), [
     (None, "no such file or folder"),
     ("{broken", "cmp.json"),
-    ('{"format": "graphcmp.compare", "schema_version": 1}', "missing or has a malformed field"),
+    ('{"format": "graphcmp.compare", "schema_version": 1}', "cmp.json: field npu is missing"),
 ])
 def test_bad_result_exits_2_with_one_line(tmp_path, capsys, content, message):
     path = tmp_path / "cmp.json"

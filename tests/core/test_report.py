@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from graphcmp.core.compare import compare_paths
-from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.errors import DumpFormatError, InternalError
 from graphcmp.core.readers.msprobe import read_msprobe
-from graphcmp.core.report import CompareReport, load_document, load_report, save_graph, save_report
+from graphcmp.core.report import CompareReport, load_report, load_saved, save_graph, save_report
 from tests.conftest import DATA
 
 SCHEMA = json.loads(resources.files("graphcmp").joinpath("data/report.schema.json").read_text())
@@ -53,7 +53,7 @@ def test_graph_file_validates_and_loads(perturb_pair, tmp_path):
     path = tmp_path / "run.json"
     save_graph(graph, path, "test")
     jsonschema.validate(json.loads(path.read_text()), SCHEMA)
-    back = load_document(path)
+    back = load_saved(path)
     assert back.nodes.ids == graph.nodes.ids and back.stacks == graph.stacks
 
 
@@ -78,7 +78,8 @@ def test_malformed_report_is_one_clear_error(overflow_report, tmp_path):
     doc["npu"]["tensors"]["stats"]["special"] = [[1, "inf"]]  # the shape of an earlier draft of the format
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
-    with pytest.raises(DumpFormatError, match=r"bad\.json: .*malformed"):
+    with pytest.raises(DumpFormatError, match=r"bad\.json: field npu\.tensors\.stats\.special is a list, "
+                                              r"expected an object"):
         load_report(bad)
 
 
@@ -102,3 +103,40 @@ def test_rule_notes_and_fused_groups_survive_the_file(tmp_path):
     assert back.summary()["rule_report"] == report.summary()["rule_report"]
     np.testing.assert_array_equal(back.matches.bench_to_npu, report.matches.bench_to_npu)
     jsonschema.validate(json.loads((tmp_path / "cmp.json").read_text()), SCHEMA)
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (lambda d: d["npu"]["nodes"].__setitem__("kind", d["npu"]["nodes"]["kind"][:-1]),
+     r"field npu\.nodes\.kind holds \d+ values, expected \d+"),
+    (lambda d: d["bench"]["nodes"]["id"].__setitem__(0, 7),
+     r"field bench\.nodes\.id holds an integer, expected strings"),
+    (lambda d: d["verdicts"]["status"].__setitem__(0, "error"), r"field verdicts\.status does not hold int8 values"),
+    (lambda d: d["options"].__setitem__("colour", True), r"field options\.colour is not a comparison option"),
+    (lambda d: d["matches"].__setitem__("groups", [[1, 2]]), r"field matches\.groups holds an item that is not"),
+    (lambda d: d["thresholds"].__setitem__("rules", {"statistics": [1]}),
+     r"field thresholds\.rules\.statistics holds something other than rule objects"),
+    (lambda d: d.__delitem__("pairs"), r"field pairs is missing"),
+])
+def test_a_damaged_report_names_the_field(overflow_report, tmp_path, damage, message):
+    _, path = overflow_report
+    doc = json.loads(path.read_text())
+    damage(doc)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(DumpFormatError, match=rf"bad\.json: {message}"):
+        load_report(bad)
+
+
+def test_a_bug_while_rebuilding_is_an_internal_error(overflow_report, monkeypatch):
+    """Bad input is a DumpFormatError; an error graphcmp's own code raises on checked values is its bug."""
+    import graphcmp.core.report as report_module
+
+    _, path = overflow_report
+
+    def broken(f):
+        raise KeyError("a key graphcmp forgot")
+
+    monkeypatch.setattr(report_module, "_pairs_from", broken)
+    with pytest.raises(InternalError, match=r"graphcmp bug.*traceback") as caught:
+        load_report(path)
+    assert not isinstance(caught.value, DumpFormatError) and isinstance(caught.value.__cause__, KeyError)

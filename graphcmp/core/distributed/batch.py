@@ -24,12 +24,16 @@ from typing import Any
 import numpy as np
 
 from graphcmp._version import __version__
+from graphcmp.core.distributed.crossrank import job_analysis
 from graphcmp.core.distributed.layout import RunKey, pair_runs
 from graphcmp.core.distributed.links import comm_calls
 from graphcmp.core.errors import DumpFormatError, GraphcmpError, OutputError
 from graphcmp.core.hierarchy import depths
 from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.outputs import checked_output, write_atomic
+from graphcmp.core.readers import read_graph
+from graphcmp.core.rules import load_thresholds
+from graphcmp.core.tensorcmp import tensor_metrics_for
 
 __all__ = ["BATCH_FORMAT", "INDEX_FILE", "BatchOptions", "batch_summary", "compare_run", "is_batch_result",
            "load_index", "run_batch"]
@@ -112,10 +116,7 @@ def compare_run(npu: str, bench: str, out_dir: str, step: int | None, rank: int 
     """One task: compare one run pair, write its result file, return its index entry (never raises bad input)."""
     from graphcmp.core.compare import compare_graphs
     from graphcmp.core.matching.specs import matchers_from_specs
-    from graphcmp.core.readers import read_graph
     from graphcmp.core.report import save_report
-    from graphcmp.core.rules import load_thresholds
-    from graphcmp.core.tensorcmp import tensor_metrics_for
 
     key = RunKey(step, rank)
     entry: dict[str, Any] = {"step": step, "rank": rank, "npu": npu, "bench": bench, "file": f"{key.label}.json"}
@@ -163,8 +164,6 @@ def _done(out: Path, key: RunKey) -> bool:
 
 def _index(out: Path, pairs: dict[RunKey, Any], only_npu: list[RunKey], only_bench: list[RunKey],
            npu_root: Any, bench_root: Any, options: BatchOptions) -> dict[str, Any]:
-    from graphcmp.core.distributed.crossrank import job_analysis
-
     entries = [read_json(out / ENTRIES / f"{key.label}.json", salvage=False).value for key in pairs]
     return sanitize_floats({
         "format": BATCH_FORMAT,
@@ -193,8 +192,6 @@ def load_index(path: str | os.PathLike[str]) -> dict[str, Any]:
     GraphcmpError
         If it is missing or not a graphcmp batch index.
     """
-    from graphcmp.core.errors import DumpFormatError
-
     path = Path(path)
     file = path / INDEX_FILE if path.is_dir() else path
     doc = read_json(file, salvage=False).value

@@ -15,11 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from graphcmp.core.distributed.batch import _executor
 from graphcmp.core.distributed.layout import RunKey, discover_runs
 from graphcmp.core.distributed.stitch import StageRun, stitch_stages
 from graphcmp.core.distributed.topology import LayoutError, LayoutSpec, ParallelLayout, comm_records, detect_layout
 from graphcmp.core.distributed.tp_merge import merge_tensor_parallel
 from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.readers import read_graph
 from graphcmp.core.records import DumpGraph, RunInfo
 from graphcmp.core.shards import node_provenance
 
@@ -53,13 +55,9 @@ def _key_order(key: RunKey) -> tuple[int, int]:
 def read_step(ranks: Mapping[int, Path], *, workers: int | None = None, scheduler: str | None = None,
               read: Reader | None = None) -> dict[int, DumpGraph]:
     """Read every rank of one step, on a local process pool (or Dask) when there are several."""
-    from graphcmp.core.readers import read_graph
-
     reader = read or read_graph
     if len(ranks) == 1 or workers == 1:
         return {rank: reader(str(path)) for rank, path in ranks.items()}
-    from graphcmp.core.distributed.batch import _executor
-
     with _executor(workers, scheduler, len(ranks)) as pool:
         futures = {rank: pool.submit(reader, str(path)) for rank, path in ranks.items()}
         return {rank: future.result() for rank, future in futures.items()}

@@ -26,15 +26,23 @@ from typing import Any
 import numpy as np
 
 from graphcmp._version import __version__
+from graphcmp.core.compare import compare_graphs
+from graphcmp.core.distributed.batch import _heat_rows
 from graphcmp.core.distributed.merge import MergedStep, job_steps, merge_runs, read_step
 from graphcmp.core.distributed.topology import LayoutSpec
 from graphcmp.core.distributed.tp_merge import parse_shape
 from graphcmp.core.errors import DumpFormatError, GraphcmpError, OutputError
 from graphcmp.core.jsonio import dumps_strict, sanitize_floats
+from graphcmp.core.matching import default_matchers, match_graphs
+from graphcmp.core.matching.specs import matchers_from_specs
 from graphcmp.core.metrics import stat_rel_errors
 from graphcmp.core.outputs import checked_output, write_atomic
+from graphcmp.core.pairing import pair_tensors
 from graphcmp.core.records import DumpGraph
+from graphcmp.core.report import save_report
+from graphcmp.core.rules import DEFAULT_THRESHOLDS, load_thresholds
 from graphcmp.core.shards import PARTIAL, REPLICATED, SINGLE, SPLIT, ShardTable, shape_text
+from graphcmp.core.tensorcmp import tensor_file
 
 __all__ = ["MergeOptions", "compare_merged", "merged_analysis", "resolve_against", "run_merged"]
 
@@ -68,11 +76,6 @@ def compare_merged(npu: DumpGraph, bench: DumpGraph, *, fuzzy: bool = False, mat
     >>> compare_merged(merged, merged).verdict("Functional.relu.0.forward").status
     'pass'
     """
-    from graphcmp.core.compare import compare_graphs
-    from graphcmp.core.matching import default_matchers, match_graphs
-    from graphcmp.core.pairing import pair_tensors
-    from graphcmp.core.rules import DEFAULT_THRESHOLDS
-
     matchers = list(matchers) if matchers is not None else default_matchers(fuzzy=fuzzy)
     thresholds = thresholds or DEFAULT_THRESHOLDS
     matches = match_graphs(npu, bench, matchers)
@@ -209,7 +212,6 @@ def _tensor_metrics(npu: DumpGraph, bench: DumpGraph, npu_rows: np.ndarray,
 
 
 def _tensor(graph: DumpGraph, row: int) -> np.ndarray | None:
-    from graphcmp.core.tensorcmp import tensor_file
     from graphcmp.core.tensorio import read_tensor
 
     shards: ShardTable | None = graph.shards  # type: ignore[assignment]
@@ -320,11 +322,6 @@ def _folder(ranks: dict[int, Path], root: str | os.PathLike[str]) -> str:
 
 
 def _compare_step(npu: MergedStep, bench: MergedStep, out: Path, options: MergeOptions) -> dict[str, Any]:
-    from graphcmp.core.distributed.batch import _heat_rows
-    from graphcmp.core.matching.specs import matchers_from_specs
-    from graphcmp.core.report import save_report
-    from graphcmp.core.rules import load_thresholds
-
     label = f"step{npu.step}_merged" if npu.step is not None else "merged"
     entry: dict[str, Any] = {"step": npu.step, "rank": None, "merged": True, "npu": npu.graph.info.path,
                              "bench": bench.graph.info.path, "file": f"{label}.json",

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
 
-from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.export.columns import decode_floats, encode_floats, pack_bits, unpack_bits
+from graphcmp.core.export.columns import encode_floats, pack_bits
+from graphcmp.core.fields import Fields
 from graphcmp.core.hierarchy import rebuild_graph
 from graphcmp.core.records import Direction, DumpGraph, EdgeTable, NodeKind, NodeTable, Role, RunInfo, TensorTable
 from graphcmp.core.shards import ShardTable
@@ -46,64 +46,105 @@ def graph_to_dict(graph: DumpGraph) -> dict[str, Any]:
     }
 
 
-def graph_from_dict(doc: dict[str, Any], source: str = "<document>") -> DumpGraph:
+def graph_from_dict(doc: dict[str, Any], source: str = "<document>", path: str = "run") -> DumpGraph:
     """Rebuild a `DumpGraph` from `graph_to_dict` data (as parsed from JSON).
+
+    Parameters
+    ----------
+    doc : dict
+        The run's object.
+    source : str
+        The file, for messages.
+    path : str
+        Where `doc` sits in the file (``"npu"`` in a report), for messages.
 
     Raises
     ------
     DumpFormatError
-        If a required column is missing or columns disagree in length.
+        If a field is missing, of the wrong type, or columns disagree in length (the message names the field).
     """
-    try:
-        info = RunInfo(**{**doc["info"], "missing": tuple(doc["info"].get("missing", ()))})
-        nodes = _node_table(doc["nodes"])
-        tensors = _tensor_table(doc["tensors"])
-        stacks = tuple(tuple(s) for s in doc.get("stacks", ()))
-        edges = _edge_table(doc["edges"]) if "edges" in doc else None
-        shards = _shard_table(doc["shards"]) if "shards" in doc else None
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
-        raise DumpFormatError(f"{source}: graph document is missing or has a malformed field ({err})") from err
-    if len(nodes.parent) != len(nodes.ids) or len(tensors.role) != len(tensors.slot):
-        raise DumpFormatError(f"{source}: graph columns have different lengths")
-    if edges is not None and len(edges) and (max(edges.src.max(), edges.dst.max()) >= len(nodes) or
-                                             min(edges.src.min(), edges.dst.min()) < 0):
-        raise DumpFormatError(f"{source}: an edge names a node row outside the graph")
-    graph = rebuild_graph(info, nodes, tensors, stacks, edges)
+    f = Fields(doc, source, path)
+    nodes = _node_table(f.child("nodes"))
+    tensors = _tensor_table(f.child("tensors"))
+    stacks = tuple(_string_tuple(f, "stacks", s) for s in f.items("stacks", default=[]))
+    edges = _edge_table(f.child("edges"), len(nodes)) if f.has("edges") else None
+    shards = _shard_table(f.child("shards"), len(tensors)) if f.has("shards") else None
+    graph = rebuild_graph(_run_info(f.child("info")), nodes, tensors, stacks, edges)
     return graph if shards is None else replace(graph, shards=shards)
 
 
-def _node_table(doc: dict[str, Any]) -> NodeTable:
-    n = len(doc["id"])
+def _run_info(f: Fields) -> RunInfo:
+    """The run's info; keys absent from older files take `RunInfo`'s defaults."""
+    known = {fld.name for fld in fields(RunInfo)}
+    unknown = sorted(set(f.doc) - known)
+    if unknown:
+        raise f.error(unknown[0], "is not a field of a run's info")
+    values: dict[str, Any] = {}
+    for name in ("path", "format", "framework", "task", "level"):
+        if f.has(name):
+            values[name] = f.value(name, str)
+    for name in ("rank", "step"):
+        if f.has(name):
+            values[name] = f.value(name, int, type(None))
+    if f.has("missing"):
+        values["missing"] = f.strings("missing")
+    if "path" not in values:
+        raise f.error("path", "is missing")
+    return RunInfo(**values)
+
+
+def _node_table(f: Fields) -> NodeTable:
+    ids = f.strings("id")
+    n = len(ids)
+    attrs = f.items("attrs", default=[])
+    if attrs and len(attrs) != n:
+        raise f.error("attrs", f"holds {len(attrs)} values, expected {n}")
     return NodeTable(
-        ids=tuple(doc["id"]),
-        parent=np.asarray(doc["parent"], np.int32).reshape(n),
-        kind=np.asarray(doc["kind"], np.int8).reshape(n),
-        op=tuple(doc["op"]),
-        direction=np.asarray(doc["direction"], np.int8).reshape(n),
-        micro_step=np.asarray(doc["micro_step"], np.int16).reshape(n),
-        stack=np.asarray(doc["stack"], np.int32).reshape(n),
-        has_data=np.asarray(doc["has_data"], bool).reshape(n),
-        attrs=tuple(tuple(tuple(kv) for kv in a) for a in doc.get("attrs", ())),
+        ids=ids, parent=f.ints("parent", n), kind=f.ints("kind", n, np.int8), op=f.strings("op", n),
+        direction=f.ints("direction", n, np.int8), micro_step=f.ints("micro_step", n, np.int16),
+        stack=f.ints("stack", n), has_data=f.bools("has_data", n),
+        attrs=tuple(tuple(_pair(f, "attrs", kv) for kv in _list(f, "attrs", a)) for a in attrs),
     )
 
 
-def _tensor_table(doc: dict[str, Any]) -> TensorTable:
-    n = len(doc["slot"])
-    stats = decode_floats(doc["stats"]).reshape(n, 4)
+def _tensor_table(f: Fields) -> TensorTable:
+    slot = f.strings("slot")
+    n = len(slot)
     return TensorTable(
-        node=np.asarray(doc["node"], np.int32).reshape(n),
-        role=np.asarray(doc["role"], np.int8).reshape(n),
-        slot=tuple(doc["slot"]), dtype=tuple(doc["dtype"]), shape=tuple(doc["shape"]),
-        stats=stats, present=unpack_bits(doc["present"], 4).reshape(n, 4),
-        md5=tuple(doc["md5"]), file=tuple(doc["file"]), value=tuple(doc["value"]),
+        node=f.ints("node", n), role=f.ints("role", n, np.int8), slot=slot, dtype=f.strings("dtype", n),
+        shape=f.strings("shape", n), stats=f.floats("stats", n, 4), present=f.bit_rows("present", n, 4),
+        md5=f.strings("md5", n), file=f.strings("file", n), value=f.strings("value", n),
     )
 
 
-def _edge_table(doc: dict[str, Any]) -> EdgeTable:
+def _edge_table(f: Fields, nodes: int) -> EdgeTable:
     """Edge columns; absent in files written before edges existed (they load with no edges)."""
-    n = len(doc["src"])
-    return EdgeTable(src=np.asarray(doc["src"], np.int32).reshape(n), dst=np.asarray(doc["dst"], np.int32).reshape(n),
-                     control=np.asarray(doc["control"], bool).reshape(n))
+    src = f.ints("src")
+    n = len(src)
+    edges = EdgeTable(src=src, dst=f.ints("dst", n), control=f.bools("control", n))
+    if n and (max(edges.src.max(), edges.dst.max()) >= nodes or min(edges.src.min(), edges.dst.min()) < 0):
+        raise f.error("src", "names a node row outside the graph")
+    return edges
+
+
+def _list(f: Fields, key: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise f.error(key, f"holds a {type(value).__name__}, expected lists")
+    return value
+
+
+def _string_tuple(f: Fields, key: str, value: Any) -> tuple[str, ...]:
+    values = _list(f, key, value)
+    if not all(isinstance(v, str) for v in values):
+        raise f.error(key, "holds something other than strings")
+    return tuple(values)
+
+
+def _pair(f: Fields, key: str, value: Any) -> tuple[str, str]:
+    pair = _string_tuple(f, key, value)
+    if len(pair) != 2:
+        raise f.error(key, f"holds a list of {len(pair)} strings, expected [name, value] pairs")
+    return pair  # type: ignore[return-value]
 
 
 def _shards_to_dict(shards: ShardTable) -> dict[str, Any]:
@@ -116,12 +157,14 @@ def _shards_to_dict(shards: ShardTable) -> dict[str, Any]:
     }
 
 
-def _shard_table(doc: dict[str, Any]) -> ShardTable:
-    n = len(doc["tensor"])
+def _shard_table(f: Fields, tensors: int) -> ShardTable:
+    tensor = f.ints("tensor")
+    n = len(tensor)
+    if n and (tensor.min() < 0 or tensor.max() >= tensors):
+        raise f.error("tensor", "names a tensor row outside the graph")
     return ShardTable(
-        tensor=np.asarray(doc["tensor"], np.int32).reshape(n), rank=np.asarray(doc["rank"], np.int32).reshape(n),
-        stats=decode_floats(doc["stats"]).reshape(n, 4), present=unpack_bits(doc["present"], 4).reshape(n, 4),
-        shape=tuple(doc["shape"]), node=tuple(doc["node"]), file=tuple(doc["file"]),
-        kind=np.asarray(doc["kind"], np.int8), split_dim=np.asarray(doc["split_dim"], np.int8),
-        error=decode_floats(doc["error"]).reshape(n) if "error" in doc else None,
+        tensor=tensor, rank=f.ints("rank", n), stats=f.floats("stats", n, 4), present=f.bit_rows("present", n, 4),
+        shape=f.strings("shape", n), node=f.strings("node", n), file=f.strings("file", n),
+        kind=f.ints("kind", tensors, np.int8), split_dim=f.ints("split_dim", tensors, np.int8),
+        error=f.floats("error", n) if f.has("error") else None,
     )

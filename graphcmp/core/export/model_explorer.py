@@ -32,7 +32,7 @@ from graphcmp.core.export.vis import ExportResult
 from graphcmp.core.judge import STATUS_NAMES, UNMATCHED
 from graphcmp.core.outputs import atomic_output
 from graphcmp.core.readers.vis import ATTR_PRECISION
-from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role
+from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role
 from graphcmp.core.report import CompareReport
 from graphcmp.core.rules import ERROR, PASS, WARNING
 
@@ -62,8 +62,8 @@ _SEP = "/"
 _SEP_STAND_IN = "\u2215"  # division slash: keeps a "/" inside an id from splitting the namespace
 
 
-@dataclass(frozen=True, slots=True)
-class NodeDataSpec:
+@dataclass(frozen=True, slots=True, eq=False)
+class NodeDataSpec(FrozenColumns):
     """One node-data file: a per-npu-row value column and how Model Explorer colours it."""
 
     name: str

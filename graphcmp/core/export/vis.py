@@ -22,8 +22,8 @@ import orjson
 
 from graphcmp.core.judge import STATUS_NAMES
 from graphcmp.core.outputs import atomic_output
-from graphcmp.core.readers.vis import ATTR_DISTRIBUTED, ATTR_OVERFLOW
-from graphcmp.core.records import DumpGraph, NodeKind, Role
+from graphcmp.core.readers.vis import ATTR_DISTRIBUTED, ATTR_OVERFLOW, VisNodeType
+from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind, Role
 from graphcmp.core.report import CompareReport
 from graphcmp.core.rules import ERROR, PASS, WARNING
 
@@ -60,7 +60,8 @@ VIS_TOOL_TIP = {
 """Tool tips of the per-tensor comparison fields."""
 
 _TASKS = {"statistics": "summary", "md5": "md5", "tensor": "all"}
-_NODE_TYPE = {NodeKind.ROOT: 0, NodeKind.MODULE: 0, NodeKind.PARAM_GRAD: 0, NodeKind.API: 1, NodeKind.GROUP: 9}
+_NODE_TYPE = {kind: int(VisNodeType.API if kind == NodeKind.API else VisNodeType.GROUP if kind == NodeKind.GROUP
+                        else VisNodeType.MODULE) for kind in NodeKind}  # plain ints: written as text too
 _ROLE_KEY = {Role.INPUT: "input.", Role.OUTPUT: "output.", Role.PARAM: "parameters.", Role.PARAM_GRAD: ""}
 _STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 _DIFF_KEYS = ("Max diff", "Min diff", "Mean diff", "L2norm diff")
@@ -89,8 +90,8 @@ def vis_task(graph: DumpGraph) -> str:
     return _TASKS.get(graph.info.task, "summary")
 
 
-@dataclass(frozen=True, slots=True)
-class VisSide:
+@dataclass(frozen=True, slots=True, eq=False)
+class VisSide(FrozenColumns):
     """One run of a document to write, with what its nodes link to."""
 
     name: str  # "NPU" or "Bench"

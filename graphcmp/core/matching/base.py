@@ -10,17 +10,17 @@ later rule that wanted it differently is listed in `MatchTable.conflicts`.
 
 from __future__ import annotations
 
+import enum
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from graphcmp.core.hierarchy import depths, levels
-from graphcmp.core.records import DumpGraph, NodeKind
+from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind
 
 if TYPE_CHECKING:
     from graphcmp.core.mapping_files import RuleEntry, RuleFile
@@ -30,11 +30,14 @@ __all__ = [
     "Claim",
     "FusedGroup",
     "MatchTable",
+    "RuleCode",
     "RuleMatcher",
     "RuleNote",
     "SlotMap",
+    "TreeMatcher",
     "Walk",
     "children_rows",
+    "flat_parents",
     "match_graphs",
 ]
 
@@ -42,12 +45,21 @@ ROOT_RULE = "root"
 GROUP_RULE = "group"
 
 
-class ChildMatcher(Protocol):
-    """A matching strategy: pairs children of one matched parent pair.
+class RuleCode(enum.IntEnum):
+    """Codes of `MatchTable.rule`: how an npu row got its partner.
 
-    A matcher whose ``by_id`` attribute is true pairs exactly the children with equal ids; when it
-    comes first, `match_graphs` applies it to the whole tree in one vectorised pass.
+    The matchers given to `match_graphs` follow in order: the k-th (from 0) has code ``FIRST_MATCHER + k``,
+    so ``MatchTable.rules[code]`` is always the rule's name.
     """
+
+    UNMATCHED = -1
+    ROOT = 0  # the two roots, always paired
+    GROUP = 1  # a group of top-level API calls, paired with the group holding most of its members' partners
+    FIRST_MATCHER = 2
+
+
+class ChildMatcher(Protocol):
+    """A matching strategy: pairs children of one matched parent pair."""
 
     name: str
 
@@ -55,6 +67,25 @@ class ChildMatcher(Protocol):
         self, npu: DumpGraph, bench: DumpGraph, npu_rows: Sequence[int], bench_rows: Sequence[int]
     ) -> list[tuple[int, int]]:
         """Return (npu row, bench row) pairs among the given unmatched children, each row at most once."""
+        ...
+
+
+@runtime_checkable
+class TreeMatcher(Protocol):
+    """A child matcher that can also pair the whole tree at once when it comes first (`ExactMatcher`).
+
+    `match_tree` must give the same pairs the walk would get from `match_children` alone.
+    """
+
+    name: str
+
+    def match_children(
+        self, npu: DumpGraph, bench: DumpGraph, npu_rows: Sequence[int], bench_rows: Sequence[int]
+    ) -> list[tuple[int, int]]: ...
+
+    def match_tree(self, walk: Walk, code: int, *, more: bool) -> list[tuple[int, int]]:
+        """Fill `walk` (partners and rule codes, the roots included) for the whole tree; return the matched
+        pairs whose children the matchers after it (`more`) still have to look at."""
         ...
 
 
@@ -123,8 +154,8 @@ class RuleNote:
     problem: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class MatchTable:
+@dataclass(frozen=True, slots=True, eq=False)
+class MatchTable(FrozenColumns):
     """npu row <-> bench row pairs, and the rule that made each.
 
     Attributes
@@ -281,7 +312,7 @@ class Walk:
         Node kind and direction codes per row as Python lists (built on first use, for per-node loops).
     """
 
-    def __init__(self, npu: DumpGraph, bench: DumpGraph, matchers: Sequence[Any]) -> None:
+    def __init__(self, npu: DumpGraph, bench: DumpGraph, matchers: Sequence[ChildMatcher | RuleMatcher]) -> None:
         self.npu, self.bench, self.matchers = npu, bench, matchers
         self.npu_to_bench = [-1] * len(npu)
         self.bench_to_npu = [-1] * len(bench)
@@ -369,7 +400,7 @@ class Walk:
             self.credit.setdefault(code, Counter())[entry] += n
 
     def _conflict(self, claim: Claim, code: int, taken_n: list[int], taken_b: list[int]) -> None:
-        matcher = self.matchers[code - 2]
+        matcher = self._rule_matcher(code)
         if matcher.rules is None or matcher.rules.builtin:
             return
         entry = matcher.entries[claim.entry]
@@ -392,6 +423,11 @@ class Walk:
                                                              f"by {by}; the earlier rule wins", 0])
         seen[1] += 1
 
+    def _rule_matcher(self, code: int) -> RuleMatcher:
+        matcher = self.matchers[code - RuleCode.FIRST_MATCHER]
+        assert isinstance(matcher, RuleMatcher), "only rule matchers make claims"
+        return matcher
+
     def conflict_lines(self) -> list[str]:
         """One line per (rule entry, earlier rule), with how many more nodes the same conflict hit."""
         return [text + (f" (and {n - 1} more node{'s' if n > 2 else ''} alike)" if n > 1 else "")
@@ -401,8 +437,8 @@ class Walk:
         if owner is None:
             return "an earlier rule"
         code, entry = owner
-        matcher = self.matchers[code - 2]
-        if entry >= 0 and matcher.entries:
+        matcher = self.matchers[code - RuleCode.FIRST_MATCHER]
+        if entry >= 0 and isinstance(matcher, RuleMatcher) and matcher.entries:
             return f"{matcher.name} ({matcher.entries[entry].where})"
         return matcher.name
 
@@ -418,21 +454,24 @@ def _ids(ids: tuple[str, ...], rows: tuple[int, ...]) -> str:
 def match_graphs(npu: DumpGraph, bench: DumpGraph, matchers: Sequence[ChildMatcher | RuleMatcher]) -> MatchTable:
     """Match two runs top-down, asking `matchers` in order at every matched parent pair.
 
-    Rule matchers' pins are claimed first (in matcher order), then their blocks; the walk then
-    descends from the roots and from every pinned pair. Group nodes (runs of top-level API
-    calls) are transparent: their members are matched as children of the root, and a group is
-    then paired with the group holding most of its members' matches.
+    Rule matchers' pins and blocks are claimed first, matcher by matcher (a matcher's pins, then its
+    blocks, so a later rule cannot pin what an earlier one keeps unmatched); the walk then descends
+    from the roots and from every pinned pair. Without rule matchers, a first matcher that
+    can pair the whole tree at once (`TreeMatcher`) does so, and the walk only visits the pairs it
+    leaves with unpaired children on both sides. Group nodes (runs of top-level API calls) are
+    transparent: their members are matched as children of the root, and a group is then paired with
+    the group holding most of its members' matches.
     """
     rules = (ROOT_RULE, GROUP_RULE, *(m.name for m in matchers))
     walk = Walk(npu, bench, matchers)
     rich = [isinstance(m, RuleMatcher) for m in matchers]
-    steps = list(zip(range(2, len(matchers) + 2), matchers, rich))
-    walk.claim(0, 0, 0)
+    steps = list(zip(range(RuleCode.FIRST_MATCHER, len(matchers) + RuleCode.FIRST_MATCHER), matchers, rich))
+    walk.claim(0, 0, RuleCode.ROOT)
     todo = [(0, 0)]
     if any(rich):
         todo.extend(_pin(walk, matchers, rich))
-    elif matchers and getattr(matchers[0], "by_id", False):
-        todo = _match_ids_first(walk, code=2, more=len(matchers) > 1)
+    elif matchers and isinstance(matchers[0], TreeMatcher):
+        todo = matchers[0].match_tree(walk, RuleCode.FIRST_MATCHER, more=len(matchers) > 1)
     n2b, b2n = walk.npu_to_bench, walk.bench_to_npu
     npu_kids, bench_kids = (walk.npu_kids, walk.bench_kids) if todo else ([], [])
     while todo:
@@ -462,42 +501,7 @@ def match_graphs(npu: DumpGraph, bench: DumpGraph, matchers: Sequence[ChildMatch
     return _table(walk, matchers, rich, rules, MatchTable(n2b, b2n, rule, rules))
 
 
-def _match_ids_first(walk: Walk, code: int, *, more: bool) -> list[tuple[int, int]]:
-    """What the walk's first matcher does when it pairs equal ids (`ExactMatcher`), for the whole
-    tree at once: level by level, a node pairs with the bench node of its id when their (group-
-    transparent) parents are paired. Returns the paired parents whose children the matchers after
-    it (`more`) still have to look at: those with unpaired children on both sides.
-    """
-    npu, bench = walk.npu, walk.bench
-    npu_parent, bench_parent = _flat_parents(npu), _flat_parents(bench)
-    partner = bench.rows_of(npu.nodes.ids)
-    partner[npu.nodes.kind == NodeKind.GROUP] = -1
-    partner[(partner >= 0) & (bench.nodes.kind[np.maximum(partner, 0)] == NodeKind.GROUP)] = -1
-    n2b = np.full(len(npu), -1, np.int64)
-    n2b[0] = 0
-    for level in levels(depths(npu_parent))[1:]:
-        b = partner[level]
-        up = n2b[npu_parent[level]]
-        ok = (b >= 0) & (up >= 0) & (up == bench_parent[np.maximum(b, 0)])
-        n2b[level[ok]] = b[ok]
-    paired = np.flatnonzero(n2b >= 0)[1:]
-    b2n = np.full(len(bench), -1, np.int64)
-    b2n[n2b[paired]] = paired
-    b2n[0] = 0
-    rule = np.full(len(npu), -1, np.int64)
-    rule[paired] = code
-    rule[0] = 0
-    walk.npu_to_bench, walk.bench_to_npu, walk.rule = n2b.tolist(), b2n.tolist(), rule.tolist()
-    if not more:
-        return []
-    free_npu = np.bincount(npu_parent[(n2b < 0) & (npu_parent >= 0)], minlength=len(npu))
-    free_bench = np.bincount(bench_parent[(b2n < 0) & (bench_parent >= 0)], minlength=len(bench))
-    both = np.flatnonzero((n2b >= 0) & (free_npu > 0))
-    both = both[free_bench[n2b[both]] > 0]
-    return list(zip(both.tolist(), n2b[both].tolist()))
-
-
-def _flat_parents(graph: DumpGraph) -> np.ndarray:
+def flat_parents(graph: DumpGraph) -> np.ndarray:
     """Parent row of every row with group nodes skipped (a group's members count as the root's children)."""
     parent = graph.nodes.parent.astype(np.int64)
     in_group = (parent >= 0) & (graph.nodes.kind[np.maximum(parent, 0)] == NodeKind.GROUP)
@@ -509,21 +513,24 @@ def _entry_order(claim: Claim) -> int:
     return claim.entry if claim.entry >= 0 else 1 << 30
 
 
-def _pin(walk: Walk, matchers: Sequence[Any], rich: list[bool]) -> list[tuple[int, int]]:
+def _rule_matchers(matchers: Sequence[ChildMatcher | RuleMatcher]) -> list[tuple[int, RuleMatcher]]:
+    """(code, matcher) of the rule matchers, in order."""
+    return [(code, m) for code, m in enumerate(matchers, start=RuleCode.FIRST_MATCHER) if isinstance(m, RuleMatcher)]
+
+
+def _pin(walk: Walk, matchers: Sequence[ChildMatcher | RuleMatcher], rich: list[bool]) -> list[tuple[int, int]]:
     pinned = []
-    for code, matcher in enumerate(matchers, start=2):
-        if rich[code - 2]:
-            matcher.prepare(walk.npu, walk.bench)
-            pinned.extend((c.npu[0], c.bench[0]) for c in matcher.pins(walk.npu, walk.bench) if walk.apply(c, code))
-    for code, matcher in enumerate(matchers, start=2):
-        if rich[code - 2]:
-            for n, b in matcher.blocks(walk.npu, walk.bench):
-                walk.block(n, b, code)
+    for code, matcher in _rule_matchers(matchers):
+        matcher.prepare(walk.npu, walk.bench)
+        pinned.extend((c.npu[0], c.bench[0]) for c in matcher.pins(walk.npu, walk.bench) if walk.apply(c, code))
+        for n, b in matcher.blocks(walk.npu, walk.bench):  # before the next rule's pins: a manual unmatch holds
+            walk.block(n, b, code)
     return pinned
 
 
 def _table(
-    walk: Walk, matchers: Sequence[Any], rich: list[bool], rules: tuple[str, ...], plain: MatchTable
+    walk: Walk, matchers: Sequence[ChildMatcher | RuleMatcher], rich: list[bool], rules: tuple[str, ...],
+    plain: MatchTable,
 ) -> MatchTable:
     """`plain` (the pairs) with what the rule matchers report."""
     if not any(rich):
@@ -531,17 +538,16 @@ def _table(
     notes: list[RuleNote] = []
     renames: dict[str, dict[str, str]] = {}
     conflicts = walk.conflict_lines()
-    for code, matcher in enumerate(matchers, start=2):
-        if rich[code - 2]:
-            notes.extend(matcher.notes(walk.credit.get(code, {})))
-            if matcher.rules is not None:
-                conflicts.extend(matcher.rules.conflicts)
-            for op, table in matcher.renames().items():
-                merged = renames.setdefault(op, {})
-                for old, new in table.items():
-                    merged.setdefault(old, new)
+    for code, matcher in _rule_matchers(matchers):
+        notes.extend(matcher.notes(walk.credit.get(code, {})))
+        if matcher.rules is not None:
+            conflicts.extend(matcher.rules.conflicts)
+        for op, table in matcher.renames().items():
+            merged = renames.setdefault(op, {})
+            for old, new in table.items():
+                merged.setdefault(old, new)
     return replace(plain, groups=tuple(walk.groups),
-                      slot_maps=walk.slot_maps, slot_renames=renames, notes=tuple(notes), conflicts=tuple(conflicts))
+                   slot_maps=walk.slot_maps, slot_renames=renames, notes=tuple(notes), conflicts=tuple(conflicts))
 
 
 def _flat_children(graph: DumpGraph) -> list[list[int]]:
@@ -565,5 +571,5 @@ def _match_groups(
         votes = Counter(int(bench_parent[b]) for b in partners[partners >= 0])
         for candidate, _ in votes.most_common():
             if bench.nodes.kind[candidate] == NodeKind.GROUP and bench_to_npu[candidate] < 0:
-                npu_to_bench[group], bench_to_npu[candidate], rule[group] = candidate, group, 1
+                npu_to_bench[group], bench_to_npu[candidate], rule[group] = candidate, group, RuleCode.GROUP
                 break

@@ -1,10 +1,19 @@
-"""Exact matching: a child pairs with the child of the same id under the matched parent."""
+"""Exact matching: a child pairs with the child of the same id under the matched parent.
+
+`ExactMatcher` is a `TreeMatcher`: the walk asks it parent pair by parent pair (`match_children`),
+and when it comes first and no rule matcher runs, `match_graphs` lets it pair the whole tree in one
+vectorised pass (`match_tree`), which gives the same pairs.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from graphcmp.core.records import DumpGraph
+import numpy as np
+
+from graphcmp.core.hierarchy import depths, levels
+from graphcmp.core.matching.base import RuleCode, Walk, flat_parents
+from graphcmp.core.records import DumpGraph, NodeKind
 
 __all__ = ["ExactMatcher"]
 
@@ -21,7 +30,6 @@ class ExactMatcher:
     """
 
     name = "exact"
-    by_id = True  # `match_graphs` may pair the whole tree by id at once when this matcher comes first
 
     def match_children(
         self, npu: DumpGraph, bench: DumpGraph, npu_rows: Sequence[int], bench_rows: Sequence[int]
@@ -30,3 +38,38 @@ class ExactMatcher:
         by_id = {bench_ids[b]: b for b in bench_rows}
         npu_ids = npu.nodes.ids
         return [(n, by_id[npu_ids[n]]) for n in npu_rows if npu_ids[n] in by_id]
+
+    def match_tree(self, walk: Walk, code: int, *, more: bool) -> list[tuple[int, int]]:
+        """`match_children` for the whole tree at once: level by level, a node pairs with the bench node
+        of its id when their (group-transparent) parents are paired.
+
+        Returns the paired parents whose children the matchers after it (`more`) still have to look
+        at: those with unpaired children on both sides.
+        """
+        npu, bench = walk.npu, walk.bench
+        npu_parent, bench_parent = flat_parents(npu), flat_parents(bench)
+        partner = bench.rows_of(npu.nodes.ids)
+        partner[npu.nodes.kind == NodeKind.GROUP] = -1
+        partner[(partner >= 0) & (bench.nodes.kind[np.maximum(partner, 0)] == NodeKind.GROUP)] = -1
+        n2b = np.full(len(npu), -1, np.int64)
+        n2b[0] = 0
+        for level in levels(depths(npu_parent))[1:]:
+            b = partner[level]
+            up = n2b[npu_parent[level]]
+            ok = (b >= 0) & (up >= 0) & (up == bench_parent[np.maximum(b, 0)])
+            n2b[level[ok]] = b[ok]
+        paired = np.flatnonzero(n2b >= 0)[1:]
+        b2n = np.full(len(bench), -1, np.int64)
+        b2n[n2b[paired]] = paired
+        b2n[0] = 0
+        rule = np.full(len(npu), RuleCode.UNMATCHED, np.int64)
+        rule[paired] = code
+        rule[0] = RuleCode.ROOT
+        walk.npu_to_bench, walk.bench_to_npu, walk.rule = n2b.tolist(), b2n.tolist(), rule.tolist()
+        if not more:
+            return []
+        free_npu = np.bincount(npu_parent[(n2b < 0) & (npu_parent >= 0)], minlength=len(npu))
+        free_bench = np.bincount(bench_parent[(b2n < 0) & (bench_parent >= 0)], minlength=len(bench))
+        both = np.flatnonzero((n2b >= 0) & (free_npu > 0))
+        both = both[free_bench[n2b[both]] > 0]
+        return list(zip(both.tolist(), n2b[both].tolist()))

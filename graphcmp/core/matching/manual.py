@@ -3,7 +3,8 @@
 The sidecar (``cmp.matches.json`` next to ``cmp.json``; format in docs/matching.md) lists
 matches (npu id(s) <-> bench id(s), optionally "their children by order") and unmatches (a pair
 that must not be made). `ManualMatcher` turns them into pins and blocks that go before every
-other rule; `apply_manual_matches` recompares a report's two runs with them.
+other rule; the orchestrator's `graphcmp.core.compare.apply_manual_matches` recompares a report's
+two runs with them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -21,17 +22,12 @@ from graphcmp.core.matching.base import Claim, RuleMatcher, RuleNote, children_r
 from graphcmp.core.outputs import write_atomic
 from graphcmp.core.records import DumpGraph
 
-if TYPE_CHECKING:
-    from graphcmp.core.matching.base import ChildMatcher
-    from graphcmp.core.report import CompareReport
-
 __all__ = [
     "SIDECAR_SUFFIX",
     "ManualMatch",
     "ManualMatcher",
     "ManualMatches",
     "ManualUnmatch",
-    "apply_manual_matches",
     "load_manual_matches",
     "save_manual_matches",
     "sidecar_path",
@@ -232,38 +228,3 @@ class ManualMatcher(RuleMatcher):
             return self.problems.get(entry, "")
         return self.problems.get(entry, "its nodes were already matched otherwise")
 
-
-def apply_manual_matches(
-    report: CompareReport, manual: ManualMatches, *, matchers: Sequence[ChildMatcher | RuleMatcher] | None = None,
-    source: str = "manual",
-) -> CompareReport:
-    """Recompare `report`'s runs with `manual` first, then the report's own rules (or `matchers`).
-
-    The report's rules are rebuilt from the names it records (`CompareOptions.matchers`, e.g.
-    ``layer-mapping=/abs/mapping.yaml``), so their files must still exist; an earlier ``manual``
-    rule is replaced by `manual`. Thresholds are the report's; tensor metrics are recomputed when
-    the report had them and the tensor files are still there.
-
-    Examples
-    --------
-    >>> from graphcmp.core.readers.msprobe import parse_msprobe
-    >>> from graphcmp.core.compare import compare_graphs
-    >>> t = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [1], "Max": 1, "Min": 1, "Mean": 1, "Norm": 1}
-    >>> npu = parse_msprobe({"data": {"Functional.relu.0.forward": {"output": [t]}}})
-    >>> bench = parse_msprobe({"data": {"Torch.relu.0.forward": {"output": [t]}}})
-    >>> report = compare_graphs(npu, bench)
-    >>> report.verdict("Functional.relu.0.forward").status
-    'unmatched'
-    >>> manual = ManualMatches().with_match("Functional.relu.0.forward", "Torch.relu.0.forward")
-    >>> apply_manual_matches(report, manual).verdict("Functional.relu.0.forward").status
-    'pass'
-    """
-    from graphcmp.core.compare import compare_graphs  # lazy: compare depends on matching
-    from graphcmp.core.matching.specs import matchers_from_specs
-    from graphcmp.core.tensorcmp import tensor_metrics_for
-
-    if matchers is None:
-        matchers = matchers_from_specs([m for m in report.options.matchers if m.split("=", 1)[0] != "manual"])
-    tensors = tensor_metrics_for(report.npu, report.bench) if report.options.tensor_metrics else None
-    return compare_graphs(report.npu, report.bench, matchers=[ManualMatcher(manual, source=source), *matchers],
-                          thresholds=report.thresholds, tensor_metrics=tensors)

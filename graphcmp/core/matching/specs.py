@@ -3,6 +3,7 @@
 A spec is ``SOURCE`` or ``SOURCE=FILE``. It is also the matcher's name, so a report's
 ``options.matchers`` (and ``summary()["matched_by_rule"]``) say which rules and files made the
 matches, and `matchers_from_specs` can rebuild them (to re-apply manual matches, for instance).
+``msprobe=FILE`` is msprobe's own matches in a compare `.vis`/`.vis.db` (`vis_source` names the graph).
 `RULE_ORDER` is the order in which sources apply; the first claim on a node wins (docs/matching.md).
 """
 
@@ -30,15 +31,17 @@ from graphcmp.core.matching.by_op_table import OpTableMatcher
 from graphcmp.core.matching.decomposition import DecompositionMatcher
 from graphcmp.core.matching.fused_ops import FusedOpsMatcher
 from graphcmp.core.matching.fuzzy import FuzzyMatcher
+from graphcmp.core.matching.given import GivenMatcher, GivenMatches
 from graphcmp.core.matching.manual import ManualMatcher, load_manual_matches
+from graphcmp.core.readers.vis import read_vis_links
 
 __all__ = ["FILE_REQUIRED", "RULE_ORDER", "matcher_from_spec", "matchers_from_specs", "spec"]
 
-RULE_ORDER = ("manual", "data-mapping", "me-mapping", "cell-mapping", "fused-ops",
+RULE_ORDER = ("manual", "msprobe", "data-mapping", "me-mapping", "cell-mapping", "fused-ops",
               "layer-mapping", "api-mapping", "op-map", "exact", "fuzzy", "fused")
-"""Rule sources in the order they apply (pins of the first five, then per matched parent pair)."""
+"""Rule sources in the order they apply (pins of the first six, then per matched parent pair)."""
 
-FILE_REQUIRED = ("manual", "data-mapping", "me-mapping", "op-map")
+FILE_REQUIRED = ("manual", "msprobe", "data-mapping", "me-mapping", "op-map")
 """Sources that need a file (the others have a default: no entries or a built-in table)."""
 
 _NO_FILE = ("exact", "fuzzy", "fused", "fused-ops")
@@ -66,6 +69,8 @@ def _file_matcher(source: str, path: str, name: str) -> ChildMatcher | RuleMatch
         return ModelExplorerMatcher(load_me_mapping(path), name)
     if source == "op-map":
         return OpTableMatcher(*load_op_table(path), name)
+    if source == "msprobe":
+        return GivenMatcher(GivenMatches(read_vis_links(path), name))
     return ManualMatcher(load_manual_matches(path), name, source=path)
 
 
@@ -90,8 +95,8 @@ def matcher_from_spec(text: str) -> ChildMatcher | RuleMatcher:
     >>> matcher_from_spec("typo-mapping")
     Traceback (most recent call last):
     ...
-    graphcmp.core.errors.MappingError: unknown rule source 'typo-mapping' (known: manual, data-mapping, \
-me-mapping, cell-mapping, fused-ops, layer-mapping, api-mapping, op-map, exact, fuzzy, fused)
+    graphcmp.core.errors.MappingError: unknown rule source 'typo-mapping' (known: manual, msprobe, \
+data-mapping, me-mapping, cell-mapping, fused-ops, layer-mapping, api-mapping, op-map, exact, fuzzy, fused)
     """
     source, _, path = text.partition("=")
     if source not in RULE_ORDER:

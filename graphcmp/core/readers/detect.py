@@ -10,7 +10,10 @@ from pathlib import Path
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.records import DumpGraph
 
-__all__ = ["FORMATS", "detect_format", "read_graph", "reader"]
+__all__ = ["FORMATS", "VIS_SUFFIXES", "detect_format", "read_graph", "reader"]
+
+VIS_SUFFIXES = (".vis", ".vis.gz", ".vis.db", ".vis.db.gz")
+"""File name endings of tb-graph-ascend files (msprobe gzips large ones): documents, read by `readers.vis`."""
 
 FORMATS: dict[str, tuple[str, str, str]] = {
     "msprobe": ("msprobe", "sniff", "read_msprobe"),

@@ -214,12 +214,20 @@ def _assemble(
     if add_tensors is not None:
         add_tensors(builder)
     _attach_stacks(builder, stack or {}, source, notes)
+    _add_implicit_parents(builder)
     step, rank = _step_rank(source)
     info = RunInfo(
         path=source, format="msprobe", framework=str(header.get("framework") or ""),
         task=_task(header, md5()), level=str(header.get("level") or ""), rank=rank, step=step, missing=tuple(notes),
     )
     return builder.build(info)
+
+
+def _add_implicit_parents(builder: HierarchyBuilder) -> None:
+    """A parent construct.json names but never lists becomes a top-level node starting with its first child."""
+    for parent, seq in builder.missing_parents().items():
+        kind, op, direction, _ = parse_node_id(parent)
+        builder.add_node(parent, kind, op, direction, None, seq, has_data=False)
 
 
 def _task(header: Mapping[str, Any], md5: bool) -> str:

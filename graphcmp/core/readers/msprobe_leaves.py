@@ -9,7 +9,8 @@ the leaves become columns in one go. Records come in two shapes:
   keys). It covers the common schema only and returns None for anything else (bare NaN/Infinity,
   unknown leaf fields, deep nesting), so the caller falls back to plain dicts.
 
-Both give the same columns; the tests compare them on real dumps.
+Both give the same columns: `msprobe_schema` declares the leaf (`Leaf`) and its row (`leaf_row`),
+says which route runs when, and its tests check every route against it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from msgspec import UNSET, UnsetType
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
+from graphcmp.core.readers.msprobe_schema import FILE_KEY, ROLE_KEYS, SCALAR_FIELDS, Leaf, file_name, leaf_row
 from graphcmp.core.readers.naming import parse_node_id
 from graphcmp.core.records import NodeKind, Role
 
@@ -34,38 +36,9 @@ __all__ = ["DUMP_FILE", "Leaf", "Leaves", "Misfit", "add_leaves", "collect_recor
            "typed_records"]
 
 DUMP_FILE = "dump.json"  # the file these records come from, for messages
-_ROLE_KEYS = (  # plain ints: enum access is slow in the per-leaf loop
-    ("input_args", int(Role.INPUT)),
-    ("input", int(Role.INPUT)),
-    ("input_kwargs", int(Role.INPUT)),
-    ("output", int(Role.OUTPUT)),
-    ("parameters", int(Role.PARAM)),
-)
 _PARAM_GRAD = int(Role.PARAM_GRAD)
 _SLOTS = tuple(intern(str(i)) for i in range(64))  # the slots of top-level arguments, made once
 _SLOT_RUNS = tuple(_SLOTS[:n] for n in range(len(_SLOTS) + 1))  # the slots of a list of n arguments
-_SCALAR_FIELDS = {"type", "value", "requires_grad"}
-_NO_FILE = (None, "-1", -1, UNSET)
-_Stat = float | bool | UnsetType | None  # JSON ints decode as floats, as numpy would convert them
-
-
-class Leaf(msgspec.Struct, forbid_unknown_fields=True):
-    """One argument as msprobe records it: a tensor's statistics, or a scalar's type and value.
-
-    UNSET tells a field that was absent from one written as null, as a plain dict does.
-    """
-
-    type: str
-    dtype: str | UnsetType | None = UNSET
-    shape: tuple[int, ...] | UnsetType | None = UNSET
-    Max: _Stat = UNSET
-    Min: _Stat = UNSET
-    Mean: _Stat = UNSET
-    Norm: _Stat = UNSET
-    requires_grad: Any = None
-    md5: str | UnsetType | None = UNSET
-    data_name: str | UnsetType | None = UNSET
-    value: Any = UNSET
 
 
 class Misfit(Exception):
@@ -128,7 +101,7 @@ def collect_record(leaves: Leaves, node_id: str, record: Any, source: str) -> No
             single = value[0] if isinstance(value, list) and len(value) == 1 else value
             leaves.collect(node_id, _PARAM_GRAD, single, str(key))
         return
-    for role_key, role in _ROLE_KEYS:
+    for role_key, role in ROLE_KEYS:
         value = record.get(role_key)
         if value is None:
             continue
@@ -155,7 +128,7 @@ def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
                 collect_record(leaves, node_id, record, source)
         ids = [node_id for node_id, grad in zip(ids, grads) if not grad]
         values = [record for record, grad in zip(values, grads) if not grad]
-    for role_key, role in _ROLE_KEYS:
+    for role_key, role in ROLE_KEYS:
         column = list(map(methodcaller("get", role_key), values))
         lists = [(node_id, v) for node_id, v in zip(ids, column) if type(v) is list and len(v) <= len(_SLOTS)]
         odd = _records_with_odd_items(lists)
@@ -214,19 +187,19 @@ def add_leaves(builder: HierarchyBuilder, leaves: Leaves, *, typed: bool = False
 
 
 def _dict_columns(items: list[Any]) -> tuple:
-    """Columns of plain-dict leaves: one comprehension per column over the tensor records (nearly all
-    leaves), `_leaf_fields` for the few scalars and other values."""
+    """Columns of plain-dict leaves (route 2 of `msprobe_schema`): one comprehension per column over the
+    tensor records (nearly all leaves), `leaf_row` for the few scalars and other values."""
     tensor = [type(x) is dict and ("dtype" in x or "Max" in x) for x in items]
     empty = {}
     recs = [x if t else empty for x, t in zip(items, tensor)]
     dtype = [intern(str(x.get("dtype") or "")) for x in recs]
     shape = [intern(str(x["shape"])) if "shape" in x else "" for x in recs]
     md5 = [str(x.get("md5") or "") for x in recs]
-    file = [_file_name(x.get("data_name")) for x in recs]
+    file = [file_name(x.get(FILE_KEY)) for x in recs]
     stats = [[x.get("Max"), x.get("Min"), x.get("Mean"), x.get("Norm")] for x in recs]
     value = [""] * len(items)
     for i in [i for i, t in enumerate(tensor) if not t]:
-        dtype[i], shape[i], md5[i], file[i], value[i], *stats[i] = _leaf_fields(items[i])
+        dtype[i], shape[i], md5[i], file[i], value[i], *stats[i] = leaf_row(items[i])
     raw = np.array(stats, dtype=object)
     present = raw != None  # noqa: E711 - elementwise test on an object array
     try:
@@ -238,11 +211,12 @@ def _dict_columns(items: list[Any]) -> tuple:
 
 _BLANK = Leaf(type="", dtype="", Max=None, Min=None, Mean=None, Norm=None)
 _NUMBERS = (int, float, bool)
-_PLAIN_FIELDS = ("type", "value", "requires_grad")
+_PLAIN_FIELDS = tuple(SCALAR_FIELDS)
 
 
 def _struct_columns(items: list[Any]) -> tuple:
-    """Columns of `typed_records` leaves: attribute reads per column; stats straight into floats.
+    """Columns of `typed_records` leaves (route 1 of `msprobe_schema`): attribute reads per column; stats
+    straight into floats.
 
     A typed chunk holds no NaN (bare NaN is not JSON, so such a chunk is never typed): a NaN in
     the float array of a tensor row is a null or absent statistic, which is what `present` reads.
@@ -261,7 +235,7 @@ def _struct_columns(items: list[Any]) -> tuple:
     texts = {s: _shape_text(s) for s in dict.fromkeys(shapes)}
     shape = list(map(texts.__getitem__, shapes))
     md5 = [x.md5 or "" for x in recs]
-    file = [_file_name(x.data_name) for x in recs]
+    file = [file_name(x.data_name) for x in recs]
     rows = [(x.Max, x.Min, x.Mean, x.Norm) for x in recs]
     try:
         stats = np.array(rows, np.float64).reshape(-1, 4)
@@ -279,7 +253,7 @@ def _struct_columns(items: list[Any]) -> tuple:
         for i, number in zip(scalars, numbers):
             dtype[i], shape[i], value[i] = items[i].type, "scalar", orjson.dumps(number).decode()
     for i in sorted(set(odd).difference(scalars)):
-        dtype[i], shape[i], md5[i], file[i], value[i], *row = _leaf_fields(_as_plain(items[i]))
+        dtype[i], shape[i], md5[i], file[i], value[i], *row = leaf_row(_as_plain(items[i]))
         stats[i] = [math.nan if v is None else _float(v) for v in row]
         present[i] = [v is not None for v in row]
     stats[~present] = 0.0  # as plain dicts give: an absent statistic is a 0 that `present` masks
@@ -310,35 +284,9 @@ def _holds_leaf(value: Any) -> bool:
     return isinstance(value, list) and any(_holds_leaf(v) for v in value)
 
 
-def _leaf_fields(leaf: Any) -> tuple:
-    """(dtype, shape, md5, file, value, max, min, mean, norm) of any leaf."""
-    if isinstance(leaf, dict) and ("dtype" in leaf or "Max" in leaf):
-        return (intern(str(leaf.get("dtype") or "")), intern(str(leaf["shape"])) if "shape" in leaf else "",
-                str(leaf.get("md5") or ""), _file_name(leaf.get("data_name")), "",
-                leaf.get("Max"), leaf.get("Min"), leaf.get("Mean"), leaf.get("Norm"))
-    if not isinstance(leaf, dict):
-        return type(leaf).__name__, "", "", "", _text(leaf), None, None, None, None
-    kind = str(leaf.get("type", ""))
-    value = leaf.get("value")
-    if isinstance(value, (int, float)):  # bool included: True compares as 1.0
-        v = float(value)
-        return kind, "scalar", "", "", _text(value), v, v, v, None
-    text = _text(value) if "value" in leaf else _text({k: v for k, v in leaf.items() if k not in _SCALAR_FIELDS})
-    return kind, "", "", "", text, None, None, None, None
-
-
-def _file_name(name: Any) -> str:
-    return "" if name in _NO_FILE else str(name)
-
-
 def _float(value: Any) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
 
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return orjson.dumps(value, default=str).decode()

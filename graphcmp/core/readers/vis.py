@@ -1,21 +1,24 @@
 """Reader for tb-graph-ascend files: msprobe's `.vis` (JSON, 1.x-8.1.x) and `.vis.db` (SQLite, 8.2+/26.x).
 
-A build-only file holds one run and reads as a `DumpGraph`; a compare file holds an npu and a
-bench graph whose nodes are linked by ``matched_node_link`` and reads as a `CompareReport`: the
-graphs, msprobe's matches and the statistics of ``input_data``/``output_data`` are kept, and
-graphcmp's own judge computes the verdicts. msprobe's verdict colours (``precision_index`` per npu
-node with the file's colour legend) and overflow marks are kept as extra information, in the
-`VisDocument` and in ``NodeTable.attrs`` (keys ``msprobe.*``).
+A file reads as parts, never as a finished comparison: a build-only file holds one run (a
+`DumpGraph`); a compare file an npu and a bench run whose nodes msprobe linked by
+``matched_node_link`` (`VisDocument.links`, npu id -> bench id). The orchestrator
+(`graphcmp.core.compare.compare_vis`) compares the two runs with msprobe's links as the given
+matches, so graphcmp's own judge computes the verdicts. msprobe's verdict colours
+(``precision_index`` per npu node with the file's colour legend) and overflow marks are kept as
+extra information, in the `VisDocument` and in ``NodeTable.attrs`` (keys ``msprobe.*``).
 
 `parse_vis` works on a document already in memory (a parsed `.vis`, or one graph of a `.vis.db`
 turned into the same shape) and is what tests call; `read_vis` opens a file (``.gz`` too) and
 delegates. A `.vis.db` holds one graph pair per (step, rank): `list_vis_graphs` lists them and
-`read_vis` loads the one asked for.
+`read_vis` loads the one asked for. `vis_source` names one graph of a file in a rule spec
+(``msprobe=<vis_source>``), and `read_vis_links` reads only its links back, for that rule.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import gzip
 import math
 import os
@@ -31,19 +34,13 @@ from typing import Any, NamedTuple
 import numpy as np
 import orjson
 
-from graphcmp._version import __version__
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import GROUP_PREFIX, rebuild_graph
 from graphcmp.core.jsonio import load_json
-from graphcmp.core.judge import judge
-from graphcmp.core.matching import MatchTable
-from graphcmp.core.noise import noise_model
-from graphcmp.core.overflow import overflow_levels
-from graphcmp.core.pairing import pair_metrics, pair_tensors
+from graphcmp.core.readers.detect import VIS_SUFFIXES
+from graphcmp.core.readers.msprobe_schema import FILE_KEY, SCALAR_TYPES, STAT_KEYS, file_name
 from graphcmp.core.readers.naming import parse_node_id
-from graphcmp.core.records import Direction, DumpGraph, NodeKind, NodeTable, Role, RunInfo, TensorTable
-from graphcmp.core.report import CompareOptions, CompareReport
-from graphcmp.core.rules import DEFAULT_THRESHOLDS
+from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, NodeTable, Role, RunInfo, TensorTable
 
 __all__ = [
     "ATTR_COLOR",
@@ -54,14 +51,16 @@ __all__ = [
     "ColorBand",
     "VisDocument",
     "VisGraphKey",
+    "VisNodeType",
     "list_vis_graphs",
     "parse_vis",
     "read_vis",
+    "read_vis_links",
     "sniff",
+    "split_vis_source",
+    "vis_source",
 ]
 
-VIS_SUFFIXES = (".vis", ".vis.gz", ".vis.db", ".vis.db.gz")
-"""File name endings of tb-graph-ascend files (msprobe gzips large ones)."""
 
 ATTR_PRECISION = "msprobe.precision_index"
 ATTR_OVERFLOW = "msprobe.overflow_level"
@@ -71,17 +70,27 @@ ATTR_COLOR = "msprobe.color"
 MSPROBE_TASKS = {"summary": "statistics", "md5": "md5", "all": "tensor", "tensor": "tensor"}
 """msprobe task names -> graphcmp task modes."""
 
-_NODE_TYPE_GROUP = 9  # msprobe's API_LIST: a run of top-level API calls (Apis_Between_Modules.N)
+
+
+class VisNodeType(enum.IntEnum):
+    """msprobe's ``node_type`` codes (its ``NodeOp``) that graphcmp reads and writes."""
+
+    MODULE = 0  # a module call (and the root)
+    API = 1  # an API call
+    GROUP = 9  # API_LIST: a run of top-level API calls (Apis_Between_Modules.N)
+
+
 _ABSENT = frozenset({"", "null", "None", "N/A", "none"})
 _SCALAR_TYPES = {"int": int, "float": float, "bool": bool}
+assert tuple(_SCALAR_TYPES) == SCALAR_TYPES
 _SIDES = ("NPU", "Bench")
-_STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 _COMPARE_FIELDS = frozenset({
     "Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr",
     "NormRelativeErr", "Requires_grad Consistent", "Result", "Err_message", "Cosine", "EucDist", "MaxAbsErr",
     "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "md5",
 })  # msprobe's comparison results on npu leaves: not part of the dumped value
 _FILE_NAME = re.compile(r"(?:_step(\d+))?_rank(\d+)_")
+_DB_GRAPH = re.compile(r"#step=(\d+)&rank=(\d+)$")
 
 
 class VisGraphKey(NamedTuple):
@@ -109,14 +118,20 @@ class ColorBand:
         return self.low is not None and self.high is not None and self.low <= value <= self.high
 
 
-@dataclass(frozen=True, slots=True)
-class VisDocument:
+@dataclass(frozen=True, slots=True, eq=False)
+class VisDocument(FrozenColumns):
     """One graph (pair) of a tb-graph-ascend file, as graphcmp records plus msprobe's own extras.
 
     Attributes
     ----------
-    content : CompareReport or DumpGraph
-        The comparison (compare file) or the run (build-only file).
+    npu : DumpGraph
+        The npu run (the only run of a build-only file).
+    bench : DumpGraph or None
+        The bench run of a compare file; None for a build-only file.
+    links : Mapping of str to str
+        msprobe's matches of a compare file, npu id -> bench id: the last entry of an npu node's
+        ``matched_node_link``, when the bench run has that node and no earlier npu node (in
+        execution order) took it. Empty for a build-only file.
     key : VisGraphKey
         Step and rank of the graph.
     task : str
@@ -130,12 +145,14 @@ class VisDocument:
     tool_tip : str
         The file's tool-tip text (JSON text, as msprobe writes it).
     precision_index : ndarray of float64
-        msprobe's ``precision_index`` per npu row, NaN where the file has none.
+        msprobe's ``precision_index`` per npu row, NaN where the file has none (read-only).
     overflow_level : tuple of str
         msprobe's overflow mark per npu row, "" where none.
     """
 
-    content: CompareReport | DumpGraph
+    npu: DumpGraph
+    bench: DumpGraph | None
+    links: Mapping[str, str]
     key: VisGraphKey
     task: str
     micro_steps: int
@@ -146,14 +163,14 @@ class VisDocument:
     overflow_level: tuple[str, ...]
 
     @property
-    def npu(self) -> DumpGraph:
-        """The npu run (the only run of a build-only file)."""
-        return self.content.npu if isinstance(self.content, CompareReport) else self.content
+    def is_compare(self) -> bool:
+        """True for a compare file (an npu and a bench run), False for a build-only file."""
+        return self.bench is not None
 
     def color(self, node_id: str) -> str | None:
         """The colour msprobe's viewer gives an npu node (None: no colour, as for nodes without data)."""
         row = self.npu.row(node_id)
-        if isinstance(self.content, CompareReport) and self.content.matches.npu_to_bench[row] < 0:
+        if self.is_compare and node_id not in self.links:
             return next((band.color for band in self.colors if band.low is None), None)
         return color_of(float(self.precision_index[row]), self.colors)
 
@@ -221,6 +238,58 @@ def read_vis(
     raw = _read_bytes(path)
     doc = load_json(raw, str(path), salvage=False).value
     return parse_vis(doc, source=str(path), key=_json_key(path))
+
+
+def vis_source(path: str | os.PathLike[str], key: VisGraphKey) -> str:
+    """The absolute path of a file, with ``#step=S&rank=R`` for a `.vis.db` (which holds several graphs).
+
+    >>> vis_source("/data/compare_rank0.vis", VisGraphKey(0, 0))
+    '/data/compare_rank0.vis'
+    >>> vis_source("/data/compare.vis.db", VisGraphKey(1, 3))
+    '/data/compare.vis.db#step=1&rank=3'
+    """
+    resolved = str(Path(path).resolve())
+    return f"{resolved}#step={key.step}&rank={key.rank}" if _is_db(Path(path)) else resolved
+
+
+def split_vis_source(text: str) -> tuple[Path, int | None, int | None]:
+    """Inverse of `vis_source`: (path, step, rank); step and rank are None for a `.vis`.
+
+    >>> split_vis_source("/data/compare.vis.db#step=1&rank=3")
+    (PosixPath('/data/compare.vis.db'), 1, 3)
+    """
+    m = _DB_GRAPH.search(text)
+    if m is None:
+        return Path(text), None, None
+    return Path(text[: m.start()]), int(m.group(1)), int(m.group(2))
+
+
+def read_vis_links(source: str) -> dict[str, str]:
+    """msprobe's matches of one compare graph, npu id -> bench id (`VisDocument.links`), without its tensors.
+
+    Parameters
+    ----------
+    source : str
+        The file, as `vis_source` names it (``#step=S&rank=R`` picks a graph of a `.vis.db`).
+
+    Raises
+    ------
+    DumpFormatError
+        If the file is missing, is not a tb-graph-ascend file, or holds no compare graph there.
+    """
+    path, step, rank = split_vis_source(source)
+    path = _existing(path)
+    if _is_db(path):
+        with _db_connection(path) as conn:
+            key = _pick_key(_db_keys(conn, str(path)), step, rank, str(path))
+            doc = _db_document(conn, key, str(path), tensors=False)
+    else:
+        doc = load_json(_read_bytes(path), str(path), salvage=False).value
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("NPU"), Mapping) or "Bench" not in doc:
+        raise DumpFormatError(f"{path}: holds no compare graph (no \"NPU\" and \"Bench\"), so no msprobe matches")
+    npu_nodes, bench_nodes = _nodes(doc["NPU"], "NPU", str(path)), _nodes(doc["Bench"], "Bench", str(path))
+    order, _, _ = _preorder(npu_nodes, _root(doc["NPU"], npu_nodes, f"{path}: NPU"), f"{path}: NPU")
+    return _links(order, npu_nodes, bench_nodes)
 
 
 def _existing(path: str | os.PathLike[str]) -> Path:
@@ -322,8 +391,8 @@ def _query(conn: sqlite3.Connection, sql: str, params: tuple, source: str) -> li
         raise DumpFormatError(f"{source}: unexpected .vis.db layout ({err})") from err
 
 
-def _db_document(conn: sqlite3.Connection, key: VisGraphKey, source: str) -> dict[str, Any]:
-    """One (step, rank) of a `.vis.db` in the shape of a `.vis` document."""
+def _db_document(conn: sqlite3.Connection, key: VisGraphKey, source: str, *, tensors: bool = True) -> dict[str, Any]:
+    """One (step, rank) of a `.vis.db` in the shape of a `.vis` document (`tensors`: with input/output data)."""
     config = _query(conn, "SELECT * FROM tb_config", (), source)
     if not config:
         raise DumpFormatError(f"{source}: table tb_config is empty")
@@ -339,7 +408,7 @@ def _db_document(conn: sqlite3.Connection, key: VisGraphKey, source: str) -> dic
         rows = _query(conn, "SELECT * FROM tb_nodes WHERE step = ? AND rank = ? AND data_source = ? "
                       "ORDER BY node_order", (key.step, key.rank, side), source)
         if rows:
-            sides[side] = _db_side(rows, stacks, source)
+            sides[side] = _db_side(rows, stacks, source, tensors=tensors)
     if cfg.get("graph_type") == "compare" and "Bench" in sides:
         doc.update(sides)
     elif "NPU" in sides:
@@ -349,7 +418,9 @@ def _db_document(conn: sqlite3.Connection, key: VisGraphKey, source: str) -> dic
     return doc
 
 
-def _db_side(rows: Sequence[sqlite3.Row], stacks: Mapping[str, str], source: str) -> dict[str, Any]:
+def _db_side(
+    rows: Sequence[sqlite3.Row], stacks: Mapping[str, str], source: str, *, tensors: bool = True
+) -> dict[str, Any]:
     nodes: dict[str, Any] = {}
     root = None
     for r in rows:
@@ -364,8 +435,8 @@ def _db_side(rows: Sequence[sqlite3.Row], stacks: Mapping[str, str], source: str
             "micro_step_id": r["micro_step_id"],
             "data": {"precision_index": r["precision_index"], "overflow_level": r["overflow_level"]},
             "matched_distributed": _json_text(r["matched_distributed"], {}, source),
-            "input_data": _json_text(r["input_data"], {}, source),
-            "output_data": _json_text(r["output_data"], {}, source),
+            "input_data": _json_text(r["input_data"], {}, source) if tensors else {},
+            "output_data": _json_text(r["output_data"], {}, source) if tensors else {},
         }
     if root is None:
         raise DumpFormatError(f"{source}: no root node (a node with an empty up_node)")
@@ -395,25 +466,27 @@ def parse_vis(doc: Mapping[str, Any], *, source: str = "<memory>", key: VisGraph
     ...             "Max": "1.0", "Min": "0.0", "Mean": "0.5", "Norm": "null", "data_name": "-1"}}}
     >>> root = {"node_type": 0, "subnodes": ["Functional.relu.0.forward"], "input_data": {}, "output_data": {}}
     >>> doc = parse_vis({"root": "DefaultModel", "node": {"DefaultModel": root, "Functional.relu.0.forward": node}})
-    >>> doc.content.view("Functional.relu.0.forward").tensors[0].stats
-    {'max': 1.0, 'min': 0.0, 'mean': 0.5}
+    >>> doc.is_compare, doc.npu.view("Functional.relu.0.forward").tensors[0].stats
+    (False, {'max': 1.0, 'min': 0.0, 'mean': 0.5})
     """
     if not isinstance(doc, Mapping):
         raise DumpFormatError(f"{source}: expected a JSON object, got {type(doc).__name__}")
     key = key or VisGraphKey(0, 0)
     task = str(doc.get("task") or "summary")
     colors = _colors(doc.get("Colors") or {}, source)
+    bench: DumpGraph | None = None
+    links: dict[str, str] = {}
     if "NPU" in doc and "Bench" in doc:
         npu, precision, overflow = _side(doc["NPU"], "NPU", source, key, task, colors)
         bench, _, _ = _side(doc["Bench"], "Bench", source, key, task, ())
-        content: CompareReport | DumpGraph = _report(npu, bench, doc["NPU"]["node"])
+        links = _links(npu.nodes.ids, doc["NPU"]["node"], doc["Bench"]["node"])
     elif "node" in doc:
-        content, precision, overflow = _side(doc, "graph", source, key, task, colors)
+        npu, precision, overflow = _side(doc, "graph", source, key, task, colors)
     else:
         raise DumpFormatError(f"{source}: not a msprobe .vis document (no \"NPU\"/\"Bench\" and no \"node\")")
     tool_tip = doc.get("ToolTip") or ""
     return VisDocument(
-        content=content, key=key, task=task, micro_steps=int(doc.get("MicroSteps") or 1),
+        npu=npu, bench=bench, links=links, key=key, task=task, micro_steps=int(doc.get("MicroSteps") or 1),
         overflow_check=bool(doc.get("OverflowCheck")), colors=colors,
         tool_tip=tool_tip if isinstance(tool_tip, str) else orjson.dumps(tool_tip).decode(),
         precision_index=precision, overflow_level=overflow,
@@ -432,44 +505,37 @@ def _colors(colors: Any, source: str) -> tuple[ColorBand, ...]:
     return tuple(bands)
 
 
-def _report(npu: DumpGraph, bench: DumpGraph, npu_nodes: Mapping[str, Any]) -> CompareReport:
-    matches = _matches(npu, bench, npu_nodes)
-    npu_rows, bench_rows = pair_tensors(npu, bench, matches)
-    pairs = pair_metrics(npu, bench, npu_rows, bench_rows, DEFAULT_THRESHOLDS)
-    overflow = overflow_levels(npu)
-    noise = noise_model(npu, bench, matches, pairs, DEFAULT_THRESHOLDS.noise, overflow)
-    verdicts = judge(npu, bench, matches, pairs, DEFAULT_THRESHOLDS, noise)
-    return CompareReport(npu=npu, bench=bench, matches=matches, pairs=pairs, verdicts=verdicts,
-                         thresholds=DEFAULT_THRESHOLDS, options=CompareOptions(matchers=("msprobe",)),
-                         tool_version=__version__, noise=noise, _cache={"overflow": overflow})
+def _links(npu_order: Sequence[str], npu_nodes: Mapping[str, Any], bench_nodes: Mapping[str, Any]) -> dict[str, str]:
+    """msprobe's matches: the last entry of an npu node's ``matched_node_link`` is its bench node, unless
+    the bench run has no such node or an earlier npu node (in `npu_order`) already took it."""
+    links: dict[str, str] = {}
+    taken: set[str] = set()
+    for node_id in npu_order:
+        link = _record(npu_nodes[node_id], node_id, "NPU").get("matched_node_link") or []
+        if link and link[-1] in bench_nodes and link[-1] not in taken:
+            links[node_id] = link[-1]
+            taken.add(link[-1])
+    return links
 
 
-def _matches(npu: DumpGraph, bench: DumpGraph, npu_nodes: Mapping[str, Any]) -> MatchTable:
-    """msprobe's matches: the last entry of an npu node's ``matched_node_link`` is its bench node."""
-    npu_to_bench = np.full(len(npu), -1, np.int32)
-    bench_to_npu = np.full(len(bench), -1, np.int32)
-    rule = np.full(len(npu), -1, np.int8)
-    kinds = npu.nodes.kind
-    for row, node_id in enumerate(npu.nodes.ids):
-        link = npu_nodes[node_id].get("matched_node_link") or []
-        if not link or link[-1] not in bench or bench_to_npu[bench.row(link[-1])] >= 0:
-            continue
-        b = bench.row(link[-1])
-        npu_to_bench[row], bench_to_npu[b] = b, row
-        rule[row] = 0 if row == 0 else 1 if kinds[row] == NodeKind.GROUP else 2
-    return MatchTable(npu_to_bench, bench_to_npu, rule, ("root", "group", "msprobe"))
+def _nodes(graph: Any, side: str, source: str) -> Mapping[str, Any]:
+    if not isinstance(graph, Mapping) or not isinstance(graph.get("node"), Mapping):
+        raise DumpFormatError(f"{source}: {side}: no \"node\" object")
+    return graph["node"]
+
+
+def _root(graph: Mapping[str, Any], nodes: Mapping[str, Any], where: str) -> str:
+    root = str(graph.get("root") or "DefaultModel")
+    if root not in nodes:
+        raise DumpFormatError(f"{where}: root {root!r} is not among the nodes")
+    return root
 
 
 def _side(
     graph: Any, side: str, source: str, key: VisGraphKey, task: str, colors: tuple[ColorBand, ...]
 ) -> tuple[DumpGraph, np.ndarray, tuple[str, ...]]:
-    if not isinstance(graph, Mapping) or not isinstance(graph.get("node"), Mapping):
-        raise DumpFormatError(f"{source}: {side}: no \"node\" object")
-    nodes = graph["node"]
-    root = str(graph.get("root") or "DefaultModel")
-    if root not in nodes:
-        raise DumpFormatError(f"{source}: {side}: root {root!r} is not among the nodes")
-    order, parent, notes = _preorder(nodes, root, f"{source}: {side}")
+    nodes = _nodes(graph, side, source)
+    order, parent, notes = _preorder(nodes, _root(graph, nodes, f"{source}: {side}"), f"{source}: {side}")
     records = [_record(nodes[node_id], node_id, f"{source}: {side}") for node_id in order]
     precision = np.array([_float(_data(r).get("precision_index")) for r in records], np.float64)
     overflow = tuple(str(_data(r).get("overflow_level") or "") for r in records)
@@ -543,10 +609,10 @@ def _node_table(
 
 
 def _kind(node_id: str, record: Mapping[str, Any]) -> tuple[int, str, int]:
-    if record.get("node_type") == _NODE_TYPE_GROUP:
+    if record.get("node_type") == VisNodeType.GROUP:
         return NodeKind.GROUP, GROUP_PREFIX, Direction.NONE
     kind, op, direction, counter = parse_node_id(node_id)
-    if kind == NodeKind.API and counter < 0 and record.get("node_type") == 0:
+    if kind == NodeKind.API and counter < 0 and record.get("node_type") == VisNodeType.MODULE:
         kind = NodeKind.MODULE
     return kind, op, direction
 
@@ -617,7 +683,7 @@ class _Columns:
         fields = _leaf_fields(leaf)
         if fields is None:
             return
-        dtype, shape, stats, md5, file, value = fields
+        dtype, shape, md5, file, value, *stats = fields
         self.node.append(row)
         self.role.append(role)
         self.slot.append(slot)
@@ -676,7 +742,10 @@ def _input_role(suffix: str, param_grad: bool) -> tuple[int, str]:
 
 
 def _leaf_fields(leaf: Mapping[str, Any]) -> tuple | None:
-    """(dtype, shape, stats, md5, file, value) of one leaf as the msprobe reader would record it; None to skip."""
+    """One leaf's row in `msprobe_schema.COLUMNS` order, as the msprobe reader would record it; None to skip.
+
+    Route 4 of `msprobe_schema`: msprobe's copy of a leaf holds statistics and shapes as text.
+    """
     kind = leaf.get("type")
     if kind is None:
         return None  # {"value": "null"}: an argument that was None, which dumps do not record
@@ -684,14 +753,13 @@ def _leaf_fields(leaf: Mapping[str, Any]) -> tuple | None:
     if kind in _SCALAR_TYPES and "value" in leaf:
         return _scalar_fields(kind, leaf["value"])
     if "dtype" in leaf and kind not in ("str",) and not str(leaf.get("dtype", "")).startswith("<class"):
-        stats = tuple(_stat(leaf.get(k)) for k in _STAT_KEYS)
-        name = str(leaf.get("data_name") or "")
-        return (str(leaf.get("dtype") or ""), str(leaf.get("shape") or ""), stats, _text(leaf.get("md5")),
-                "" if name in ("-1", "None") else name, "")
-    return kind, "", (None, None, None, None), "", "", _other_text(leaf)
+        name = str(leaf.get(FILE_KEY) or "")
+        return (str(leaf.get("dtype") or ""), str(leaf.get("shape") or ""), _text(leaf.get("md5")),
+                file_name(None if name == "None" else name), "", *(_stat(leaf.get(k)) for k in STAT_KEYS))
+    return kind, "", "", "", _other_text(leaf), None, None, None, None
 
 
-_NOT_VALUE = frozenset({"type", "value", "requires_grad", "data_name"})
+_NOT_VALUE = frozenset({"type", "value", "requires_grad", FILE_KEY})
 
 
 def _other_text(leaf: Mapping[str, Any]) -> str:
@@ -713,13 +781,13 @@ def _json_list(value: Any) -> Any:
 def _scalar_fields(kind: str, value: Any) -> tuple | None:
     text = str(value)
     if text in _ABSENT and kind != "bool":
-        return kind, "", (None, None, None, None), "", "", text
+        return kind, "", "", "", text, None, None, None, None
     try:
         number = float(text in ("True", "true")) if kind == "bool" else float(_SCALAR_TYPES[kind](float(text)))
     except ValueError:
-        return kind, "", (None, None, None, None), "", "", text
+        return kind, "", "", "", text, None, None, None, None
     shown = orjson.dumps(text in ("True", "true") if kind == "bool" else int(number) if kind == "int" else number)
-    return kind, "scalar", (number, number, number, None), "", "", shown.decode()
+    return kind, "scalar", "", "", shown.decode(), number, number, number, None
 
 
 def _stat(value: Any) -> float | None:

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from graphcmp.core.compare import compare_vis
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.export.model_explorer import (
     GRAPH_FILE,
@@ -95,7 +96,7 @@ def test_single_run_and_msprobe_index(perturb_pair, tmp_path):
     graphs, data = _validated(tmp_path / "run")
     assert [g["id"] for g in graphs["graphs"]] == ["run"] and len(graphs["graphs"][0]["nodes"]) == 178 and not data
     doc = read_vis(DATA / "vis_cnn_overflow" / "compare_v812.vis.gz")
-    write_model_explorer(doc.content, tmp_path / "cnn")
+    write_model_explorer(compare_vis(doc), tmp_path / "cnn")
     _, data = _validated(tmp_path / "cnn")
     values = data["msprobe_precision_index"]["npu"]["results"]
     expected = {n: v for n, v in zip(doc.npu.nodes.ids, doc.precision_index.tolist()) if not np.isnan(v)}

@@ -7,7 +7,7 @@ import tracemalloc
 
 import pytest
 
-from graphcmp.core.compare import compare_paths
+from graphcmp.core.compare import compare_paths, compare_vis
 from graphcmp.core.export.vis import VIS_COLORS, write_vis
 from graphcmp.core.readers import read_graph
 from graphcmp.core.readers.vis import read_vis
@@ -31,7 +31,7 @@ def test_round_trip(report, tmp_path):
     path = tmp_path / "cmp.vis"
     result = write_vis(report, path)
     assert result.nodes == 2 * 178 and result.paths == (str(path),)
-    assert_same_report(read_vis(path).content, report)
+    assert_same_report(compare_vis(read_vis(path)), report)
     doc = json.loads(path.read_text())
     assert list(doc) == ["NPU", "Bench", "ToolTip", "Colors", "MicroSteps", "task", "OverflowCheck"]
     assert doc["Colors"] == VIS_COLORS and doc["task"] == "summary"
@@ -45,8 +45,8 @@ def test_round_trip(report, tmp_path):
 def test_export_equals_msprobe_812_for_the_same_dumps(report, tmp_path):
     """msprobe 8.1.2 leaves out the parameters_grad nodes; every node it has, ours has, alike."""
     write_vis(report, tmp_path / "ours.vis")
-    ours = read_vis(tmp_path / "ours.vis").content
-    msprobe = read_vis(DATA / "vis_tf_small" / "compare_v812.vis.gz").content
+    ours = compare_vis(read_vis(tmp_path / "ours.vis"))
+    msprobe = compare_vis(read_vis(DATA / "vis_tf_small" / "compare_v812.vis.gz"))
     extra = set(ours.npu.nodes.ids) - set(msprobe.npu.nodes.ids)
     assert len(extra) == 18 and all(".parameters_grad." in n for n in extra)
     assert set(msprobe.npu.nodes.ids) <= set(ours.npu.nodes.ids)
@@ -69,13 +69,13 @@ def test_single_run_layout(perturb_pair, tmp_path):
     doc = json.loads((tmp_path / "build.vis").read_text())
     assert list(doc) == ["root", "dump_data_dir", "node", "MicroSteps", "OverflowCheck"]
     assert len(doc["node"]) == 178 and doc["node"]["DefaultModel"]["upnode"] == "None"
-    read = read_vis(tmp_path / "build.vis").content
+    read = compare_vis(read_vis(tmp_path / "build.vis"))
     assert read.nodes.ids == graph.nodes.ids and parent_differences(read, graph) == set()
 
 
 def test_msprobe_extras_survive_a_round_trip(tmp_path):
     doc = read_vis(DATA / "vis_cnn_overflow" / "compare_v812.vis.gz")
-    write_vis(doc.content, tmp_path / "again.vis")
+    write_vis(compare_vis(doc), tmp_path / "again.vis")
     again = read_vis(tmp_path / "again.vis")
     assert again.overflow_level == doc.overflow_level and again.overflow_check
     raw = json.loads((tmp_path / "again.vis").read_text())

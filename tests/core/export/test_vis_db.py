@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphcmp.core.compare import compare_paths
+from graphcmp.core.compare import compare_paths, compare_vis
 from graphcmp.core.errors import OutputError
 from graphcmp.core.export.vis_db import write_vis_db
 from graphcmp.core.readers import read_graph
@@ -54,7 +54,7 @@ def test_round_trip_holds_every_step(reports, tmp_path):
     assert result.nodes == 4 * 178 and result.bytes == path.stat().st_size
     assert list_vis_graphs(path) == (VisGraphKey(0, 0), VisGraphKey(1, 0))
     for step, ours in enumerate(reports):
-        assert_same_report(read_vis(path, step=step).content, ours)
+        assert_same_report(compare_vis(read_vis(path, step=step)), ours)
 
 
 def test_schema_is_msprobes(reports, tmp_path):
@@ -125,9 +125,9 @@ def verdict_table(ours: CompareReport, doc) -> collections.Counter:
 def test_export_equals_msprobes_file_for_the_same_dumps(reports, tmp_path):
     path = tmp_path / "ours.vis.db"
     write_vis_db(reports[0], path)
-    ours = read_vis(path).content
+    ours = compare_vis(read_vis(path))
     msprobe_doc = read_vis(DATA / "vis_tf_small" / "compare_v26.vis.db.gz")
-    assert_same_as_msprobe(ours, msprobe_doc.content)
+    assert_same_as_msprobe(ours, compare_vis(msprobe_doc))
     assert {n for n in ours.npu.nodes.ids if _parents(ours.npu)[n] != _parents(msprobe_doc.npu)[n]} == set()
     table = verdict_table(ours, msprobe_doc)
     # msprobe 26.2 passes most nodes downstream of the perturbed weight; graphcmp's statistics rules flag them
@@ -144,8 +144,8 @@ def test_export_equals_msprobe_on_larger_models(job, ref, nodes, tmp_path):
     dumps = shared(f"msprobe/dumps/{job}/statistics")
     report = compare_paths(dumps / "perturb" / "step0" / "rank0", dumps / "baseline" / "step0" / "rank0")
     write_vis_db(report, tmp_path / "ours.vis.db")
-    ours = read_vis(tmp_path / "ours.vis.db").content
-    msprobe = read_vis(shared(f"msprobe/vis/{ref}")).content
+    ours = compare_vis(read_vis(tmp_path / "ours.vis.db"))
+    msprobe = compare_vis(read_vis(shared(f"msprobe/vis/{ref}")))
     assert len(ours.npu) == len(msprobe.npu) == nodes
     assert_same_as_msprobe(ours, msprobe)
 
@@ -154,7 +154,7 @@ def test_single_runs_and_errors(perturb_pair, reports, tmp_path):
     graph = read_graph(perturb_pair[1])
     path = tmp_path / "build.vis.db"
     write_vis_db(graph, path)
-    read = read_vis(path).content
+    read = compare_vis(read_vis(path))
     assert not isinstance(read, CompareReport) and read.nodes.ids == graph.nodes.ids
     with pytest.raises(OutputError, match="two documents are step 0 rank 0"):
         write_vis_db([reports[0], reports[0]], tmp_path / "twice.vis.db")

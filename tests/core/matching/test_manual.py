@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from graphcmp.core.compare import apply_manual_matches
 from graphcmp.core.errors import MappingError
 from graphcmp.core.matching.manual import (
     ManualMatches,
-    apply_manual_matches,
     load_manual_matches,
     save_manual_matches,
     sidecar_path,

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from graphcmp.core.matching import default_matchers, match_graphs
+from graphcmp.core.matching.base import TreeMatcher
 from graphcmp.core.matching.by_name import ExactMatcher
 from graphcmp.core.readers.msprobe import read_msprobe
 from tests.conftest import DATA
@@ -50,8 +51,13 @@ def test_match_is_one_to_one(perturb_pair):
     assert all(table.bench_to_npu[b] == n for n, b in zip(*table.pairs()))
 
 
-class _OneParentAtATime(ExactMatcher):
-    by_id = False  # the walk asks it parent pair by parent pair
+class _OneParentAtATime:
+    """`ExactMatcher` without its whole-tree pass: the walk asks it parent pair by parent pair."""
+
+    name = "exact"
+
+    def match_children(self, npu, bench, npu_rows, bench_rows):
+        return ExactMatcher().match_children(npu, bench, npu_rows, bench_rows)
 
 
 @pytest.mark.parametrize("fuzzy", [False, True])
@@ -66,6 +72,7 @@ def test_whole_tree_id_pass_equals_the_walk(npu_case, bench_case, fuzzy):
     npu, bench = read_msprobe(DATA / npu_case), read_msprobe(DATA / bench_case)
     fast = match_graphs(npu, bench, default_matchers(fuzzy=fuzzy))
     walked = match_graphs(npu, bench, [_OneParentAtATime(), *default_matchers(fuzzy=fuzzy)[1:]])
+    assert isinstance(ExactMatcher(), TreeMatcher) and not isinstance(_OneParentAtATime(), TreeMatcher)
     assert fast.matched > 0
     for column in ("npu_to_bench", "bench_to_npu", "rule"):
         assert np.array_equal(getattr(fast, column), getattr(walked, column)), column

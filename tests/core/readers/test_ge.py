@@ -20,7 +20,7 @@ from graphcmp.core.readers import ge
 from graphcmp.core.readers.detect import detect_format, read_graph
 from graphcmp.core.readers.proto_gen import ge_ir_pb2
 from graphcmp.core.records import NodeKind, Role
-from graphcmp.core.report import load_document, save_graph
+from graphcmp.core.report import load_saved, save_graph
 from tests.conftest import DATA, shared
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -143,11 +143,11 @@ def test_edges_round_trip_through_the_graph_file_and_validate(tmp_path):
     save_graph(g, path, __version__)
     doc = json.loads(path.read_text())
     jsonschema.validate(doc, SCHEMA)
-    back = load_document(path)
+    back = load_saved(path)
     assert edge_ids(back) == edge_ids(g) and back.nodes.attrs == g.nodes.attrs
     del doc["run"]["edges"]  # a file written before edges existed still loads, without edges
     path.write_text(json.dumps(doc))
-    assert len(load_document(path).edges) == 0
+    assert len(load_saved(path).edges) == 0
 
 
 @pytest.mark.shared

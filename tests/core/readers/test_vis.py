@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from graphcmp.core.compare import compare_vis, load_document
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.readers import read_graph
 from graphcmp.core.readers.vis import (
@@ -26,10 +27,12 @@ from graphcmp.core.readers.vis import (
     list_vis_graphs,
     parse_vis,
     read_vis,
+    read_vis_links,
     sniff,
+    vis_source,
 )
 from graphcmp.core.records import NodeKind
-from graphcmp.core.report import CompareReport, load_document
+from graphcmp.core.report import CompareReport
 from tests.conftest import DATA, SHARED, shared
 
 SMALL = sorted((DATA / "vis_tf_small").glob("*.vis*")) + sorted((DATA / "vis_cnn_overflow").glob("*.vis*"))
@@ -127,7 +130,9 @@ def assert_reads_like_the_file(path: Path, key: VisGraphKey | None = None) -> No
     key = key or list_vis_graphs(path)[0]
     doc = read_vis(path, key.step, key.rank)
     raw = raw_sides(path, key)
-    content = doc.content
+    content = compare_vis(doc)
+    if doc.is_compare:
+        assert read_vis_links(vis_source(path, key)) == doc.links  # what the msprobe rule rebuilds
     graphs = {"NPU": content.npu, "Bench": content.bench} if isinstance(content, CompareReport) else {
         "graph": content}
     for side, graph in graphs.items():
@@ -151,7 +156,7 @@ def assert_reads_like_the_file(path: Path, key: VisGraphKey | None = None) -> No
 def _assert_colors(doc, raw: dict) -> None:
     bands = [(c, v["value"]) for c, v in raw["Colors"].items()]
     nodes = raw.get("NPU") or raw["graph"]
-    compare = isinstance(doc.content, CompareReport)
+    compare = doc.is_compare
     for node_id, node in nodes.items():
         index = (node.get("data") or {}).get("precision_index")
         if compare and not node["matched_node_link"]:
@@ -172,7 +177,7 @@ def _counts(doc) -> dict:
     graph = doc.npu
     attrs = [dict(a) for a in graph.nodes.attrs] if graph.nodes.attrs else [{}] * len(graph)
     hist = collections.Counter("None" if math.isnan(v) else repr(float(v)) for v in doc.precision_index)
-    matched = (doc.content.matches.matched if isinstance(doc.content, CompareReport) else 0)
+    matched = compare_vis(doc).matches.matched if doc.is_compare else 0
     return {"nodes": len(graph), "matched": matched,
             "overflow_marked": sum(1 for a in attrs if ATTR_OVERFLOW in a),
             "matched_distributed": sum(1 for a in attrs if "msprobe.matched_distributed" in a), "hist": hist}
@@ -209,10 +214,12 @@ def test_small_reference_files_have_msprobe_counts(path):
 
 
 def test_compare_file_reads_as_report_with_our_verdicts():
-    doc = read_vis(DATA / "vis_tf_small" / "compare_v26.vis.db.gz")
-    report = doc.content
+    path = DATA / "vis_tf_small" / "compare_v26.vis.db.gz"
+    doc = read_vis(path)
+    report = compare_vis(doc)
     assert isinstance(report, CompareReport) and doc.key == VisGraphKey(0, 0)
-    assert report.matches.matched == 178 and report.options.matchers == ("msprobe",)
+    # msprobe's matches, recorded as a rule that rebuilds them from the file (the viewer's Match/Unmatch)
+    assert report.matches.matched == 178 and report.options.matchers == (f"msprobe={path.resolve()}#step=0&rank=0",)
     assert report.npu.root == "DefaultModel" and report.npu.nodes.kind[report.npu.row("Apis_Between_Modules.0")] \
         == NodeKind.GROUP
     # msprobe 26.2 calls 11 nodes warnings (0.5, colour #FFDC7F); graphcmp judges the pairs itself
@@ -229,7 +236,7 @@ def test_build_file_reads_as_one_run():
 
 def test_vis_holds_what_the_dump_holds(perturb_pair):
     """The tensors msprobe wrote into its .vis.db equal graphcmp's reading of the dump they came from."""
-    from_vis = read_vis(DATA / "vis_tf_small" / "compare_v26.vis.db.gz").content.npu
+    from_vis = read_vis(DATA / "vis_tf_small" / "compare_v26.vis.db.gz").npu
     from_dump = read_graph(perturb_pair[0])
     assert set(from_vis.nodes.ids) == set(from_dump.nodes.ids)
 

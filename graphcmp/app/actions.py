@@ -1,0 +1,197 @@
+"""What a click or a control does to the view state: one action per trigger, named as the callbacks name it.
+
+An action is a function ``(viewer, state, inputs) -> state``: `inputs` holds the current value of
+every named input of the main callback (``tap_npu``, ``hit``, ``query`` ...), and each action reads
+and checks only those it needs. `ACTIONS` maps trigger names to actions; a new control adds one entry
+here, one input in `callbacks`, and nothing shifts. Manual matching (`manual`) changes the result
+itself, so it runs in a callback of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from graphcmp.app.elements import parse_element_id
+from graphcmp.app.model import SIDES
+from graphcmp.app.state import ViewState, pick, reveal, select, selected_rows, toggle, turn_page
+from graphcmp.app.viewer import Viewer
+from graphcmp.core.errors import GraphcmpError
+
+__all__ = ["ACTIONS", "Action", "act", "checked", "initial", "manual"]
+
+Action = Callable[[Viewer, ViewState, Mapping[str, Any]], ViewState]
+
+_MAX_QUERY, _MAX_BINS = 300, 200
+
+
+def checked(viewer: Viewer, state: ViewState) -> ViewState:
+    """`state` with a known result and only rows and nodes that result has."""
+    entry = viewer.results.entry(state.result)
+    return replace(state, result=entry.key).clean(viewer.model(entry.key))
+
+
+def initial(viewer: Viewer, state: ViewState) -> ViewState:
+    """The state of a URL opened afresh: checked, and the selection made visible."""
+    state = checked(viewer, state)
+    model = viewer.model(state.result)
+    for side, row in selected_rows(state, model).items():
+        state = reveal(state, model, side, row)
+    return state
+
+
+def act(viewer: Viewer, state: ViewState, trigger: str, inputs: Mapping[str, Any]) -> ViewState:
+    """The state after the action of `trigger` (the state unchanged for a trigger without one)."""
+    action = ACTIONS.get(trigger)
+    return action(viewer, checked(viewer, state), inputs) if action is not None else checked(viewer, state)
+
+
+# ---- the panes --------------------------------------------------------------------------------------
+
+
+def _tap(side: str) -> Action:
+    def tap(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+        model = viewer.model(state.result)
+        data = inputs.get(f"tap_{side}")
+        parsed = parse_element_id(data.get("id") if isinstance(data, dict) else None)
+        if parsed is None or parsed[0] >= len(model.trees[side]):
+            return state
+        row, pager = parsed
+        if pager:
+            return turn_page(state, model, side, row, pager)
+        return pick(toggle(state, model, side, row), model, side, row)
+
+    return tap
+
+
+def _collapse(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    return replace(state, open={s: () for s in state.open}, pages={s: {} for s in state.pages})
+
+
+# ---- the hit list and the findings ------------------------------------------------------------------
+
+
+def _step_hit(step: int) -> Action:
+    def step_hit(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+        hits, _ = viewer.hits(state)
+        return _go_hit(viewer, state, (state.hit + step) % len(hits)) if hits else state
+
+    return step_hit
+
+
+def _pick_hit(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    value = inputs.get("hit")
+    return _go_hit(viewer, state, value) if isinstance(value, int) and not isinstance(value, bool) else state
+
+
+def _go_hit(viewer: Viewer, state: ViewState, index: int) -> ViewState:
+    hits, _ = viewer.hits(state)
+    if not 0 <= index < len(hits):
+        return state
+    side, row = hits[index]
+    return select(replace(state, hit=index), viewer.model(state.result), side, row)
+
+
+def _finding(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    node = inputs.get("finding")
+    if not isinstance(node, str) or not node:
+        return state
+    model = viewer.model(state.result)
+    row = model.row_of("npu", node)
+    return select(state, model, "npu", row) if row is not None else state
+
+
+# ---- the controls -----------------------------------------------------------------------------------
+
+
+def _search(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    query, filters = inputs.get("query"), inputs.get("filters")
+    state = replace(state, query=(query if isinstance(query, str) else "")[:_MAX_QUERY],
+                    filters=tuple(f for f in filters if isinstance(f, str)) if isinstance(filters, list) else (),
+                    hit=0)
+    hits, _ = viewer.hits(state)
+    return _go_hit(viewer, state, 0) if hits else state
+
+
+def _metric(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    metric = inputs.get("metric")
+    return replace(state, metric=metric if isinstance(metric, str) else "", bins="")
+
+
+def _bins(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    bins = inputs.get("bins")
+    return replace(state, bins=(bins if isinstance(bins, str) else "")[:_MAX_BINS])
+
+
+def _sync(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    return replace(state, sync=bool(inputs.get("sync")))
+
+
+def _micro(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    micro = _opt_int(inputs.get("micro"))
+    return replace(state, micro=micro)
+
+
+def _switch_result(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    step, rank = _opt_int(inputs.get("step")), _opt_int(inputs.get("rank"))
+    results = viewer.results
+    entry = results.find(step, rank) or next((e for e in results.entries if e.step == step), results.default)
+    if entry.key == state.result:
+        return state
+    fresh = replace(ViewState(), result=entry.key, selected=state.selected, sync=state.sync, metric=state.metric,
+                    bins=state.bins, query=state.query, filters=state.filters)
+    return initial(viewer, fresh)
+
+
+def _opt_int(value: Any) -> int | None:
+    """A dropdown's number ("3"), or None for "all", "-", nothing or anything else."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+ACTIONS: dict[str, Action] = {
+    "tap_npu": _tap("npu"), "tap_bench": _tap("bench"), "collapse": _collapse,
+    "prev": _step_hit(-1), "next": _step_hit(1), "hit": _pick_hit, "finding": _finding,
+    "query": _search, "filters": _search, "metric": _metric, "bins": _bins, "sync": _sync, "micro": _micro,
+    "step": _switch_result, "rank": _switch_result,
+}
+"""Trigger name -> action; the names are those of the main callback's inputs (`callbacks.TRIGGERS`, `CONTROLS`)."""
+
+
+# ---- manual matching --------------------------------------------------------------------------------
+
+
+def manual(viewer: Viewer, state: ViewState, trigger: str, children: bool) -> tuple[ViewState, str]:
+    """Match the picked npu and bench nodes (``"match"``), or unmatch the selected pair (``"unmatch"``).
+
+    The decision is saved to the result's sidecar and the result recompared; returns the new state
+    and a line for the page (what was done, or why nothing was).
+    """
+    state = checked(viewer, state)
+    key = state.result
+    if not viewer.can_match(key):
+        return state, "manual matching needs a result file: graphcmp compare NPU BENCH -o cmp.json, then serve it"
+    model = viewer.model(key)
+    if trigger == "match":
+        npu, bench = state.picked
+        if not (npu and bench):
+            return state, "pick a node in each pane first"
+        decision, note = viewer.manual(key).with_match(npu, bench, children=children), f"matched {npu} ↔ {bench}"
+    elif trigger == "unmatch":
+        rows = selected_rows(state, model)
+        if len(rows) != 2:
+            return state, "select a matched node to unmatch it and its twin"
+        npu, bench = (model.graphs[side].nodes.ids[rows[side]] for side in SIDES)
+        decision, note = viewer.manual(key).with_unmatch(npu, bench), f"unmatched {npu} ↔ {bench}"
+    else:
+        return state, ""
+    try:
+        viewer.decide(key, decision)
+    except GraphcmpError as err:
+        return state, str(err)
+    model = viewer.model(key)
+    state = select(state, model, "npu", model.graphs["npu"].row(npu))
+    return reveal(state, model, "bench", model.graphs["bench"].row(bench)), note
+

@@ -1,0 +1,245 @@
+"""What each part of the page shows after an action: one view per concern, each returning its named outputs.
+
+A `Turn` is one pass of the main callback (the state before and after the action, whether the page is
+drawn afresh). `VIEWS` maps each concern of `callbacks.OUTPUTS` to the function that fills it; a view
+returns only the outputs that changed (all of them when the page is drawn afresh), by the names
+`callbacks.OUTPUTS` gives them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from typing import Any
+
+from dash import html
+
+from graphcmp.app.details import details_panel
+from graphcmp.app.elements import node_element_id
+from graphcmp.app.job import heat_figure
+from graphcmp.app.model import SIDES, ViewModel
+from graphcmp.app.state import ViewState, selected_rows
+from graphcmp.app.viewer import Rendered, Viewer
+
+__all__ = ["VIEWS", "Turn", "job_outputs", "show"]
+
+_HIT_LIST = 300  # hits listed at once around the current one; next/previous step through all
+_PANE_FIELDS = ("result", "micro", "metric", "bins", "query", "filters")
+
+
+class Turn:
+    """One pass of the main callback: the viewer, the states before and after, and what is shared by views.
+
+    Parameters
+    ----------
+    first : bool
+        The page is drawn afresh (a URL opened, a result recompared): every output is sent.
+    controls : Mapping
+        The controls' values as the page holds them (a control already showing its value is not resent).
+    center : bool
+        Centre the focused nodes (a jump: search, hit, finding, step ...).
+    note : str
+        A line for the manual-match block (what the last decision did).
+    """
+
+    def __init__(self, viewer: Viewer, before: ViewState, state: ViewState, *, first: bool,
+                 controls: Mapping[str, Any], center: bool = False, note: str = "") -> None:
+        self.viewer, self.before, self.state, self.first = viewer, before, state, first
+        self.controls, self.center, self.note = controls, center, note
+
+    @cached_property
+    def model(self) -> ViewModel:
+        return self.viewer.model(self.state.result)
+
+    @cached_property
+    def rows(self) -> dict[str, int]:
+        """The selected row of each side (both when the selection has a twin)."""
+        return selected_rows(self.state, self.model)
+
+    @cached_property
+    def redraw(self) -> tuple[str, ...]:
+        """The panes whose layout or colours changed."""
+        return tuple(side for side in self.model.sides if self.first or _pane_changed(self.before, self.state, side))
+
+    @cached_property
+    def rendered(self) -> Rendered:
+        return self.viewer.render(self.state, self.redraw)
+
+    def changed(self, *fields: str) -> bool:
+        """True when the page is drawn afresh or any of these state fields changed."""
+        return self.first or any(getattr(self.before, f) != getattr(self.state, f) for f in fields)
+
+
+def page(turn: Turn) -> dict[str, Any]:
+    return {"url": turn.state.to_query()}
+
+
+def hit_list(turn: Turn) -> dict[str, Any]:
+    options, hit, info = _hit_list(turn.model, turn.state, turn.rendered)
+    out: dict[str, Any] = {"hit": hit, "hit_info": info}
+    if turn.first or _hits_changed(turn.before, turn.state):
+        out["hit_options"] = options
+    return out
+
+
+def match_block(turn: Turn) -> dict[str, Any]:
+    """The manual-match block: the picked pair, and which buttons apply."""
+    if not turn.changed("picked", "selected"):
+        return {}
+    able = turn.viewer.can_match(turn.state.result)
+    lines = [html.Div([html.Span(f"{side} ", className="muted"), html.Span(node or "— (click a node)")])
+             for side, node in zip(SIDES, turn.state.picked)] if able else \
+        [html.Div("manual matching needs a result file (serve the output of graphcmp compare -o)", className="muted")]
+    if turn.note:
+        lines.append(html.Div(turn.note, className="match-note"))
+    return {"match_info": lines, "match_disabled": not (able and all(turn.state.picked)),
+            "unmatch_disabled": not (able and len(turn.rows) == 2)}
+
+
+def details(turn: Turn) -> dict[str, Any]:
+    if not turn.changed("selected", "result"):
+        return {}
+    model, rows = turn.model, turn.rows
+    npu = model.graphs["npu"].nodes.ids[rows["npu"]] if "npu" in rows and model.paired else ""
+    return {"details": details_panel(model, rows, turn.viewer.peers(turn.state.result, npu) if npu else ())}
+
+
+def panes(turn: Turn) -> dict[str, Any]:
+    out: dict[str, Any] = {f"{side}_elements": turn.rendered.elements[side] for side in turn.redraw}
+    if "bench" not in turn.model.sides:
+        out["bench_elements"] = []
+    focus = {side: _focus_id(turn, side, turn.rows.get(side)) for side in SIDES}
+    out["focus"] = {**focus, "fit": turn.first and not turn.rows, "center": turn.center, "seq": turn.state.to_query()}
+    return out
+
+
+def sidebar(turn: Turn) -> dict[str, Any]:
+    options, finding = _findings(turn.model, turn.state)
+    out: dict[str, Any] = {"finding": finding}
+    if turn.changed("result", "metric"):
+        out.update(legend=_legend(turn.viewer.legend(turn.rendered.scheme)), overview=_overview(turn.model),
+                   finding_options=options)
+    return out
+
+
+def controls(turn: Turn) -> dict[str, Any]:
+    """Options and visibility of the controls (they depend on the result and the colouring only)."""
+    if not turn.changed("result", "metric"):
+        return {}
+    viewer, model, scheme = turn.viewer, turn.model, turn.rendered.scheme
+    steps, ranks, micros = viewer.results.steps(), viewer.results.ranks(), _micro_options(model)
+    hidden, paired = {"display": "none"}, model.paired
+    return {
+        "metric_options": [{"label": label, "value": name} for name, label in model.metric_names().items()],
+        "bins_placeholder": ", ".join(f"{e:g}" for e in scheme.edges) or "—",
+        "step_options": _options(steps), "rank_options": _options(ranks), "micro_options": micros,
+        "bench_pane_style": {} if paired else hidden,
+        "npu_title": "NPU (run under test)" if paired else f"run: {model.graphs['npu'].info.path}",
+        "step_style": {} if len(steps) > 1 else hidden, "rank_style": {} if len(ranks) > 1 else hidden,
+        "micro_style": {} if len(micros) > 1 else hidden,
+        "sync_style": {} if paired else hidden, "bench_export_style": {} if paired else hidden,
+    }
+
+
+def control_values(turn: Turn) -> dict[str, Any]:
+    """The controls' values as the state has them (only those the page does not already show)."""
+    state = turn.state
+    entry = turn.viewer.results.entry(state.result)
+    wanted = {"query": state.query, "filters": list(state.filters), "metric": turn.rendered.scheme.metric,
+              "bins": state.bins, "sync": ["on"] if state.sync else [], "step": _opt_text(entry.step),
+              "rank": _opt_text(entry.rank), "micro": "all" if state.micro is None else str(state.micro)}
+    return {name: value for name, value in wanted.items() if turn.first or turn.controls.get(name) != value}
+
+
+VIEWS: dict[str, Callable[[Turn], dict[str, Any]]] = {
+    "page": page, "hits": hit_list, "match": match_block, "details": details, "panes": panes, "sidebar": sidebar,
+    "controls": controls, "values": control_values,
+}
+"""Concern -> its view; the concerns and output names are those of `callbacks.OUTPUTS`."""
+
+
+def show(turn: Turn) -> dict[str, dict[str, Any]]:
+    """Every concern's changed outputs after `turn`, by concern and name."""
+    return {concern: view(turn) for concern, view in VIEWS.items()}
+
+
+def job_outputs(viewer: Viewer, step: int | None) -> dict[str, Any]:
+    """The job overview of `step`, drawn from the batch index only (empty when the results have none)."""
+    job = viewer.results.job
+    if job is None:
+        return {}
+    spread = job.spread_text(step)
+    return {"origin": job.origin_text(),
+            "spread": [html.Div(f"step {_opt_text(step)} spread: " + "; ".join(spread))] if spread else [],
+            "heat": heat_figure(job.heat(step), job.analysis.get("origin"))}
+
+
+# ---- helpers ----------------------------------------------------------------------------------------
+
+
+def _pane_changed(before: ViewState, state: ViewState, side: str) -> bool:
+    return any(getattr(before, f) != getattr(state, f) for f in _PANE_FIELDS) \
+        or before.open[side] != state.open[side] or before.pages[side] != state.pages[side]
+
+
+def _hits_changed(before: ViewState, state: ViewState) -> bool:
+    return (before.result, before.query, before.filters, before.micro) != \
+        (state.result, state.query, state.filters, state.micro) or abs(before.hit - state.hit) > _HIT_LIST // 4
+
+
+def _focus_id(turn: Turn, side: str, row: int | None) -> str | None:
+    if row is None:
+        return None
+    return node_element_id(row, row in turn.viewer.geometry(turn.state, side).box_rows())
+
+
+def _hit_list(model: ViewModel, state: ViewState, rendered: Rendered) -> tuple[list, int | None, str]:
+    hits = rendered.hits
+    if rendered.search_error:
+        return [], None, rendered.search_error
+    if not hits:
+        return [], None, "no matches" if (state.query or state.filters) else ""
+    hit = min(state.hit, len(hits) - 1)
+    lo = max(0, min(hit - _HIT_LIST // 2, len(hits) - _HIT_LIST))
+    options = [{"label": f"{side if model.paired else ''} {model.graphs[side].nodes.ids[row]}".strip(),
+                "value": k} for k, (side, row) in enumerate(hits[lo: lo + _HIT_LIST], start=lo)]
+    return options, hit, f"{hit + 1} of {len(hits):,}"
+
+
+def _legend(items: list[tuple[str, str]]) -> list:
+    rows = [html.Div([html.Span(className="swatch", style={"backgroundColor": color}), html.Span(text)],
+                     className="legend-row") for color, text in items]
+    marks = [("swatch unmatched", "unmatched (no twin)"), ("swatch overflow", "overflow (inf/NaN)"),
+             ("swatch fused", "fused op (several original ops)"),
+             ("swatch module", "module: click to open/close"), ("swatch nodata", "not dumped (structure only)"),
+             ("swatch hit", "search / filter hit")]
+    rows += [html.Div([html.Span(className=cls), html.Span(text)], className="legend-row") for cls, text in marks]
+    return rows
+
+
+def _overview(model: ViewModel) -> list:
+    return [html.Div([html.Span(k, className="muted"), html.Span(" " + v)]) for k, v in model.summary_rows]
+
+
+def _findings(model: ViewModel, state: ViewState) -> tuple[list, str | None]:
+    analysis = model.analysis
+    if analysis is None:
+        return [], None
+    options = [{"label": f"[{f.level}] {f.message}", "value": f.node or f"-{k}", "disabled": f.node is None}
+               for k, f in enumerate(analysis.findings)]
+    selected = state.selected[1] if state.selected and state.selected[0] == "npu" else None
+    return options, selected if any(f.node == selected for f in analysis.findings) else None
+
+
+def _options(values: list[int | None]) -> list[dict]:
+    return [{"label": _opt_text(v), "value": _opt_text(v)} for v in values]
+
+
+def _opt_text(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
+def _micro_options(model: ViewModel) -> list[dict]:
+    n = int(max(int(g.nodes.micro_step.max(initial=0)) for g in model.graphs.values())) + 1
+    return [{"label": "all", "value": "all"}] + [{"label": str(k), "value": str(k)} for k in range(n)] * (n > 1)
+

@@ -1,0 +1,142 @@
+"""Typed reads of graphcmp's own JSON documents (reports, graphs): every field checked where it is read.
+
+A document read from disk may be damaged or not graphcmp's: `Fields` turns each missing field,
+wrong type or wrong length into a `DumpFormatError` naming the file and the field (``npu.nodes.kind``),
+so the code that rebuilds records from checked values never meets bad input. An error it raises
+after that is a graphcmp bug, which callers report as `InternalError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.export.columns import decode_floats, unpack_bits
+
+__all__ = ["Fields"]
+
+_TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number",
+               bool: "true or false", type(None): "null"}
+
+
+class Fields:
+    """The fields of one JSON object of a document, read with their types checked.
+
+    Parameters
+    ----------
+    doc : Any
+        The parsed object (anything else is reported as a bad field).
+    source : str
+        The file, for messages.
+    path : str
+        Where `doc` sits in the document (``"npu.nodes"``), for messages; "" at the top.
+
+    Examples
+    --------
+    >>> f = Fields({"nodes": {"kind": [1, 2]}}, "cmp.json")
+    >>> f.child("nodes").ints("kind", 2).tolist()
+    [1, 2]
+    >>> f.child("nodes").ints("kind", 3)
+    Traceback (most recent call last):
+    ...
+    graphcmp.core.errors.DumpFormatError: cmp.json: field nodes.kind holds 2 values, expected 3; \
+is the file damaged? rerun graphcmp to rewrite it
+    """
+
+    def __init__(self, doc: Any, source: str, path: str = "") -> None:
+        self.source, self.path = source, path
+        if not isinstance(doc, Mapping):
+            raise self.error("", f"is {_type_name(doc)}, expected an object")
+        self.doc = doc
+
+    def error(self, key: str, what: str) -> DumpFormatError:
+        """The error for field `key` of this object (`what`: what is wrong with it)."""
+        where = ".".join(p for p in (self.path, key) if p) or "the document"
+        return DumpFormatError(f"{self.source}: field {where} {what}; "
+                               "is the file damaged? rerun graphcmp to rewrite it")
+
+    def has(self, key: str) -> bool:
+        return key in self.doc
+
+    def value(self, key: str, *types: type, default: Any = ...) -> Any:
+        """The field, which must be one of `types` (absent: `default`, or an error without one)."""
+        if key not in self.doc:
+            if default is ...:
+                raise self.error(key, "is missing")
+            return default
+        value = self.doc[key]
+        if types and not (isinstance(value, types) and not (isinstance(value, bool) and bool not in types)):
+            raise self.error(key, f"is {_type_name(value)}, expected {' or '.join(map(_type_name_of, types))}")
+        return value
+
+    def child(self, key: str) -> Fields:
+        """The object at field `key`."""
+        return Fields(self.value(key, dict), self.source, ".".join(p for p in (self.path, key) if p))
+
+    def items(self, key: str, default: Any = ...) -> list[Any]:
+        """The list at field `key` (absent: `default`)."""
+        return self.value(key, list, default=default)
+
+    def array(self, key: str, dtype: Any, length: int | None = None) -> np.ndarray:
+        """The list of numbers at field `key` as an array of `dtype`, `length` long when given."""
+        values = self.items(key)
+        try:
+            out = np.asarray(values, dtype)
+        except (TypeError, ValueError, OverflowError) as err:
+            raise self.error(key, f"does not hold {np.dtype(dtype).name} values ({err})") from err
+        return self._checked(key, out.reshape(-1) if out.ndim == 1 or not len(values) else out, length, 1)
+
+    def ints(self, key: str, length: int | None = None, dtype: Any = np.int32) -> np.ndarray:
+        """`array` of integers."""
+        return self.array(key, dtype, length)
+
+    def bools(self, key: str, length: int | None = None) -> np.ndarray:
+        return self.array(key, bool, length)
+
+    def strings(self, key: str, length: int | None = None) -> tuple[str, ...]:
+        """The list of strings at field `key`, `length` long when given.
+
+        Only the first value's type is checked: a report holds millions of strings, and checking
+        each would cost as much as reading them.
+        """
+        values = self.items(key)
+        if values and type(values[0]) is not str:
+            raise self.error(key, f"holds {_type_name(values[0])}, expected strings")
+        return self._checked(key, tuple(values), length, 1)
+
+    def floats(self, key: str, length: int | None = None, width: int | None = None) -> np.ndarray:
+        """A float column written by `encode_floats` (``{"values", "special"}``), (length, width) when given."""
+        column = self.child(key)
+        values = column.items("values")
+        special = column.value("special", dict, default={})
+        try:
+            out = decode_floats({"values": values, "special": special})
+        except (TypeError, ValueError, IndexError, KeyError) as err:
+            raise self.error(key, f"is not a float column ({err})") from err
+        if width is not None:
+            if out.size != (length if length is not None else out.size // max(width, 1)) * width:
+                raise self.error(key, f"holds {out.size} values, expected {length} rows of {width}")
+            return out.reshape(-1, width)
+        return self._checked(key, out.reshape(-1) if out.ndim <= 1 else out, length, 1)
+
+    def bit_rows(self, key: str, length: int, width: int) -> np.ndarray:
+        """Rows of `width` booleans packed one integer per row (`pack_bits`)."""
+        return unpack_bits(self.ints(key, length, np.int64), width).reshape(length, width)
+
+    def _checked(self, key: str, values: Any, length: int | None, ndim: int) -> Any:
+        if length is not None and len(values) != length:
+            raise self.error(key, f"holds {len(values)} values, expected {length}")
+        if isinstance(values, np.ndarray) and values.ndim != ndim:
+            raise self.error(key, f"has {values.ndim} dimensions, expected {ndim}")
+        return values
+
+
+def _type_name(value: Any) -> str:
+    return _TYPE_NAMES.get(type(value), f"a {type(value).__name__}")
+
+
+def _type_name_of(kind: type) -> str:
+    return _TYPE_NAMES.get(kind, kind.__name__)

@@ -1,0 +1,130 @@
+"""One schema for msprobe leaves: every decode route gives the rows `leaf_row` defines.
+
+Routes (see `graphcmp.core.readers.msprobe_schema`): typed (msgspec structs), plain dicts, per leaf
+(`leaf_row`, the reference) and tb-graph-ascend's text copy of the leaves. Each is run here on every
+leaf of the real dumps of the tests and on leaves made to be odd.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from graphcmp.core.jsonio import read_json
+from graphcmp.core.readers import msprobe_leaves, vis
+from graphcmp.core.readers.msprobe_leaves import Leaves, Misfit, collect_record, collect_typed, typed_records
+from graphcmp.core.readers.msprobe_schema import COLUMNS, STAT_KEYS, Leaf, leaf_row
+from tests.conftest import DATA
+from tests.core.readers.test_msprobe import _ODD_LEAVES, _REAL_DUMPS
+
+
+def _records(case: str) -> dict:
+    return read_json(DATA / case / "dump.json", salvage=False).value["data"]
+
+
+def _plain_leaves(records: dict) -> Leaves:
+    leaves = Leaves()
+    for node_id, record in records.items():
+        collect_record(leaves, node_id, record, "test")
+    return leaves
+
+
+def _stat(value) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _reference(leaf) -> tuple:
+    """`leaf_row` with its statistics as the float columns hold them (None: absent)."""
+    row = leaf_row(leaf)
+    return (*row[:5], *(_stat(v) for v in row[5:]))
+
+
+def _rows(columns: tuple) -> list[tuple]:
+    """Rows of a route's columns (dtype, shape, md5, file, value, stats, present), in `COLUMNS` order."""
+    dtype, shape, md5, file, value, stats, present = columns
+    return [(dtype[i], shape[i], md5[i], file[i], value[i],
+             *(float(stats[i, k]) if present[i, k] else None for k in range(4))) for i in range(len(dtype))]
+
+
+def _same(a: list[tuple], b: list[tuple]) -> bool:
+    return len(a) == len(b) and all(
+        len(x) == len(y) == len(COLUMNS) and all(u == v or (isinstance(u, float) and isinstance(v, float)
+                                                            and math.isnan(u) and math.isnan(v)) for u, v in zip(x, y))
+        for x, y in zip(a, b))
+
+
+def test_the_schema_names_the_fields_the_struct_decodes():
+    assert COLUMNS[5:] == STAT_KEYS and set(STAT_KEYS) <= set(Leaf.__struct_fields__)
+
+
+@pytest.mark.parametrize("case", [*_REAL_DUMPS, "odd"])
+def test_plain_dict_route_gives_the_schema_rows(case):
+    leaves = _plain_leaves(_ODD_LEAVES if case == "odd" else _records(case))
+    assert len(leaves.leaf) > 5
+    assert _same(_rows(msprobe_leaves._dict_columns(leaves.leaf)), [_reference(leaf) for leaf in leaves.leaf])
+
+
+@pytest.mark.parametrize("case", [c for c in _REAL_DUMPS if "overflow" not in c])  # bare NaN: never typed
+def test_typed_route_gives_the_schema_rows(case):
+    records = _records(case)
+    plain = _plain_leaves(records)
+    expected = dict(zip(zip(plain.node, plain.role, plain.slot), (_reference(leaf) for leaf in plain.leaf)))
+    text = (DATA / case / "dump.json").read_bytes()
+    typed = typed_records(text[text.index(b'"data": {') + 8: text.rindex(b"}", 0, text.rindex(b"}"))] + b"}")
+    assert typed is not None and typed.keys() == records.keys()
+    leaves = Leaves()
+    collect_typed(leaves, typed, "test")
+    rows = _rows(msprobe_leaves._struct_columns(leaves.leaf))
+    got = dict(zip(zip(leaves.node, leaves.role, leaves.slot), rows))
+    assert got.keys() == expected.keys()
+    assert _same([got[k] for k in expected], list(expected.values()))
+
+
+@pytest.mark.parametrize("node_id", list(_ODD_LEAVES))
+def test_typed_route_reads_odd_leaves_as_the_schema_or_declines(node_id):
+    import orjson
+
+    typed = typed_records(orjson.dumps({node_id: _ODD_LEAVES[node_id]}))
+    plain = _plain_leaves({node_id: _ODD_LEAVES[node_id]})
+    if typed is None:
+        return  # the chunk takes the plain route, checked above
+    leaves = Leaves()
+    collect_typed(leaves, typed, "test")
+    try:
+        rows = _rows(msprobe_leaves._struct_columns(leaves.leaf))
+    except Misfit:
+        return  # declined: the chunk takes the plain route
+    expected = dict(zip(zip(plain.node, plain.role, plain.slot), (_reference(leaf) for leaf in plain.leaf)))
+    got = dict(zip(zip(leaves.node, leaves.role, leaves.slot), rows))
+    assert got.keys() == expected.keys() and _same([got[k] for k in expected], list(expected.values()))
+
+
+def _as_vis(leaf: dict) -> dict:
+    """A leaf as msprobe copies it into a .vis: statistics, shapes and names as text."""
+    out = {k: ("null" if v is None else str(v)) for k, v in leaf.items()}
+    if isinstance(leaf.get("value"), bool):
+        out["value"] = str(leaf["value"])
+    return out
+
+
+@pytest.mark.parametrize("case", ["../../sample_graphs/msprobe/tf_small/perturb/step0/rank0", "msprobe_md5/npu",
+                                  "mindspore_cnn/npu"])
+def test_vis_route_gives_the_schema_rows_of_tensors_and_scalars(case):
+    leaves = _plain_leaves(_records(case))
+    simple = [leaf for leaf in leaves.leaf if isinstance(leaf, dict) and (
+        ("dtype" in leaf and all(isinstance(leaf.get(k), (int, float, type(None))) for k in STAT_KEYS))
+        or (leaf.get("type") in ("int", "float") and isinstance(leaf.get("value"), (int, float))))]
+    assert len(simple) > 20
+    got = [vis._leaf_fields(_as_vis(leaf)) for leaf in simple]
+    expected = [_reference(leaf) for leaf in simple]
+    for g, e in zip(got, expected):  # the text copy keeps ~17 digits: values equal to the last bit or two
+        assert g[:5] == e[:5] and np.allclose([np.nan if v is None else v for v in g[5:]],
+                                              [np.nan if v is None else v for v in e[5:]], rtol=1e-15, equal_nan=True)
+        assert [v is None for v in g[5:]] == [v is None for v in e[5:]]
