@@ -30,7 +30,7 @@ import numpy as np
 from graphcmp.core.dataflow import communication_calls
 from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.noise import LIBRARY_ERROR, Precision, unit_roundoff
-from graphcmp.core.overflow import OVERFLOW_NAMES
+from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role
 from graphcmp.core.shards import attribute_rank
 
@@ -156,7 +156,7 @@ def analyze(report: CompareReport, rule: DivergenceRule | None = None) -> Analys
     levels = report.overflow_levels()
     origins = noise.origins()[: rule.candidates + 1].tolist()
     divergences = [_divergence(report, r) for r in origins]
-    overflowing = noise.leaves[levels[noise.leaves] >= 2]
+    overflowing = noise.leaves[levels[noise.leaves] >= OverflowLevel.HIGH]
     overflow = _divergence(report, int(overflowing[0])) if len(overflowing) else None
     findings = _findings(report, divergences, overflow, levels)
     summary = noise.summary()
@@ -196,7 +196,7 @@ def _cause(report: CompareReport, row: int) -> tuple[str, tuple[str, ...]]:
                         f"(input error {noise.input_error[row]:.3g} + unit roundoff {u:.3g}"
                         f"{_summed(noise.reduction[row])} + library error {LIBRARY_ERROR:.2g})")
     level = int(report.overflow_levels()[row])
-    if level >= 2:
+    if level >= OverflowLevel.HIGH:
         return "overflow", (*evidence, f"overflow level {OVERFLOW_NAMES[level]}")
     if noise.shape_changed[row]:
         return "shape change", (*evidence, "an output's shape differs between the runs")
@@ -285,7 +285,7 @@ def _findings(report: CompareReport, divergences: list[Divergence], overflow: Di
                            f"first divergence at {d.node} ({d.cause}, {_margin(d.margin)} the noise allowed); "
                            f"module {d.module or '-'}"))
     if overflow is not None:
-        n = int(np.count_nonzero(levels >= 2))
+        n = int(np.count_nonzero(levels >= OverflowLevel.HIGH))
         out.append(Finding("first_overflow", "error", overflow.node,
                            f"overflow first at {overflow.node}; {n} node(s) overflow (inf/NaN or dtype limit)"))
     if noise.precision.kind != "exact rerun":

@@ -68,6 +68,7 @@ from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.hierarchy import depths, execution_keys, levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.by_api import is_cross_framework
+from graphcmp.core.overflow import OverflowLevel
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role, string_codes, string_column
 from graphcmp.core.rules import NoiseRule
@@ -700,7 +701,7 @@ def _origins(npu: DumpGraph, leaves: np.ndarray, margin: np.ndarray, fresh_margi
     origin[leaves] = flagged[leaves]
     hard = shape_changed.copy()
     if overflow is not None:
-        hard |= overflow == 3
+        hard |= overflow == OverflowLevel.CRITICAL
     hard &= compared
     below = np.zeros(n, bool)
     parent = npu.nodes.parent
