@@ -298,63 +298,102 @@ def noise_model(
     """
     rule = rule or NoiseRule()
     keys = execution_keys(npu)
+    e = _errors(npu, bench, matches, pairs, keys)
+    reduction, growth_limit, calibration, margin = _growth_margins(npu, pairs, e, rule)
+    fresh_margin, fresh_limit = _fresh_margins(npu, bench, pairs, e)
+    shape_changed = _shape_changes(npu, bench, pairs, e.node, e.is_out, len(npu))
+    compared = e.has_out & (matches.npu_to_bench >= 0)
+    origin = _origins(npu, e.leaves, margin, fresh_margin, e.output_error, shape_changed, overflow, rule, compared)
+    roles, origins, level = _roles(npu, keys, e.leaves, origin, compared, e.output_error, e.unit)
+    first = int(origins[0]) if len(origins) else -1
+    precision, dtype_pair = _precision(npu, bench, pairs, e.is_out, e.leaves, keys, first, e.output_error)
+    return NoiseModel(
+        pair_error=e.error, fresh_pair=e.fresh, producer=e.producer, unit=e.unit, output_error=e.output_error,
+        input_error=e.input_error, fresh_error=e.fresh_error, argument_error=e.argument_error,
+        reduction=reduction, growth_limit=growth_limit, margin=margin, fresh_margin=fresh_margin,
+        shape_changed=shape_changed, role=roles, leaves=e.leaves, origin_rows=origins, first_origin=first,
+        noise_level=level, fresh_limit=fresh_limit, calibration=calibration, precision=precision,
+        dtype_pair=dtype_pair, rule=rule,
+    )
+
+
+@dataclass(slots=True)
+class _Errors:
+    """Steps 1-2 of the module docstring: per pair and per node errors, units and what is fresh (scratch
+    columns of one `noise_model` call, handed on to the `NoiseModel`)."""
+
+    node: np.ndarray  # per pair: npu node row
+    role: np.ndarray  # per pair: Role
+    is_in: np.ndarray  # per pair
+    is_out: np.ndarray  # per pair
+    error: np.ndarray  # per pair: e
+    producer: np.ndarray  # per pair: earliest npu row that output the same tensor, -1
+    fresh: np.ndarray  # per pair: an input no matched earlier call produced
+    unit: np.ndarray  # per node: u
+    has_out: np.ndarray  # per node: some output compared
+    output_error: np.ndarray  # per node
+    input_error: np.ndarray  # per node: what it computed from
+    fresh_error: np.ndarray  # per node: its fresh tensor inputs
+    argument_error: np.ndarray  # per node: its fresh non-tensor arguments
+    leaves: np.ndarray  # compared leaf rows in execution order
+
+
+def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: TensorPairs, keys: np.ndarray) -> _Errors:
     n = len(npu)
     i = pairs.npu
     node = npu.tensors.node[i].astype(np.int64)
     role = npu.tensors.role[i]
-    is_out = np.isin(role, OUTPUT_ROLES)
-    is_in = np.isin(role, INPUT_ROLES)
+    is_out, is_in = np.isin(role, OUTPUT_ROLES), np.isin(role, INPUT_ROLES)
     npu_units = _chain_units(keys, node, _units(npu.tensors.dtype, i), n)
     bench_units = _chain_units(keys, node, _units(bench.tensors.dtype, pairs.bench), n)
-    unit = np.maximum(npu_units, bench_units)
     error = pair_errors(npu, bench, pairs, npu_units[node], bench_units[node])
-    has_out = np.bincount(node[is_out], minlength=n) > 0
     producer = earliest_producers(npu, keys)[i] if len(i) else np.zeros(0, np.int64)
     made = np.maximum(producer, 0)
-    explained = (producer >= 0) & (keys[made] < keys[node]) & (matches.npu_to_bench[made] >= 0)
-    fresh = is_in & ~explained
+    fresh = is_in & ~((producer >= 0) & (keys[made] < keys[node]) & (matches.npu_to_bench[made] >= 0))
     if is_cross_framework(npu, bench):  # positional arguments of API calls pair unreliably across frameworks:
         error[fresh & (role == Role.INPUT)] = 0.0  # their weights count through the modules' named parameters
+    has_out = np.bincount(node[is_out], minlength=n) > 0
     output_error = _node_max(node[is_out], error[is_out], n)
-    own_input = _node_max(node[is_in], error[is_in], n)
     leaves = compared_leaves(npu, matches, has_out, keys)
-    input_error = _context_errors(npu, own_input, output_error, leaves)
+    input_error = _context_errors(npu, _node_max(node[is_in], error[is_in], n), output_error, leaves)
     tensor = _has_shape(npu, i)
-    fresh_error = _node_max(node[fresh & tensor], error[fresh & tensor], n)
-    argument_error = _node_max(node[fresh & ~tensor], error[fresh & ~tensor], n)
-    reduction = _backward_reductions(npu, pairs, node, is_in, is_out)
-    growth = output_error / (input_error + unit * np.sqrt(reduction) + LIBRARY_ERROR)
+    return _Errors(
+        node=node, role=role, is_in=is_in, is_out=is_out, error=error, producer=producer, fresh=fresh,
+        unit=np.maximum(npu_units, bench_units), has_out=has_out, output_error=output_error,
+        input_error=input_error, fresh_error=_node_max(node[fresh & tensor], error[fresh & tensor], n),
+        argument_error=_node_max(node[fresh & ~tensor], error[fresh & ~tensor], n), leaves=leaves,
+    )
+
+
+def _growth_margins(npu: DumpGraph, pairs: TensorPairs, e: _Errors,
+                    rule: NoiseRule) -> tuple[np.ndarray, np.ndarray, tuple[Calibration, ...], np.ndarray]:
+    """Steps 3-4: per node the summed values n, the growth limit G, the calibration and the margin."""
+    reduction = _backward_reductions(npu, pairs, e.node, e.is_in, e.is_out)
+    growth = e.output_error / (e.input_error + e.unit * np.sqrt(reduction) + LIBRARY_ERROR)
     communication = communication_calls(npu)
     switching = _switching_backward(npu)
+    leaves = e.leaves
     growth_limit, calibration = _calibrate(npu, leaves[~(communication | switching)[leaves]], growth, rule)
     growth_limit[leaves[communication[leaves]]] = 1.0  # its other inputs come from other ranks
     growth_limit[leaves[switching[leaves]]] = np.inf
-    coarsest = float(unit.max(initial=UNIT_ROUNDOFF["float64"]))
-    earlier = _noise_before(leaves, output_error, n)
-    drift = _drift_of_others(npu, node, error, _trained_parameters(npu, i))
-    if npu.info.step != 0 and _mixed(npu, bench, pairs):  # weights updated with rounded gradients before
-        drift = np.maximum(drift, _gradient_error_of_module(npu, output_error))
     with np.errstate(divide="ignore", invalid="ignore"):
-        margin = growth / growth_limit
-        fresh_margin = np.maximum(
-            np.where(fresh_error > 0, fresh_error / np.maximum.reduce([np.full(n, coarsest), drift, earlier]), 0.0),
-            np.where(argument_error > 0, argument_error / np.maximum(coarsest, earlier), 0.0))
-    fresh_limit = float(drift[leaves].max(initial=0.0) / coarsest)
-    shape_changed = _shape_changes(npu, bench, pairs, node, is_out, n)
-    compared = has_out & (matches.npu_to_bench >= 0)
-    origin = _origins(npu, leaves, margin, fresh_margin, output_error, shape_changed, overflow, rule, compared)
-    roles, origins, level = _roles(npu, keys, leaves, origin, compared, output_error, unit)
-    first = int(origins[0]) if len(origins) else -1
-    precision, dtype_pair = _precision(npu, bench, pairs, is_out, leaves, keys, first, output_error)
-    return NoiseModel(
-        pair_error=error, fresh_pair=fresh, producer=producer, unit=unit, output_error=output_error,
-        input_error=input_error, fresh_error=fresh_error, argument_error=argument_error,
-        reduction=reduction, growth_limit=growth_limit, margin=margin, fresh_margin=fresh_margin,
-        shape_changed=shape_changed,
-        role=roles, leaves=leaves, origin_rows=origins, first_origin=first, noise_level=level,
-        fresh_limit=fresh_limit,
-        calibration=calibration, precision=precision, dtype_pair=dtype_pair, rule=rule,
-    )
+        return reduction, growth_limit, calibration, growth / growth_limit
+
+
+def _fresh_margins(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, e: _Errors) -> tuple[np.ndarray, float]:
+    """Step 5's fresh inputs: per node the margin of its weights, data and arguments over their noise,
+    and the largest parameter drift (in units of the coarsest u)."""
+    n = len(npu)
+    coarsest = float(e.unit.max(initial=UNIT_ROUNDOFF["float64"]))
+    earlier = _noise_before(e.leaves, e.output_error, n)
+    drift = _drift_of_others(npu, e.node, e.error, _trained_parameters(npu, pairs.npu))
+    if npu.info.step != 0 and _mixed(npu, bench, pairs):  # weights updated with rounded gradients before
+        drift = np.maximum(drift, _gradient_error_of_module(npu, e.output_error))
+    weights = np.maximum.reduce([np.full(n, coarsest), drift, earlier])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        margin = np.maximum(np.where(e.fresh_error > 0, e.fresh_error / weights, 0.0),
+                            np.where(e.argument_error > 0, e.argument_error / np.maximum(coarsest, earlier), 0.0))
+    return margin, float(drift[e.leaves].max(initial=0.0) / coarsest)
 
 
 def compared_leaves(npu: DumpGraph, matches: MatchTable, has_out: np.ndarray, keys: np.ndarray) -> np.ndarray:
