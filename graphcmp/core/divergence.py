@@ -29,7 +29,7 @@ import numpy as np
 
 from graphcmp.core.dataflow import communication_calls
 from graphcmp.core.dtypes import normalize_dtype
-from graphcmp.core.noise import LIBRARY_ERROR, Precision, unit_roundoff
+from graphcmp.core.noise import LIBRARY_ERROR, NoiseModel, Precision, unit_roundoff
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role
 from graphcmp.core.shards import attribute_rank
@@ -189,32 +189,48 @@ def _divergence(report: CompareReport, row: int) -> Divergence:
 
 def _cause(report: CompareReport, row: int) -> tuple[str, tuple[str, ...]]:
     noise = report.noise
-    u = float(noise.unit[row])
-    evidence = [f"output error {noise.output_error[row]:.3g} ({report.verdicts.reason[row] or 'see metrics'})"]
-    if np.isfinite(noise.allowed(row)):
-        evidence.append(f"allowed by noise {noise.allowed(row):.3g} = growth limit {noise.growth_limit[row]:.3g} x "
-                        f"(input error {noise.input_error[row]:.3g} + unit roundoff {u:.3g}"
-                        f"{_summed(noise.reduction[row])} + library error {LIBRARY_ERROR:.2g})")
+    output = f"output error {noise.output_error[row]:.3g} ({report.verdicts.reason[row] or 'see metrics'})"
     level = int(report.overflow_levels()[row])
     if level >= OverflowLevel.HIGH:
-        return "overflow", (*evidence, f"overflow level {OVERFLOW_NAMES[level]}")
+        return "overflow", (output, f"overflow level {OVERFLOW_NAMES[level]}")
     if noise.shape_changed[row]:
-        return "shape change", (*evidence, "an output's shape differs between the runs")
-    beyond = noise.rule.origin_margin
-    if noise.argument_error[row] > beyond * u:
-        return "argument differs", (*evidence, f"arguments differ: {', '.join(_fresh_slots(report, row, False))}")
-    if noise.fresh_error[row] > beyond * max(u, noise.precision.unit_roundoff):
-        slots = _fresh_slots(report, row, True)
-        what = ("an input made by a call the bench run does not have" if any("unmatched" in s for s in slots)
-                else "a weight or data difference")
-        return "inputs differ", (*evidence, f"inputs no matched earlier call produced differ ({', '.join(slots)}): "
-                                             f"error {noise.fresh_error[row]:.3g} — {what}")
+        return "shape change", (output, "an output's shape differs between the runs")
+    fresh = _fresh_cause(report, row)
+    if fresh:
+        return fresh[0], (output, *fresh[1:])
+    growth = _growth_evidence(noise, row)
     explained = _precision_explains(report, row)
     if explained:
-        return "dtype change", (*evidence, explained)
+        return "dtype change", (output, *growth, explained)
     if communication_calls(report.npu)[row]:
-        return "communication", (*evidence, "local inputs agree, the output differs: another rank sent different data")
-    return "op", (*evidence, "inputs agree within noise, outputs differ")
+        return "communication", (output, *growth, "local inputs agree, the output differs: another rank sent it")
+    return "op", (output, *growth, "inputs agree within noise, outputs differ")
+
+
+def _growth_evidence(noise: NoiseModel, row: int) -> list[str]:
+    """The line that shows how the noise allowed at `row` is made (none where no growth applies)."""
+    if not np.isfinite(noise.allowed(row)):
+        return []
+    return [f"allowed by noise {noise.allowed(row):.3g} = growth limit {noise.growth_limit[row]:.3g} x "
+            f"(input error {noise.input_error[row]:.3g} + unit roundoff {noise.unit[row]:.3g}"
+            f"{_summed(noise.reduction[row])} + library error {LIBRARY_ERROR:.2g})"]
+
+
+def _fresh_cause(report: CompareReport, row: int) -> tuple[str, ...]:
+    """("argument differs" or "inputs differ", evidence) when an argument, a weight or data of `row` differs
+    beyond rounding (the origin may have been found by its growth: its weights still explain it), else ()."""
+    noise = report.noise
+    rounding = noise.rule.origin_margin * max(float(noise.unit[row]), noise.precision.unit_roundoff)
+    if noise.argument_error[row] > rounding and noise.argument_error[row] >= noise.fresh_error[row]:
+        return "argument differs", f"arguments differ: {', '.join(_fresh_slots(report, row, False))}"
+    if noise.fresh_error[row] <= rounding:
+        return ()
+    slots = _fresh_slots(report, row, True)
+    what = ("an input made by a call the bench run does not have" if any("unmatched" in s for s in slots)
+            else "a weight or data difference")
+    carry = noise.fresh_error[row] / noise.fresh_margin[row] if noise.fresh_margin[row] > 0 else rounding
+    return ("inputs differ", f"inputs no matched earlier call produced differ ({', '.join(slots)}): error "
+                             f"{noise.fresh_error[row]:.3g}, such an input may carry {carry:.3g} — {what}")
 
 
 def _fresh_slots(report: CompareReport, row: int, tensors: bool) -> list[str]:
