@@ -21,7 +21,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "graphcmp"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("graphcmp._version", "graphcmp.samples", "graphcmp.core", "graphcmp.core.errors",
+    ("base", ("graphcmp._version", "graphcmp.samples", "graphcmp.core", "graphcmp.core.errors", "graphcmp.core.inputs",
               "graphcmp.core.dtypes", "graphcmp.core.jsonio", "graphcmp.core.outputs", "graphcmp.core.export",
               "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics")),
     ("records", ("graphcmp.core.records", "graphcmp.core.rules", "graphcmp.core.shards")),
