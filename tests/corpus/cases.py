@@ -191,6 +191,19 @@ def case_output_is_a_fifo(root: Path) -> Spec:
 
 
 @case("outputs")
+def case_export_over_its_input(root: Path) -> Spec:
+    given = copy(DATA / "vis_tf_small" / "compare_v812.vis.gz", root / "compare.vis.gz")
+    return Spec(["export", str(given), "--to", "vis", "-o", str(given)], "error", "is the input", [given])
+
+
+@case("outputs")
+def case_build_output_through_a_planted_link(root: Path) -> Spec:
+    npu = copy(PERTURB, root / "npu")
+    os.symlink(npu / "dump.json", root / "run.json.part")
+    return Spec(["build", str(npu), "-o", str(root / "run.json"), "-q"], "ok", "written:", [npu])
+
+
+@case("outputs")
 def case_job_output_named_like_a_file(root: Path) -> Spec:
     parallel = copy(DATA / "parallel", root / "parallel")
     return Spec(compare(parallel / "tp2pp2", parallel / "tp1", root / "mix.json"), "error",
@@ -288,6 +301,14 @@ def case_fifo_as_dump_json(root: Path) -> Spec:
     (npu / "dump.json").unlink()
     os.mkfifo(npu / "dump.json")
     return Spec(compare(npu, BASELINE, root / "cmp.json"), "error", "is a FIFO", keep=[npu / "dump.json"])
+
+
+@case("special")
+def case_fifo_as_stack_json(root: Path) -> Spec:
+    npu = copy(PERTURB, root / "npu")
+    (npu / "stack.json").unlink()
+    os.mkfifo(npu / "stack.json")
+    return Spec(compare(npu, BASELINE, root / "cmp.json"), "error", "stack.json: is a FIFO", keep=[npu / "stack.json"])
 
 
 @case("special")
@@ -408,6 +429,15 @@ def case_atc_json_nested_2000_deep(root: Path) -> Spec:
 
 
 @case("nesting")
+def case_ge_text_nested_2000_deep(root: Path) -> Spec:
+    path = root / "ge_proto_00001_Build.txt"
+    nested = 'func { attr { key: "x" value { ' * 2000 + "}}}" * 2000
+    path.write_text('graph {\n  name: "g"\n  op {\n    name: "a"\n    type: "T"\n    attr {\n      key: "k"\n'
+                    f"      value {{ {nested} }}\n    }}\n  }}\n}}\n")
+    return Spec(compare(path, GE_TEXT, root / "cmp.json"), "error", "nested too deeply", [path])
+
+
+@case("nesting")
 def case_matches_json_nested_2000_deep(root: Path) -> Spec:
     path = root / "x.matches.json"
     path.write_text('{"format": "graphcmp.matches", "matches": ' + deep(2000) + "}")
@@ -453,6 +483,14 @@ def case_mapping_with_a_5000_digit_integer(root: Path) -> Spec:
     path.write_text("TargetBlock:\n  attn: " + "9" * 5000 + "\n")  # read as the name it is, which nothing has
     return Spec(compare(GPT / "npu", GPT / "bench", root / "cmp.json", f"--layer-mapping={path}"), "inconclusive",
                 "no child 'attn' under any TargetBlock", [path])
+
+
+@case("bigints")
+def case_ir_dims_of_400_digits(root: Path) -> Spec:
+    source = IR / "13_optimize_0566.ir"
+    path = root / source.name
+    path.write_text(source.read_text().replace("(2, 1, 32, 32)", "(2, 1, 32, " + "9" * 400 + ")"))
+    return Spec(compare(path, path, root / "cmp.json"), "ok", "verdict: agree", [path])
 
 
 # --- thresholds: malformed is refused, never "everything passes" ------------------------------------

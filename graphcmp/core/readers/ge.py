@@ -322,6 +322,8 @@ def _parse_text(data: bytes, message: Any, source: str, notes: list[str]) -> Any
         raise DumpFormatError(f"{source}: not UTF-8 text ({err})") from err
     try:
         return text_format.Parse(text, message, allow_unknown_field=True, allow_unknown_extension=True)
+    except RecursionError as err:
+        raise DumpFormatError(f"{source}: not a GE graph in protobuf text form (nested too deeply)") from err
     except text_format.ParseError as err:
         if "has no value named" not in str(err):
             raise DumpFormatError(f"{source}: not a GE graph in protobuf text form ({err})") from err
@@ -329,8 +331,8 @@ def _parse_text(data: bytes, message: Any, source: str, notes: list[str]) -> Any
     notes.append(f"values this reader does not know were read as 0 (DT_UNDEFINED): {', '.join(sorted(unknown))}")
     try:
         return text_format.Parse(text, message.__class__(), allow_unknown_field=True, allow_unknown_extension=True)
-    except text_format.ParseError as err:
-        raise DumpFormatError(f"{source}: not a GE graph in protobuf text form ({err})") from err
+    except (text_format.ParseError, RecursionError) as err:
+        raise DumpFormatError(f"{source}: not a GE graph in protobuf text form ({err or 'nested too deeply'})") from err
 
 
 def _blank_unknown_enums(text: str) -> tuple[str, set[str]]:
