@@ -21,7 +21,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "graphcmp"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("graphcmp._version", "graphcmp.samples", "graphcmp.core", "graphcmp.core.errors",
+    ("base", ("graphcmp._version", "graphcmp.samples", "graphcmp.core", "graphcmp.core.errors", "graphcmp.core.inputs",
               "graphcmp.core.dtypes", "graphcmp.core.jsonio", "graphcmp.core.outputs", "graphcmp.core.export",
               "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics")),
     ("records", ("graphcmp.core.records", "graphcmp.core.rules", "graphcmp.core.shards")),
@@ -33,8 +33,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "graphcmp.core.tensorio", "graphcmp.core.tensorcmp")),
     ("judge", ("graphcmp.core.judge", "graphcmp.core.noise", "graphcmp.core.overflow")),
     ("divergence", ("graphcmp.core.divergence",)),
-    ("report", ("graphcmp.core.report", "graphcmp.core.export.vis", "graphcmp.core.export.vis_db",
-                "graphcmp.core.export.model_explorer")),
+    ("report", ("graphcmp.core.report", "graphcmp.core.outcome", "graphcmp.core.export.vis",
+                "graphcmp.core.export.vis_db", "graphcmp.core.export.model_explorer")),
     ("compare", ("graphcmp.core.compare", "graphcmp.core.distributed", "graphcmp.core.distributed.*")),
     ("app", ("graphcmp.app", "graphcmp.app.*")),
     ("cli", ("graphcmp", "graphcmp.__main__", "graphcmp.cli", "graphcmp.cli.*")),
@@ -59,6 +59,11 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.cli.info", "graphcmp.core.report"): "40 ms before every other command",
     ("graphcmp.cli.info", "graphcmp.core.distributed.batch"): "5.5 ms before every other command",
     ("graphcmp.cli.batch", "graphcmp.core.distributed.batch"): "5.5 ms before every other command",
+    ("graphcmp.cli.compare", "graphcmp.core.outcome"): "3.7 ms before every other command (none: core.report loads it)",
+    ("graphcmp.cli.diverge", "graphcmp.core.outcome"): "3.7 ms before every other command",
+    ("graphcmp.cli.info", "graphcmp.core.outcome"): "3.5 ms before every other command",
+    ("graphcmp.cli.batch", "graphcmp.core.outcome"): "4.2 ms before every other command",
+    ("graphcmp.cli.merged", "graphcmp.core.outcome"): "3.1 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.compare"): "45 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.vis"): "65 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.vis_db"): "65 ms before every other command",

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from graphcmp.cli.mapping_options import rule_specs
+from graphcmp.cli.mapping_options import input_files, rule_specs
 from graphcmp.cli.output import emit
-from graphcmp.cli.render import render_batch
+from graphcmp.cli.render import render_batch, render_outcome
+from graphcmp.core.outputs import checked_folder
 
 __all__ = ["add_batch_options", "handle_batch"]
 
@@ -23,6 +24,7 @@ def handle_batch(args: argparse.Namespace) -> int:
     from graphcmp.core.distributed.batch import BatchOptions, batch_summary, run_batch  # only for job layouts
 
     out = "results" if args.output is None else args.output
+    checked_folder(out, [args.npu, args.bench, *input_files(args)])
     options = BatchOptions(fuzzy=args.fuzzy, thresholds_file=args.thresholds, tensors=not args.no_tensors,
                            rules=tuple(rule_specs(args)))
     from tqdm import tqdm  # lazy: a single-pair compare never shows this bar
@@ -41,8 +43,12 @@ def handle_batch(args: argparse.Namespace) -> int:
                           scheduler=args.scheduler, progress=progress)
     finally:
         bar.close()
-    summary = {**batch_summary(index), "output": out}
-    emit(summary, render_batch(summary) + f"\nwritten: {out}/index.json", args.json)
+    from graphcmp.core.outcome import job_outcome
+
+    outcome = job_outcome(index)
+    summary = {**batch_summary(index), "output": out, "verdict": outcome.verdict, "outcome": outcome.to_dict()}
+    emit(summary, render_batch(summary) + "\n" + render_outcome(summary["outcome"]) + f"\nwritten: {out}/index.json",
+         args.json)
     if any(run["error"] for run in summary["runs"]):
         return 2
-    return 1 if summary["origin"] else 0
+    return outcome.exit_code

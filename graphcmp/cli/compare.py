@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 
 from graphcmp.cli.batch import add_batch_options, handle_batch
-from graphcmp.cli.mapping_options import add_mapping_options, matchers_from_args, render_rule_report
+from graphcmp.cli.mapping_options import add_mapping_options, input_files, matchers_from_args, render_rule_report
 from graphcmp.cli.merged import add_layout_options, handle_merged, wants_merge
 from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
-from graphcmp.cli.render import render_first_divergence, render_summary
+from graphcmp.cli.render import render_first_divergence, render_outcome, render_summary
 from graphcmp.core.distributed.layout import is_batch_root
 from graphcmp.core.outputs import checked_output
 from graphcmp.core.readers.pair import read_pair
@@ -50,7 +50,7 @@ def handle(args: argparse.Namespace) -> int:
         reason = wants_merge(args)
         return handle_merged(args, reason) if reason else handle_batch(args)
     args.output = "cmp.json" if args.output is None else args.output
-    checked_output(args.output, [args.npu, args.bench])
+    checked_output(args.output, [args.npu, args.bench, *input_files(args)])
     thresholds = load_thresholds(args.thresholds) if args.thresholds else None
     matchers = matchers_from_args(args)
     with stages(3, "compare", quiet=args.quiet) as bar:
@@ -68,15 +68,17 @@ def handle(args: argparse.Namespace) -> int:
         bar.set_postfix_str("writing")
         save_report(report, args.output)
         bar.update()
+    from graphcmp.core.outcome import report_outcome
+
     analysis = report.analysis()
-    summary = {**report.summary(), "output": args.output,
+    outcome = report_outcome(report, overflow=args.overflow)
+    summary = {**report.summary(), "output": args.output, "verdict": outcome.verdict, "outcome": outcome.to_dict(),
                "first_divergence": analysis.first.to_dict() if analysis.first else None}
     rules = render_rule_report(summary)
     text = [render_summary(summary), *([rules] if rules else []), render_first_divergence(analysis),
-            f"written: {args.output}"]
+            render_outcome(summary["outcome"]), f"written: {args.output}"]
     emit(summary, "\n".join(text), args.json)
-    overflow = args.overflow and bool(summary["overflow"])
-    return 0 if report and not overflow else 1
+    return outcome.exit_code
 
 
 def _load_comparison() -> None:

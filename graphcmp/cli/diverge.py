@@ -6,7 +6,7 @@ import argparse
 
 from graphcmp.cli.options import add_json
 from graphcmp.cli.output import emit
-from graphcmp.cli.render import render_analysis, render_job_analysis
+from graphcmp.cli.render import render_analysis, render_job_analysis, render_outcome
 from graphcmp.core.errors import DumpFormatError
 
 
@@ -20,15 +20,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from graphcmp.core.compare import load_document
     from graphcmp.core.distributed.batch import is_batch_result, load_index
+    from graphcmp.core.outcome import job_outcome, report_outcome
     from graphcmp.core.report import CompareReport
 
     if is_batch_result(args.result):
-        analysis = load_index(args.result)["analysis"]
-        emit(analysis, render_job_analysis(analysis), args.json)
-        return 1 if analysis["origin"] else 0
+        index = load_index(args.result)
+        analysis, outcome = index["analysis"], job_outcome(index)
+        emit({**analysis, "verdict": outcome.verdict, "outcome": outcome.to_dict()},
+             render_job_analysis(analysis) + "\n" + render_outcome(outcome.to_dict()), args.json)
+        return outcome.exit_code
     report = load_document(args.result)
     if not isinstance(report, CompareReport):
         raise DumpFormatError(f"{args.result}: holds one run (graphcmp build); diverge needs a comparison")
-    analysis = report.analysis()
-    emit(analysis.to_dict(), render_analysis(analysis), args.json)
-    return 1 if analysis.first is not None else 0
+    analysis, outcome = report.analysis(), report_outcome(report)
+    emit({**analysis.to_dict(), "verdict": outcome.verdict, "outcome": outcome.to_dict()},
+         render_analysis(analysis, outcome.to_dict()), args.json)
+    return outcome.exit_code

@@ -6,7 +6,7 @@ import argparse
 
 from graphcmp.cli.options import add_json
 from graphcmp.cli.output import emit
-from graphcmp.cli.render import render_batch, render_graph_summary, render_summary
+from graphcmp.cli.render import render_batch, render_graph_summary, render_outcome, render_summary
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,16 +19,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from graphcmp.core.compare import load_document
     from graphcmp.core.distributed.batch import batch_summary, is_batch_result, load_index
+    from graphcmp.core.outcome import job_outcome
     from graphcmp.core.report import CompareReport, graph_summary
 
     if is_batch_result(args.file):
-        summary = batch_summary(load_index(args.file))
-        emit(summary, render_batch(summary), args.json)
+        index = load_index(args.file)
+        outcome = job_outcome(index).to_dict()
+        summary = {**batch_summary(index), "verdict": outcome["verdict"], "outcome": outcome}
+        emit(summary, render_batch(summary) + "\n" + render_outcome(outcome), args.json)
         return 0
     document = load_document(args.file)
     if isinstance(document, CompareReport):
         summary = document.summary()
-        emit(summary, render_summary(summary), args.json)
+        summary = {**summary, "verdict": summary["outcome"]["verdict"]}
+        emit(summary, render_summary(summary) + "\n" + render_outcome(summary["outcome"]), args.json)
     else:
         summary = graph_summary(document)
         emit(summary, render_graph_summary(summary), args.json)

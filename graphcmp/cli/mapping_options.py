@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from graphcmp.core.matching import ChildMatcher, RuleMatcher
 
-__all__ = ["add_mapping_options", "matchers_from_args", "render_rule_report", "rule_specs"]
+__all__ = ["add_mapping_options", "input_files", "matchers_from_args", "render_rule_report", "rule_specs"]
 
 _OPTIONS = (  # (option dest, rule source)
     ("matches", "manual"),
@@ -45,6 +45,17 @@ def add_mapping_options(parser: argparse.ArgumentParser) -> None:
                        "bare: the built-in MindSpore -> PyTorch table")
     group.add_argument("--op-map", metavar="FILE",
                        help="op-type table between backends (get_op_map style, JSON/YAML/CSV) with parameter renames")
+
+
+def input_files(args: argparse.Namespace) -> list[str]:
+    """Every file a comparison reads besides the runs: thresholds and rule files (what ``-o`` must not name).
+
+    >>> ns = argparse.Namespace(thresholds="t.toml", layer_mapping="", api_mapping="api.yaml", matches=None)
+    >>> input_files(ns)
+    ['t.toml', 'api.yaml']
+    """
+    names = [getattr(args, "thresholds", None), *(getattr(args, dest, None) for dest, _ in _OPTIONS)]
+    return [name for name in names if name]
 
 
 def rule_specs(args: argparse.Namespace) -> list[str]:

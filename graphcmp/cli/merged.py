@@ -10,9 +10,10 @@ import argparse
 import sys
 
 from graphcmp.cli.batch import handle_batch
-from graphcmp.cli.mapping_options import rule_specs
+from graphcmp.cli.mapping_options import input_files, rule_specs
 from graphcmp.cli.output import emit
-from graphcmp.cli.render import render_merged
+from graphcmp.cli.render import render_merged, render_outcome
+from graphcmp.core.outputs import checked_folder
 
 __all__ = ["add_layout_options", "handle_merged", "layout_specs", "wants_merge"]
 
@@ -45,6 +46,7 @@ def handle_merged(args: argparse.Namespace, reason: str) -> int:
     from graphcmp.core.distributed.topology import LayoutError
 
     out = "results" if args.output is None else args.output
+    checked_folder(out, [args.npu, args.bench, *input_files(args)])
     npu_spec, bench_spec = layout_specs(args)
     options = MergeOptions(fuzzy=args.fuzzy, thresholds_file=args.thresholds, tensors=not args.no_tensors,
                            rules=tuple(rule_specs(args)), npu_layout=npu_spec, bench_layout=bench_spec)
@@ -56,9 +58,13 @@ def handle_merged(args: argparse.Namespace, reason: str) -> int:
     except LayoutError as err:
         print(f"graphcmp: cannot merge the ranks: {err}", file=sys.stderr)
         return handle_batch(args)
-    summary = {**batch_summary(index), "layouts": index["layouts"], "merged_because": reason, "output": out}
-    emit(summary, render_merged(summary) + f"\nwritten: {out}/index.json", args.json)
+    from graphcmp.core.outcome import job_outcome
+
+    outcome = job_outcome(index)
+    summary = {**batch_summary(index), "layouts": index["layouts"], "merged_because": reason, "output": out,
+               "verdict": outcome.verdict, "outcome": outcome.to_dict()}
+    emit(summary, render_merged(summary) + "\n" + render_outcome(summary["outcome"])
+         + f"\nwritten: {out}/index.json", args.json)
     if any(run["error"] for run in summary["runs"]):
         return 2
-    errors = sum(run.get("verdicts", {}).get("error", 0) for run in summary["runs"])
-    return 1 if summary["origin"] or errors else 0
+    return outcome.exit_code

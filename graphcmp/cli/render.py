@@ -8,7 +8,7 @@ if TYPE_CHECKING:
     from graphcmp.core.divergence import Analysis, Divergence
 
 __all__ = ["render_analysis", "render_batch", "render_consistency", "render_first_divergence", "render_graph_summary",
-           "render_job_analysis", "render_merged", "render_summary"]
+           "render_job_analysis", "render_merged", "render_outcome", "render_summary"]
 
 _ORDER = ("pass", "warning", "error", "skip", "unmatched")
 
@@ -44,10 +44,21 @@ def render_graph_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_analysis(analysis: Analysis) -> str:
-    """Text of a divergence `Analysis`: the first divergence with its evidence, candidates, findings."""
+def render_outcome(outcome: dict[str, Any]) -> str:
+    """The verdict line of an `Outcome` (as a dict) and its hints, one per line."""
+    return "\n".join([f"verdict: {outcome['reason']}", *(f"  hint: {h}" for h in outcome.get("hints", ()))])
+
+
+def render_analysis(analysis: Analysis, outcome: dict[str, Any] | None = None) -> str:
+    """Text of a divergence `Analysis`: the first divergence with its evidence, candidates, findings.
+
+    With an inconclusive `outcome`, "no divergence" is said only of what was compared.
+    """
     lines = []
-    if analysis.first is None:
+    if analysis.first is None and outcome is not None and outcome["verdict"] == "inconclusive":
+        lines.append(f"no divergence among the compared outputs, but too little was compared to say the runs "
+                     f"agree ({outcome['reason'].removeprefix('inconclusive: ')})")
+    elif analysis.first is None:
         lines.append(f"no divergence: every compared output is within {_noise_text(analysis.noise)}")
     else:
         lines.extend(_divergence_lines("first divergence", analysis.first))
@@ -58,6 +69,8 @@ def render_analysis(analysis: Analysis) -> str:
     if analysis.findings:
         lines.append("findings:")
         lines.extend(f"  [{f.level}] {f.message}" for f in analysis.findings if f.kind != "precision")
+    if outcome is not None:
+        lines.append(render_outcome(outcome))
     return "\n".join(lines)
 
 

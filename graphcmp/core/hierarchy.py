@@ -275,7 +275,7 @@ class HierarchyBuilder:
         direction = np.array(self._direction, np.int8)[order]
         parents = position[parent[order]].astype(np.int32)
         parents[0] = -1
-        micro = _micro_steps(direction, kind)
+        micro = _micro_steps(direction, kind, parents)
         _inherit_group_micro_steps(micro, kind, parents)
         attrs = _take(self._attrs, pick) if any(self._attrs) else ()
         table = NodeTable(
@@ -368,16 +368,36 @@ def _preorder_rows(parent: np.ndarray, depth: np.ndarray, siblings: np.ndarray, 
     return order
 
 
-def _micro_steps(direction: np.ndarray, kind: np.ndarray) -> np.ndarray:
-    """A forward call right after backward calls starts a new micro-step (gradient accumulation)."""
-    real = np.flatnonzero((kind != NodeKind.ROOT) & (kind != NodeKind.GROUP) & (direction != Direction.NONE))
-    d = direction[real]
+def _micro_steps(direction: np.ndarray, kind: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """A forward call right after backward calls starts a new micro-step (gradient accumulation).
+
+    A micro-step is one forward pass and its backward pass, so two kinds of "forward" calls start none:
+    a call made inside a backward module (an all_reduce of a tensor-parallel layer's backward) is part of
+    that backward, and forward calls after the last backward call (the gradients' all_reduce, other
+    communication after the step's backward) close the last micro-step.
+    """
+    effective = _inside_backward(direction, kind, parent)
+    real = np.flatnonzero((kind != NodeKind.ROOT) & (kind != NodeKind.GROUP) & (effective != Direction.NONE))
+    d = effective[real]
     starts = np.zeros(len(d), np.int16)
     starts[1:] = (d[1:] == Direction.FORWARD) & (d[:-1] == Direction.BACKWARD)
+    backward = np.flatnonzero(d == Direction.BACKWARD)
+    starts[backward[-1] + 1 if len(backward) else 0:] = 0
     steps = np.zeros(len(direction), np.int16)
     steps[real] = np.cumsum(starts, dtype=np.int16)
     _fill_forward(steps, real)
     return steps
+
+
+def _inside_backward(direction: np.ndarray, kind: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Directions with every descendant of a backward module counted as backward (rows in pre-order)."""
+    effective = direction.copy()
+    in_backward = np.zeros(len(direction), bool)
+    for level in levels(depths(parent))[1:]:
+        up = parent[level]
+        in_backward[level] = in_backward[up] | ((kind[up] == NodeKind.MODULE) & (effective[up] == Direction.BACKWARD))
+        effective[level[in_backward[level]]] = Direction.BACKWARD
+    return effective
 
 
 def _fill_forward(steps: np.ndarray, known: np.ndarray) -> None:

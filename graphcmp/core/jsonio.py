@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.inputs import open_regular
 
 __all__ = [
     "JsonLoad",
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 _DECODER = json.JSONDecoder()
+_DEPTH = 1024  # orjson's nesting limit; beyond it the standard library's recursion gives out
 _WS = " \t\r\n"
 
 
@@ -73,16 +75,22 @@ def read_json(path: str | os.PathLike[str], *, salvage: bool = True) -> JsonLoad
     """
     path = Path(path)
     try:
-        data = path.read_bytes()
-    except FileNotFoundError as err:
-        raise DumpFormatError(f"{path}: file not found") from err
+        with open_regular(path) as f:  # never a FIFO or a device: a read that could block or never end
+            data = f.read()
     except OSError as err:
         raise DumpFormatError(f"{path}: cannot read ({err.strerror})") from err
     return load_json(data, str(path), salvage=salvage)
 
 
 def load_json(data: bytes, source: str, *, salvage: bool = True) -> JsonLoad:
-    """Parse JSON bytes; `source` names the file in error messages."""
+    """Parse JSON bytes; `source` names the file in error messages.
+
+    Raises
+    ------
+    DumpFormatError
+        If the bytes are empty, not JSON (and nothing can be salvaged), nested deeper than the parsers
+        follow (orjson stops at 1024 levels), or hold a number too long to read.
+    """
     if not data.strip():
         raise DumpFormatError(f"{source}: file is empty")
     try:
@@ -96,7 +104,15 @@ def load_json(data: bytes, source: str, *, salvage: bool = True) -> JsonLoad:
     except json.JSONDecodeError as err:
         if not salvage:
             raise DumpFormatError(f"{source}: not valid JSON ({err.msg} at line {err.lineno})") from err
-        return _salvage(text, source, err)
+        try:
+            return _salvage(text, source, err)
+        except RecursionError as deep:
+            raise DumpFormatError(f"{source}: not valid JSON ({err.msg} at line {err.lineno}), "
+                                  "and nested too deeply to salvage") from deep
+    except RecursionError as err:
+        raise DumpFormatError(f"{source}: nested too deeply to read (more than {_DEPTH} levels)") from err
+    except ValueError as err:  # a number longer than Python's int_max_str_digits
+        raise DumpFormatError(f"{source}: not readable JSON ({err})") from err
 
 
 def _salvage(text: str, source: str, err: json.JSONDecodeError) -> JsonLoad:

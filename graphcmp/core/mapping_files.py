@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from graphcmp.core.errors import MappingError
+from graphcmp.core.errors import DumpFormatError, MappingError
+from graphcmp.core.inputs import open_regular
 
 if TYPE_CHECKING:
     import yaml
@@ -170,10 +171,13 @@ def _plain(node: Any) -> Any:
 
 def _read(path: str | os.PathLike[str]) -> _Doc:
     p = Path(path)
+    if not os.path.lexists(p):
+        raise MappingError(f"{p}: no such mapping file")
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError as err:
-        raise MappingError(f"{p}: no such mapping file") from err
+        with open_regular(p) as f:  # never a FIFO or a device
+            text = f.read().decode("utf-8")
+    except DumpFormatError as err:
+        raise MappingError(f"mapping file {err}") from err
     except (OSError, UnicodeDecodeError) as err:
         raise MappingError(f"{p}: cannot read mapping file ({err})") from err
     return _parse(text, str(p), None)
@@ -188,11 +192,16 @@ def _kind(source: str, kind: str | None) -> str:
 
 def _parse(text: str, source: str, kind: str | None) -> _Doc:
     kind = _kind(source, kind)
-    if kind == "json":
-        return _Doc(source, _parse_json(text, source))
-    if kind == "csv":
-        return _Doc(source, _parse_csv(text, source))
-    return _Doc(source, _parse_yaml(text, source))
+    try:
+        if kind == "json":
+            return _Doc(source, _parse_json(text, source))
+        if kind == "csv":
+            return _Doc(source, _parse_csv(text, source))
+        return _Doc(source, _parse_yaml(text, source))
+    except RecursionError as err:
+        raise MappingError(f"{source}: nested too deeply for a mapping file (more than {_MAX_DEPTH} levels)") from err
+    except ValueError as err:  # a number longer than Python reads (int_max_str_digits)
+        raise MappingError(f"{source}: cannot read a value ({err})") from err
 
 
 def _parse_yaml(text: str, source: str) -> Any:
@@ -205,7 +214,7 @@ def _parse_yaml(text: str, source: str) -> Any:
         line = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise MappingError(f"{source}{line}: not valid YAML ({problem})") from err
-    return None if node is None else _from_yaml(node, source)
+    return None if node is None else _from_yaml(node, source, set(), 0)
 
 
 _YAML_INT = "tag:yaml.org,2002:int"
@@ -214,20 +223,38 @@ _YAML_BOOL = "tag:yaml.org,2002:bool"
 _YAML_NULL = "tag:yaml.org,2002:null"
 
 
-def _from_yaml(node: yaml.Node, source: str) -> Any:
+def _from_yaml(node: yaml.Node, source: str, seen: set[int], depth: int) -> Any:
+    """Plain values of a composed YAML node.
+
+    A node met twice is an alias (``*name`` of an ``&name`` anchor): rule files are lists of names and use
+    none, and following them is how a few hundred bytes expand without end (or recurse forever), so
+    they are refused, as is nesting deeper than `_MAX_DEPTH`.
+    """
     import yaml
 
     line = node.start_mark.line + 1
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        if id(node) in seen:
+            raise MappingError(f"{source}:{line}: uses a YAML alias (*name of an &name anchor); mapping files "
+                               "must spell every entry out")
+        seen.add(id(node))
+        if depth >= _MAX_DEPTH:
+            raise MappingError(f"{source}:{line}: nested too deeply for a mapping file (more than {_MAX_DEPTH} "
+                               "levels)")
     if isinstance(node, yaml.MappingNode):
         items = []
         for key, value in node.value:
             if not isinstance(key, yaml.ScalarNode):
                 raise MappingError(f"{source}:{key.start_mark.line + 1}: a key must be a name, not a list or mapping")
-            items.append((str(key.value), _from_yaml(value, source), key.start_mark.line + 1))
+            items.append((str(key.value), _from_yaml(value, source, seen, depth + 1), key.start_mark.line + 1))
         return _Map(items, line)
     if isinstance(node, yaml.SequenceNode):
-        return _Seq([(_from_yaml(v, source), v.start_mark.line + 1) for v in node.value], line)
+        return _Seq([(_from_yaml(v, source, seen, depth + 1), v.start_mark.line + 1) for v in node.value], line)
     return _scalar(node)
+
+
+_MAX_DEPTH = 64
+"""Deepest nesting a rule file may use: the deepest format (an API table with argument lists) needs 4."""
 
 
 def _scalar(node: yaml.ScalarNode) -> Any:

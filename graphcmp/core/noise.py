@@ -369,7 +369,8 @@ def _growth_margins(npu: DumpGraph, pairs: TensorPairs, e: _Errors,
                     rule: NoiseRule) -> tuple[np.ndarray, np.ndarray, tuple[Calibration, ...], np.ndarray]:
     """Steps 3-4: per node the summed values n, the growth limit G, the calibration and the margin."""
     reduction = _backward_reductions(npu, pairs, e.node, e.is_in, e.is_out)
-    growth = e.output_error / (e.input_error + e.unit * np.sqrt(reduction) + LIBRARY_ERROR)
+    with np.errstate(invalid="ignore"):  # inf / inf (an overflowed input and output) is NaN: no growth measured
+        growth = e.output_error / (e.input_error + e.unit * np.sqrt(reduction) + LIBRARY_ERROR)
     communication = communication_calls(npu)
     switching = _switching_backward(npu)
     leaves = e.leaves
@@ -482,7 +483,7 @@ def element_count(shape: str) -> float:
     """
     if not shape.startswith("["):
         return 0.0
-    return float(np.prod([int(d) for d in _DIMS.findall(shape)], dtype=np.float64))
+    return float(np.prod([float(d) for d in _DIMS.findall(shape)], dtype=np.float64))  # a 400-digit dim: inf
 
 
 def _values_differ(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, shape: np.ndarray) -> np.ndarray:
@@ -791,7 +792,7 @@ def _precision(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, is_out: np.
     bench_codes, bench_names = string_codes(bench.tensors.dtype)
     width = max(len(bench_names), 1)
     names = [(normalize_dtype(npu_names[c // width]), normalize_dtype(bench_names[c % width]))
-             for c in range(len(npu_names) * width)]
+             for c in range(len(npu_names) * len(bench_names))]  # none when a run holds no tensor
     unit = np.array([max(unit_roundoff(a), unit_roundoff(b)) for a, b in names] + [0.0])
     combined = npu_codes[i] * width + bench_codes[j] if len(i) else np.zeros(0, np.int64)
     floats = unit[combined] > 0

@@ -25,6 +25,7 @@ from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, RuleNote
 from graphcmp.core.noise import NoiseModel, noise_model
+from graphcmp.core.outcome import report_outcome
 from graphcmp.core.outputs import write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
 from graphcmp.core.pairing import TensorPairs
@@ -109,6 +110,7 @@ class CompareReport:
             "overflow": _overflow_counts(self.overflow_levels()),
             "precision": self.noise.precision.to_dict(),
             "roles": self.noise.role_counts(),
+            "outcome": report_outcome(self).to_dict(),
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 import tomllib
 
-from graphcmp.core.errors import RuleError
+from graphcmp.core.errors import DumpFormatError, RuleError
+from graphcmp.core.inputs import open_regular
 
-__all__ = ["DEFAULT_THRESHOLDS", "ERROR", "PASS", "WARNING", "NoiseRule", "Rule", "Status", "Thresholds",
-           "load_thresholds"]
+__all__ = ["DEFAULT_THRESHOLDS", "ERROR", "PASS", "RULE_METRICS", "SCALAR_RANGES", "WARNING", "MetricRange",
+           "NoiseRule", "Rule", "Status", "Thresholds", "load_thresholds"]
 
 
 class Status(enum.IntEnum):
@@ -150,47 +151,152 @@ class Thresholds:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "<thresholds>") -> Thresholds:
-        """Defaults overridden by `data` (the shape `to_dict` writes); unknown keys are an error."""
+    def from_dict(cls, data: Any, source: str = "<thresholds>") -> Thresholds:
+        """Defaults overridden by `data` (the shape `to_dict` writes), every value checked.
+
+        Raises
+        ------
+        RuleError
+            If `data` is not a table, names an unknown threshold, task, metric or setting, or a value is
+            not a finite number in its range (`RULE_METRICS`, `SCALAR_RANGES`), a warning limit lies
+            beyond its error limit, or a task has no rule.
+
+        Examples
+        --------
+        >>> Thresholds.from_dict({"atol": 1e999})
+        Traceback (most recent call last):
+        graphcmp.core.errors.RuleError: <thresholds>: atol: expected a finite number, got inf
+        >>> Thresholds.from_dict({"rules": {"statistics": [{"metric": "rel_err", "warn": 0.1, "error": 0.01}]}})
+        Traceback (most recent call last):
+        graphcmp.core.errors.RuleError: <thresholds>: rules.statistics[0]: warn 0.1 lies beyond error 0.01 \
+(rel_err: lower is better, so warn <= error)
+        """
+        if not isinstance(data, Mapping):
+            raise RuleError(f"{source}: expected a table of thresholds, got {_short(data)}")
         base = cls()
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise RuleError(f"{source}: unknown threshold(s) {sorted(unknown)}; known: {sorted(known)}")
-        scalars = {k: _number(v, f"{source}: {k}") for k, v in data.items() if k not in ("rules", "noise")}
+            raise RuleError(f"{source}: unknown threshold(s) {sorted(map(str, unknown))}; known: {sorted(known)}")
+        scalars = {k: _in_range(v, f"{source}: {k}", *SCALAR_RANGES[k]) for k, v in data.items()
+                   if k not in ("rules", "noise")}
         rules = dict(base.rules)
-        for task, specs in (data.get("rules") or {}).items():
-            rules[task] = tuple(_rule(spec, f"{source}: rules.{task}") for spec in specs)
+        given = data.get("rules", {})
+        if not isinstance(given, Mapping):
+            raise RuleError(f"{source}: rules: expected a table of task -> list of rules, got {_short(given)}")
+        for task, specs in given.items():
+            if task not in rules:
+                raise RuleError(f"{source}: rules.{task}: unknown task; known: {sorted(rules)}")
+            if not isinstance(specs, (list, tuple)) or not specs:
+                raise RuleError(f"{source}: rules.{task}: expected a list of at least one rule, got {_short(specs)} "
+                                "(leave the task out to keep its default rules)")
+            rules[task] = tuple(_rule(spec, task, f"{source}: rules.{task}[{k}]") for k, spec in enumerate(specs))
         return replace(base, rules=rules, noise=_noise_rule(data.get("noise", {}), f"{source}: noise"), **scalars)
 
 
+@dataclass(frozen=True, slots=True)
+class MetricRange:
+    """What a rule on one metric may say: the metric's range, its direction and the tasks that compute it."""
+
+    low: float
+    high: float
+    higher_is_better: bool
+    tasks: tuple[str, ...]
+
+
+_ALL_TASKS = ("statistics", "tensor", "md5")
+_TENSOR = ("tensor",)
+RULE_METRICS: dict[str, MetricRange] = {
+    "rel_err": MetricRange(0.0, math.inf, False, _ALL_TASKS),  # a relative error of a statistic
+    "md5_diff": MetricRange(0.0, 1.0, False, _ALL_TASKS),  # 0 equal, 1 different
+    "cosine": MetricRange(-1.0, 1.0, True, _TENSOR),
+    "euc_rel": MetricRange(0.0, math.inf, False, _TENSOR),
+    "max_abs": MetricRange(0.0, math.inf, False, _TENSOR),
+    "max_rel": MetricRange(0.0, math.inf, False, _TENSOR),
+    "one_thousandth": MetricRange(0.0, 1.0, True, _TENSOR),  # a share of elements
+    "five_thousandths": MetricRange(0.0, 1.0, True, _TENSOR),
+    "kl": MetricRange(0.0, math.inf, False, _TENSOR),
+    "are": MetricRange(0.0, math.inf, False, _TENSOR),
+}
+"""Metrics a rule may bin (the per-pair columns of `pairing.pair_metrics` and `tensor_metrics.TENSOR_METRICS`)."""
+
+SCALAR_RANGES: dict[str, tuple[float, float, bool]] = {
+    "atol": (0.0, math.inf, True),  # (low, high, low allowed)
+    "magnitude_floor": (0.0, 1.0, False),  # a fraction of the largest magnitude; 0 would divide by zero
+    "same_input_rel": (0.0, math.inf, True),
+    "origin_margin": (1.0, math.inf, True),  # below 1 the noise itself would be an origin
+    "quantile": (0.0, 1.0, False),
+    "min_samples": (1.0, math.inf, True),
+}
+"""Ranges of the scalar thresholds and noise settings."""
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise RuleError(f"{where}: expected a number, got {value!r}")
-    return float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RuleError(f"{where}: expected a number, got {_short(value)}")
+    try:
+        number = float(value)
+    except OverflowError as err:
+        raise RuleError(f"{where}: expected a finite number, got an integer of {len(str(abs(value)))} digits") from err
+    if not math.isfinite(number):
+        raise RuleError(f"{where}: expected a finite number, got {number}")
+    return number
+
+
+def _in_range(value: Any, where: str, low: float, high: float, low_allowed: bool = True) -> float:
+    number = _number(value, where)
+    if number < low or (number == low and not low_allowed) or number > high:
+        bounds = f"{'[' if low_allowed else '('}{low:g}, {high:g}]"
+        raise RuleError(f"{where}: {number:g} is outside {bounds}")
+    return number
 
 
 def _noise_rule(spec: Any, where: str) -> NoiseRule:
     if not isinstance(spec, Mapping):
-        raise RuleError(f"{where}: expected a table of {[f.name for f in fields(NoiseRule)]}, got {spec!r}")
+        raise RuleError(f"{where}: expected a table of {[f.name for f in fields(NoiseRule)]}, got {_short(spec)}")
     known = {f.name for f in fields(NoiseRule)}
     unknown = set(spec) - known
     if unknown:
-        raise RuleError(f"{where}: unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
-    values = {k: _number(v, f"{where}.{k}") for k, v in spec.items()}
+        raise RuleError(f"{where}: unknown setting(s) {sorted(map(str, unknown))}; known: {sorted(known)}")
+    values: dict[str, Any] = {k: _in_range(v, f"{where}.{k}", *SCALAR_RANGES[k]) for k, v in spec.items()}
     if "min_samples" in values:
+        if values["min_samples"] != int(values["min_samples"]):
+            raise RuleError(f"{where}.min_samples: expected a whole number, got {values['min_samples']:g}")
         values["min_samples"] = int(values["min_samples"])
     return replace(NoiseRule(), **values)
 
 
-def _rule(spec: Any, where: str) -> Rule:
+_RULE_KEYS = ("metric", "warn", "error", "higher_is_better")
+
+
+def _rule(spec: Any, task: str, where: str) -> Rule:
     if not isinstance(spec, Mapping):
-        raise RuleError(f"{where}: each rule is a table with metric, warn, error; got {spec!r}")
-    try:
-        return Rule(metric=str(spec["metric"]), warn=_number(spec["warn"], where),
-                    error=_number(spec["error"], where), higher_is_better=bool(spec.get("higher_is_better", False)))
-    except KeyError as err:
-        raise RuleError(f"{where}: rule is missing {err.args[0]!r} (needs metric, warn, error)") from err
+        raise RuleError(f"{where}: each rule is a table with metric, warn, error; got {_short(spec)}")
+    if unknown := sorted(map(str, set(spec) - set(_RULE_KEYS))):
+        raise RuleError(f"{where}: unknown key(s) {unknown}; a rule has {', '.join(_RULE_KEYS)}")
+    if missing := [k for k in _RULE_KEYS[:3] if k not in spec]:
+        raise RuleError(f"{where}: rule is missing {missing[0]!r} (needs metric, warn, error)")
+    metric = spec["metric"]
+    usable = sorted(name for name, m in RULE_METRICS.items() if task in m.tasks)
+    if not isinstance(metric, str) or metric not in RULE_METRICS or task not in RULE_METRICS[metric].tasks:
+        raise RuleError(f"{where}: unknown metric {_short(metric)} for task {task}; known: {', '.join(usable)}")
+    m = RULE_METRICS[metric]
+    warn = _in_range(spec["warn"], f"{where}.warn", m.low, m.high)
+    error = _in_range(spec["error"], f"{where}.error", m.low, m.high)
+    better = spec.get("higher_is_better", m.higher_is_better)
+    if better is not m.higher_is_better:
+        raise RuleError(f"{where}: higher_is_better is {_short(better)}, but for {metric} "
+                        f"{'higher' if m.higher_is_better else 'lower'} is better (leave it out)")
+    if (warn > error) if not m.higher_is_better else (warn < error):
+        order = "warn >= error" if m.higher_is_better else "warn <= error"
+        raise RuleError(f"{where}: warn {warn:g} lies beyond error {error:g} ({metric}: "
+                        f"{'higher' if m.higher_is_better else 'lower'} is better, so {order})")
+    return Rule(metric=metric, warn=warn, error=error, higher_is_better=m.higher_is_better)
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -202,17 +308,28 @@ def load_thresholds(path: str | os.PathLike[str]) -> Thresholds:
     Raises
     ------
     RuleError
-        If the file is missing, does not parse, or names unknown thresholds.
+        If the file is missing or not a regular file, does not parse, or names unknown or bad thresholds
+        (see `Thresholds.from_dict`).
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open_regular(path) as f:
+            raw = f.read()
+    except DumpFormatError as err:
+        raise RuleError(f"thresholds file {err}") from err
     except OSError as err:
         raise RuleError(f"{path}: cannot read thresholds file ({err.strerror})") from err
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise RuleError(f"{path}: not a text file; thresholds are TOML or JSON") from err
+    kind = "JSON" if path.suffix == ".json" else "TOML"
     try:
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        data = json.loads(text) if kind == "JSON" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:
-        raise RuleError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'} ({err})") from err
+        raise RuleError(f"{path}: not valid {kind} ({err})") from err
+    except RecursionError as err:
+        raise RuleError(f"{path}: not valid {kind} (nested too deeply for a thresholds file)") from err
+    except ValueError as err:  # an integer too long to read (Python's int_max_str_digits)
+        raise RuleError(f"{path}: not valid {kind} ({err})") from err
     return Thresholds.from_dict(data, str(path))

@@ -15,6 +15,7 @@ runs. Torch itself is never imported.
 from __future__ import annotations
 
 import io
+import math
 import os
 import pickle
 import pickletools
@@ -30,6 +31,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.inputs import INFLATE_RATIO_LIMIT, open_regular, regular_file
 
 __all__ = ["TENSOR_SUFFIXES", "is_tensor_file", "parse_pt", "read_tensor"]
 
@@ -182,6 +184,7 @@ re-save the tensor with torch >= 1.6 and the default _use_new_zipfile_serializat
 
 def _read_npy(name: str) -> np.ndarray:
     # open_memmap reads only the .npy format (never a pickle or an .npz) and maps the data lazily.
+    regular_file(name)  # a FIFO or a device named .npy would block the read or never end
     try:
         array = np.lib.format.open_memmap(name, mode="r")
     except FileNotFoundError as err:
@@ -193,11 +196,11 @@ def _read_npy(name: str) -> np.ndarray:
 
 
 def _read_pt(name: str) -> np.ndarray:
+    if not os.path.lexists(name):
+        raise DumpFormatError(f"{name}: no such file")
     try:
-        with open(name, "rb") as file:
+        with open_regular(name) as file:
             return _load_pt(file, name)
-    except FileNotFoundError as err:
-        raise DumpFormatError(f"{name}: no such file") from err
     except OSError as err:
         raise DumpFormatError(f"{name}: cannot be read: {err}") from err
 
@@ -224,11 +227,11 @@ def _load_archive(archive: zipfile.ZipFile, name: str) -> np.ndarray:
     if prefix + "data.pkl" not in names:
         raise DumpFormatError(f"{name}: no '<archive>/data.pkl' record; not a file written by torch.save")
     if prefix + "byteorder" in names:  # absent in archives of torch < 1.10, which were little-endian
-        byteorder = archive.read(prefix + "byteorder").decode("ascii", "replace").strip()
+        byteorder = _member(archive, prefix + "byteorder", name).decode("ascii", "replace").strip()
         if byteorder != "little":
-            raise DumpFormatError(f"{name}: byte order is '{byteorder}'; only little-endian .pt files "
+            raise DumpFormatError(f"{name}: byte order is '{byteorder:.20}'; only little-endian .pt files "
                                   "can be read, re-save it on a little-endian machine")
-    pickled = archive.read(prefix + "data.pkl")
+    pickled = _member(archive, prefix + "data.pkl", name)
     try:
         for _ in pickletools.genops(pickled):  # validate lengths first: no allocation on a corrupt one
             pass
@@ -271,14 +274,32 @@ class _TensorUnpickler(pickle.Unpickler):
     def _read_storage(self, key: str, dtype: str, numel: int) -> _Storage:
         record, nbytes = f"{self._prefix}data/{key}", numel * _ITEMSIZES[dtype]
         try:
-            with self._archive.open(record) as member:
-                raw = member.read(nbytes)  # never more than declared: no zip-bomb inflation
+            raw = _member(self._archive, record, self._name, nbytes)
         except KeyError as err:
             raise DumpFormatError(f"{self._name}: storage record '{record}' is missing") from err
         if len(raw) < nbytes:
             raise DumpFormatError(f"{self._name}: storage record '{record}' holds {len(raw)} bytes, "
                                   f"expected {nbytes} ({numel} x {dtype}); the file is truncated")
         return _Storage(raw, dtype)
+
+
+def _member(archive: zipfile.ZipFile, record: str, name: str, size: int | None = None) -> bytes:
+    """The bytes of one archive member (`size` of them when given), read within what the archive allows.
+
+    torch.save stores members uncompressed, so a member holds at most its stored size; a compressed one
+    may inflate to `INFLATE_RATIO_LIMIT` times its compressed size (see core/inputs.py). A storage that
+    declares more bytes than that, or than its member declares, is refused before anything is read.
+    """
+    info = archive.getinfo(record)
+    allowed = info.compress_size if info.compress_type == zipfile.ZIP_STORED else \
+        INFLATE_RATIO_LIMIT * max(info.compress_size, 1)
+    wanted = info.file_size if size is None else min(size, info.file_size)  # fewer: the caller says truncated
+    if wanted > allowed:
+        raise DumpFormatError(f"{name}: record '{record}' would inflate {info.compress_size} bytes to {wanted}, "
+                              f"more than {INFLATE_RATIO_LIMIT} times; torch.save writes no such file (a "
+                              "compression bomb?)")
+    with archive.open(record) as member:
+        return member.read(wanted)  # never more than declared: no zip-bomb inflation
 
 
 def _allowed_global(module: str, name: str) -> Any:
@@ -343,6 +364,10 @@ def _strided(flat: np.ndarray, offset: int, size: tuple[int, ...], stride: tuple
         raise ValueError(f"invalid tensor geometry: offset {offset}, size {size}, stride {stride}")
     if 0 in size:
         return np.zeros(size, dtype=flat.dtype)
+    count = math.prod(size)
+    if count > flat.size:
+        raise ValueError(f"tensor of size {size} holds {count} elements over a storage of {flat.size} "
+                         f"(stride {stride}: a broadcast view); msprobe dumps whole tensors")
     last = offset + sum((n - 1) * s for n, s in zip(size, stride))
     if last >= flat.size:
         raise ValueError(f"tensor (offset {offset}, size {size}, stride {stride}) overruns "

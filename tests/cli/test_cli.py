@@ -52,7 +52,9 @@ def test_fuzzy_flag(perturb_pair, tmp_path, capsys, data_dir):
     exact = _json_out(capsys)["matched"]
     main(["compare", str(npu), str(perturb_pair[1]), "-o", str(tmp_path / "b.json"), "--json", "-q", "--fuzzy"])
     fuzzy = _json_out(capsys)
-    assert fuzzy["matched"] > exact and fuzzy["matched_by_rule"]["fuzzy"] == 20
+    # the 20 shifted linear/add calls plus the 6 adds whose ids coincide across layers' positions (kept out of
+    # the exact pass so no pair crosses another: tests/core/matching/test_fuzzy_order.py)
+    assert fuzzy["matched"] > exact and fuzzy["matched_by_rule"] == {"root": 1, "group": 1, "exact": 150, "fuzzy": 26}
 
 
 def test_demo_runs_on_bundled_samples(tmp_path, capsys):

@@ -90,3 +90,20 @@ def test_the_close_is_found_backwards_across_window_edges(monkeypatch):
         assert jsonio._last_close(io.BytesIO(text), 3) == at
     with pytest.raises(LayoutMismatch):
         jsonio._last_close(io.BytesIO(b"{" + b"\n  z" * 50), 1)
+
+
+@pytest.mark.parametrize("data", [b"[" * 2000 + b"]" * 2000, b'{"a":' * 3000 + b"1" + b"}" * 3000,
+                                  b'{"data": {"a":' * 3000])
+def test_deep_nesting_is_a_format_error(data):
+    from graphcmp.core.errors import DumpFormatError
+
+    with pytest.raises(DumpFormatError, match=r"x\.json: .*nested too deeply"):
+        load_json(data, "x.json")
+
+
+def test_an_integer_too_long_to_read_is_a_format_error():
+    from graphcmp.core.errors import DumpFormatError
+
+    with pytest.raises(DumpFormatError, match=r"x\.json: not readable JSON"):
+        load_json(b"[" + b"9" * 5000 + b"]", "x.json")
+    assert load_json(b'{"n": 1' + b"0" * 400 + b"}", "x.json").value["n"] == 10**400

@@ -144,3 +144,33 @@ def test_manual_file_errors_name_the_line(tmp_path):
     path.write_text('{"format": "msprobe", "version": 1}')
     with pytest.raises(MappingError, match="not a graphcmp manual-matches file"):
         load_manual_file(path)
+
+
+def test_yaml_aliases_are_refused_before_they_expand(tmp_path):
+    lines = ["a: &a [x, y, z, w, v, u, t, s, r]"]
+    lines += [f"{n}: &{n} [" + ", ".join([f"*{p}"] * 9) + "]" for p, n in zip("abcdefgh", "bcdefghi")]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\n")  # 9^9 names once expanded
+    with pytest.raises(MappingError, match=r"bomb\.yaml:1: uses a YAML alias"):
+        load_layer_mapping(bomb)
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("Block: &a {x: *a}\n")
+    with pytest.raises(MappingError, match=r"loop\.yaml:1: uses a YAML alias"):
+        load_layer_mapping(loop)
+
+
+@pytest.mark.parametrize("name, text", [("deep.yaml", "[" * 2000 + "]" * 2000),
+                                        ("deep.json", "[" * 900 + "]" * 900)])
+def test_deep_nesting_is_one_line(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(MappingError, match=f"{name}.*nested too deeply"):
+        load_layer_mapping(path)
+
+
+def test_a_fifo_is_never_read_as_a_mapping_file(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "m.yaml")
+    with pytest.raises(MappingError, match=r"m\.yaml: is a FIFO"):
+        load_layer_mapping(tmp_path / "m.yaml")

@@ -422,3 +422,39 @@ def test_every_shared_tensor_file_matches_its_dump_json(dump_dir: Path) -> None:
         array = read_tensor(dump_dir / "dump_tensor_data" / entry["data_name"])
         assert list(array.shape) == entry["shape"], entry["data_name"]
         _assert_stats(array, entry)
+
+
+# --- bounds: a small file never becomes a large array -----------------------------------------------------
+
+
+def test_a_broadcast_view_larger_than_its_storage_is_refused() -> None:
+    data = make_pt(tensor_record("FloatStorage", 1, (30000, 30000), (0, 0)), {"0": b"\0" * 4})
+    assert len(data) < 1000  # 3.6 GB as an array
+    with pytest.raises(DumpFormatError, match=r"b\.pt: corrupt data\.pkl: ValueError: .* a broadcast view"):
+        parse_pt(data, name="b.pt")
+
+
+def test_a_compressed_storage_inflating_past_the_limit_is_refused() -> None:
+    numel = (64 << 20) // 4
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("archive/data.pkl", b"\x80\x02" + _ops(tensor_record("FloatStorage", numel, (numel,), (1,)))
+                         + b".")
+        archive.writestr("archive/data/0", b"\0" * (numel * 4), compress_type=zipfile.ZIP_DEFLATED)
+    with pytest.raises(DumpFormatError, match=r"z\.pt: record 'archive/data/0' would inflate .* compression bomb"):
+        parse_pt(buffer.getvalue(), name="z.pt")
+
+
+def test_a_compressed_pickle_inflating_past_the_limit_is_refused() -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("archive/data.pkl", b"\x80\x02" + b"\0" * (64 << 20), compress_type=zipfile.ZIP_DEFLATED)
+    with pytest.raises(DumpFormatError, match=r"record 'archive/data.pkl' would inflate"):
+        parse_pt(buffer.getvalue(), name="p.pt")
+
+
+def test_a_fifo_named_like_a_tensor_is_never_opened(tmp_path: Path) -> None:
+    for name in ("t.pt", "t.npy"):
+        os.mkfifo(tmp_path / name)
+        with pytest.raises(DumpFormatError, match=f"{name}: is a FIFO"):
+            read_tensor(tmp_path / name)

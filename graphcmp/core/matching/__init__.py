@@ -37,5 +37,5 @@ __all__ = [
 
 
 def default_matchers(*, fuzzy: bool = False) -> list[ChildMatcher]:
-    """Exact names, then (with `fuzzy`) call-count-insensitive names in order."""
-    return [ExactMatcher(), FuzzyMatcher()] if fuzzy else [ExactMatcher()]
+    """Exact names, then (with `fuzzy`) call-count-insensitive names in order; with `fuzzy` no two pairs cross."""
+    return [ExactMatcher(ordered=True), FuzzyMatcher()] if fuzzy else [ExactMatcher()]

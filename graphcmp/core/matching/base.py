@@ -11,6 +11,7 @@ later rule that wanted it differently is listed in `MatchTable.conflicts`.
 from __future__ import annotations
 
 import enum
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -39,6 +40,7 @@ __all__ = [
     "children_rows",
     "flat_parents",
     "match_graphs",
+    "non_crossing",
 ]
 
 ROOT_RULE = "root"
@@ -59,7 +61,11 @@ class RuleCode(enum.IntEnum):
 
 
 class ChildMatcher(Protocol):
-    """A matching strategy: pairs children of one matched parent pair."""
+    """A matching strategy: pairs children of one matched parent pair.
+
+    A matcher with a true ``ordered`` attribute pairs children in execution order (fuzzy names): the walk
+    asks it once per gap between the sibling pairs already made, so its pairs never cross them.
+    """
 
     name: str
 
@@ -486,7 +492,7 @@ def match_graphs(npu: DumpGraph, bench: DumpGraph, matchers: Sequence[ChildMatch
                 todo.extend((c.npu[0], c.bench[0]) for c in sorted(claims, key=_entry_order)
                             if walk.apply(c, code))
             else:
-                for n, b in matcher.match_children(npu, bench, n_free, b_free):
+                for n, b in _child_pairs(walk, matcher, n_parent, b_parent, n_free, b_free):
                     if n2b[n] == -1 and b2n[b] == -1:
                         n2b[n], b2n[b], walk.rule[n] = b, n, code
                         todo.append((n, b))
@@ -501,12 +507,68 @@ def match_graphs(npu: DumpGraph, bench: DumpGraph, matchers: Sequence[ChildMatch
     return _table(walk, matchers, rich, rules, MatchTable(n2b, b2n, rule, rules))
 
 
+def non_crossing(positions: Sequence[tuple[int, int]]) -> list[int]:
+    """Indices of the most pairs that keep execution order on both sides (none crosses another).
+
+    `positions` are (npu position, bench position) pairs sorted by npu position; the answer is one of the
+    longest subsequences whose bench positions increase, found in O(n log n).
+    Two calls run in the same order in both runs, so of two pairs that cross, one is wrong.
+
+    Examples
+    --------
+    >>> non_crossing([(0, 0), (1, 5), (2, 1), (3, 2), (4, 6)])
+    [0, 2, 3, 4]
+    """
+    tails: list[int] = []  # tails[k]: the pair ending the increasing run of length k + 1 with the lowest end
+    ends: list[int] = []  # the bench position of each tail
+    before = [-1] * len(positions)
+    for i, (_, b) in enumerate(positions):
+        k = bisect_left(ends, b)
+        before[i] = tails[k - 1] if k else -1
+        if k == len(tails):
+            tails.append(i)
+            ends.append(b)
+        else:
+            tails[k], ends[k] = i, b
+    out, i = [], tails[-1] if tails else -1
+    while i >= 0:
+        out.append(i)
+        i = before[i]
+    return out[::-1]
+
+
 def flat_parents(graph: DumpGraph) -> np.ndarray:
     """Parent row of every row with group nodes skipped (a group's members count as the root's children)."""
     parent = graph.nodes.parent.astype(np.int64)
     in_group = (parent >= 0) & (graph.nodes.kind[np.maximum(parent, 0)] == NodeKind.GROUP)
     parent[in_group] = parent[parent[in_group]]
     return parent
+
+
+def _child_pairs(walk: Walk, matcher: ChildMatcher, n_parent: int, b_parent: int, n_free: list[int],
+                 b_free: list[int]) -> list[tuple[int, int]]:
+    """What `matcher` pairs among the free children; an ordered matcher is asked gap by gap (see `ChildMatcher`)."""
+    if not getattr(matcher, "ordered", False):
+        return matcher.match_children(walk.npu, walk.bench, n_free, b_free)
+    pairs = []
+    for n_rows, b_rows in _gaps(walk, walk.npu_kids[n_parent], walk.bench_kids[b_parent], set(n_free), set(b_free)):
+        if n_rows and b_rows:
+            pairs.extend(matcher.match_children(walk.npu, walk.bench, n_rows, b_rows))
+    return pairs
+
+
+def _gaps(walk: Walk, npu_kids: list[int], bench_kids: list[int], n_free: set[int],
+          b_free: set[int]) -> list[tuple[list[int], list[int]]]:
+    """The free children between consecutive sibling pairs (those of them that do not cross), per side."""
+    where = {b: j for j, b in enumerate(bench_kids)}
+    n2b = walk.npu_to_bench
+    anchors = [(i, where[n2b[n]]) for i, n in enumerate(npu_kids) if n2b[n] in where]
+    kept = [anchors[k] for k in non_crossing(anchors)] + [(len(npu_kids), len(bench_kids))]
+    gaps, n_from, b_from = [], 0, 0
+    for i, j in kept:
+        gaps.append(([n for n in npu_kids[n_from:i] if n in n_free], [b for b in bench_kids[b_from:j] if b in b_free]))
+        n_from, b_from = i + 1, j + 1
+    return gaps
 
 
 def _entry_order(claim: Claim) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from graphcmp.core.hierarchy import depths, levels
-from graphcmp.core.matching.base import RuleCode, Walk, flat_parents
+from graphcmp.core.matching.base import RuleCode, Walk, flat_parents, non_crossing
 from graphcmp.core.records import DumpGraph, NodeKind
 
 __all__ = ["ExactMatcher"]
@@ -21,15 +21,30 @@ __all__ = ["ExactMatcher"]
 class ExactMatcher:
     """Pairs children whose node ids are equal (so the whole ancestor chain is equal too).
 
+    With `ordered` (what ``--fuzzy`` uses), pairs that would cross keep execution order: among siblings,
+    only the most pairs whose order agrees on both sides are kept (`non_crossing`). When an extra call
+    shifts call counters, ``Tensor.__add__.2`` of one run can be another add of the other run; those
+    crossing pairs are left to the fuzzy pass, which aligns the calls in order.
+
     Examples
     --------
     >>> from graphcmp.core.readers.msprobe import parse_msprobe
     >>> g = parse_msprobe({"data": {"Functional.relu.0.forward": {}}})
     >>> ExactMatcher().match_children(g, g, [1], [1])
     [(1, 1)]
+    >>> npu = parse_msprobe({"data": {"Functional.add.1.forward": {}, "Functional.mul.0.forward": {},
+    ...                               "Functional.add.2.forward": {}}})
+    >>> bench = parse_msprobe({"data": {"Functional.add.0.forward": {}, "Functional.mul.0.forward": {},
+    ...                                 "Functional.add.1.forward": {}}})
+    >>> [(npu.nodes.ids[n], bench.nodes.ids[b]) for n, b in ExactMatcher(ordered=True).match_children(
+    ...     npu, bench, [2, 3, 4], [2, 3, 4])]
+    [('Functional.mul.0.forward', 'Functional.mul.0.forward')]
     """
 
     name = "exact"
+
+    def __init__(self, *, ordered: bool = False) -> None:
+        self.ordered = ordered
 
     def match_children(
         self, npu: DumpGraph, bench: DumpGraph, npu_rows: Sequence[int], bench_rows: Sequence[int]
@@ -37,7 +52,10 @@ class ExactMatcher:
         bench_ids = bench.nodes.ids
         by_id = {bench_ids[b]: b for b in bench_rows}
         npu_ids = npu.nodes.ids
-        return [(n, by_id[npu_ids[n]]) for n in npu_rows if npu_ids[n] in by_id]
+        pairs = [(n, by_id[npu_ids[n]]) for n in npu_rows if npu_ids[n] in by_id]
+        if self.ordered:
+            pairs = [pairs[k] for k in non_crossing(pairs)]  # rows are in execution order on both sides
+        return pairs
 
     def match_tree(self, walk: Walk, code: int, *, more: bool) -> list[tuple[int, int]]:
         """`match_children` for the whole tree at once: level by level, a node pairs with the bench node
@@ -57,6 +75,8 @@ class ExactMatcher:
             b = partner[level]
             up = n2b[npu_parent[level]]
             ok = (b >= 0) & (up >= 0) & (up == bench_parent[np.maximum(b, 0)])
+            if self.ordered:
+                ok[ok] = _keep_order(level[ok], b[ok], npu_parent[level[ok]])
             n2b[level[ok]] = b[ok]
         paired = np.flatnonzero(n2b >= 0)[1:]
         b2n = np.full(len(bench), -1, np.int64)
@@ -73,3 +93,22 @@ class ExactMatcher:
         both = np.flatnonzero((n2b >= 0) & (free_npu > 0))
         both = both[free_bench[n2b[both]] > 0]
         return list(zip(both.tolist(), n2b[both].tolist()))
+
+
+def _keep_order(rows: np.ndarray, partners: np.ndarray, parents: np.ndarray) -> np.ndarray:
+    """Which of one level's pairs to keep so that no two siblings' pairs cross (see `non_crossing`).
+
+    Only the parents whose children's partners are out of order (rare: an extra call shifted counters)
+    are looked at one by one.
+    """
+    keep = np.ones(len(rows), bool)
+    order = np.lexsort((rows, parents))
+    p, b = parents[order], partners[order]
+    crossing = np.unique(p[1:][(p[1:] == p[:-1]) & (b[1:] < b[:-1])])
+    for parent in crossing.tolist():
+        members = order[p == parent]
+        kept = non_crossing(list(zip(rows[members].tolist(), partners[members].tolist())))
+        drop = np.ones(len(members), bool)
+        drop[kept] = False
+        keep[members[drop]] = False
+    return keep

@@ -3,7 +3,9 @@
 One extra call early in a run shifts every later call counter (``Functional.linear.3`` becomes
 ``Functional.linear.4``). Aligning the counter-free names of the unmatched children of a matched
 parent pair with a longest-common-subsequence alignment pairs the calls that correspond, and
-leaves the extra one unmatched.
+leaves the extra one unmatched. The matcher is ``ordered``: the walk asks it gap by gap between the
+sibling pairs already made, so no fuzzy pair crosses an exact one (with ``--fuzzy`` the exact pass
+keeps order too: `ExactMatcher(ordered=True)`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class FuzzyMatcher:
     """
 
     name = "fuzzy"
+    ordered = True
 
     def match_children(
         self, npu: DumpGraph, bench: DumpGraph, npu_rows: Sequence[int], bench_rows: Sequence[int]

@@ -118,4 +118,5 @@ def matchers_from_specs(specs: Sequence[str]) -> list[ChildMatcher | RuleMatcher
     """
     ordered = sorted(specs, key=lambda s: RULE_ORDER.index(s.partition("=")[0]) if s.partition("=")[0]
                      in RULE_ORDER else -1)
-    return [matcher_from_spec(s) for s in ordered]
+    fuzzy = "fuzzy" in ordered  # with fuzzy names, exact names keep execution order too (see ExactMatcher)
+    return [ExactMatcher(ordered=True) if s == "exact" and fuzzy else matcher_from_spec(s) for s in ordered]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from importlib import import_module
-from pathlib import Path
 
 from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.inputs import check_input, special_entries
 from graphcmp.core.records import DumpGraph
 
 __all__ = ["FORMATS", "VIS_SUFFIXES", "detect_format", "read_graph", "reader"]
@@ -40,8 +40,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     DumpFormatError
         If the path does not exist or no reader recognises it.
     """
-    if not Path(path).exists():
-        raise DumpFormatError(f"{path}: no such file or folder")
+    _check_input(path)
     for name in FORMATS:
         if reader(name)[0](path):
             return name
@@ -52,7 +51,17 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 
 def read_graph(path: str | os.PathLike[str], format: str | None = None) -> DumpGraph:
     """Read one run from `path`, detecting its format unless `format` names it."""
-    name = format or detect_format(path)
-    if name not in FORMATS:
-        raise DumpFormatError(f"{path}: unknown format {name!r} (known: {', '.join(FORMATS)})")
-    return reader(name)[1](path)
+    if format is not None:
+        if format not in FORMATS:
+            raise DumpFormatError(f"{path}: unknown format {format!r} (known: {', '.join(FORMATS)})")
+        _check_input(path)
+    return reader(format or detect_format(path))[1](path)
+
+
+def _check_input(path: str | os.PathLike[str]) -> None:
+    """Refuse a path no reader may open: missing, a link loop, a device or FIFO, or a folder holding one.
+
+    Readers open the files of a folder by name; a FIFO or a device among them would block or never end.
+    """
+    if check_input(path).is_dir() and (special := special_entries(path)):
+        raise DumpFormatError(special[0] + (f" (and {len(special) - 1} more)" if len(special) > 1 else ""))

@@ -16,10 +16,8 @@ tensors with dtype and shape but no statistics.
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +30,7 @@ from google.protobuf.message import DecodeError
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
+from graphcmp.core.inputs import read_input
 from graphcmp.core.readers.proto_gen import ge_ir_pb2, ge_onnx_pb2
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
@@ -279,14 +278,11 @@ def _add_descs(builder: HierarchyBuilder, graphs: Sequence[GeGraph], layout: _La
 
 # --- reading and recognising the file forms ---------------------------------------------------------
 
-def _read(file: Path, limit: int = -1) -> bytes:
+def _read(file: Path, limit: int | None = None) -> bytes:
+    """The file's bytes, inflated when gzipped (bounded: `read_input`), at most `limit` of them."""
     try:
-        with file.open("rb") as fh:
-            magic = fh.read(2)
-        opener = gzip.open if magic == b"\x1f\x8b" else open
-        with opener(file, "rb") as fh:
-            return fh.read(limit)
-    except (OSError, EOFError, zlib.error) as err:
+        return read_input(file, limit=limit)
+    except OSError as err:
         raise DumpFormatError(f"{file}: cannot read ({err})") from err
 
 
@@ -326,6 +322,8 @@ def _parse_text(data: bytes, message: Any, source: str, notes: list[str]) -> Any
         raise DumpFormatError(f"{source}: not UTF-8 text ({err})") from err
     try:
         return text_format.Parse(text, message, allow_unknown_field=True, allow_unknown_extension=True)
+    except RecursionError as err:
+        raise DumpFormatError(f"{source}: not a GE graph in protobuf text form (nested too deeply)") from err
     except text_format.ParseError as err:
         if "has no value named" not in str(err):
             raise DumpFormatError(f"{source}: not a GE graph in protobuf text form ({err})") from err
@@ -333,8 +331,8 @@ def _parse_text(data: bytes, message: Any, source: str, notes: list[str]) -> Any
     notes.append(f"values this reader does not know were read as 0 (DT_UNDEFINED): {', '.join(sorted(unknown))}")
     try:
         return text_format.Parse(text, message.__class__(), allow_unknown_field=True, allow_unknown_extension=True)
-    except text_format.ParseError as err:
-        raise DumpFormatError(f"{source}: not a GE graph in protobuf text form ({err})") from err
+    except (text_format.ParseError, RecursionError) as err:
+        raise DumpFormatError(f"{source}: not a GE graph in protobuf text form ({err or 'nested too deeply'})") from err
 
 
 def _blank_unknown_enums(text: str) -> tuple[str, set[str]]:
@@ -419,8 +417,74 @@ def _graphs_from_json(doc: Any, source: str) -> list[GeGraph]:
         ops = graph.get("op") or []
         if not isinstance(ops, list) or not all(isinstance(op, dict) and "name" in op for op in ops):
             raise DumpFormatError(f"{source}: graph {k}: \"op\" is not a list of ops with a \"name\"")
-        out.append(GeGraph(str(graph.get("name", f"graph_{k}")), tuple(_op_from_json(op) for op in ops)))
+        name = graph.get("name", f"graph_{k}")
+        _expect(isinstance(name, str), source, f"graph {k}", "name", name, "a string")
+        for j, op in enumerate(ops):
+            _check_json_op(op, source, f"graph {k} op {j}")
+        out.append(GeGraph(name, tuple(_op_from_json(op) for op in ops)))
     return out
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_LIST_FIELDS = ("s", "i", "f", "b", "dt")
+
+
+def _check_json_op(op: Mapping[str, Any], source: str, where: str) -> None:
+    """Check the types of the fields an op is read from (atc writes them as protobuf JSON)."""
+    where = f"{where} ({op['name']!r:.60})" if isinstance(op.get("name"), str) else where
+    _expect(isinstance(op["name"], str) and op["name"], source, where, "name", op["name"], "a non-empty string")
+    _expect(isinstance(op.get("type", ""), str), source, where, "type", op.get("type"), "a string")
+    for key in ("input", "subgraph_name"):
+        value = op.get(key) or []
+        _expect(isinstance(value, list) and all(isinstance(v, str) for v in value), source, where, key, value,
+                "a list of strings")
+    op_id = op.get("id", 0)
+    _expect(not isinstance(op_id, bool) and isinstance(op_id, (int, str)) and _int64(op_id), source, where, "id",
+            op_id, "a 64-bit integer")
+    _check_attrs(op.get("attr"), source, where, "attr")
+    for key in ("input_desc", "output_desc"):
+        descs = op.get(key) or []
+        _expect(isinstance(descs, list) and all(isinstance(d, dict) for d in descs), source, where, key, descs,
+                "a list of tensor descs")
+        for n, desc in enumerate(descs):
+            dtype = desc.get("dtype", "DT_UNDEFINED")
+            _expect(isinstance(dtype, str) or (isinstance(dtype, int) and not isinstance(dtype, bool)
+                                               and _int64(dtype)), source, where, f"{key}[{n}].dtype", dtype,
+                    "a dtype name or number")
+            shape = desc.get("shape") or {}
+            dims = shape.get("dim") or [] if isinstance(shape, dict) else None
+            _expect(isinstance(dims, list) and all(not isinstance(d, bool) and isinstance(d, (int, str))
+                                                   and _int64(d) for d in dims), source, where,
+                    f"{key}[{n}].shape", shape, "{\"dim\": [64-bit integers]}")
+            _check_attrs(desc.get("attr"), source, where, f"{key}[{n}].attr")
+
+
+def _int64(value: int | str) -> bool:
+    """True for an int (or the decimal text protobuf JSON writes for int64) within 64 bits."""
+    if isinstance(value, str):
+        if not re.fullmatch(r"-?\d{1,20}", value):
+            return False
+        value = int(value)
+    return _INT64[0] <= value <= _INT64[1]
+
+
+def _check_attrs(items: Any, source: str, where: str, key: str) -> None:
+    ok = items is None or isinstance(items, dict) or (
+        isinstance(items, list) and all(isinstance(i, dict) and isinstance(i.get("key", ""), str) for i in items))
+    _expect(ok, source, where, key, items, "a list of {\"key\", \"value\"} objects")
+    values = items.values() if isinstance(items, dict) else [i.get("value") for i in items or ()]
+    for value in values:
+        listed = value.get("list") if isinstance(value, dict) else None
+        ok = value is None or (isinstance(value, dict) and (listed is None or (isinstance(listed, dict) and all(
+            isinstance(listed.get(name, []), list) for name in _LIST_FIELDS))))
+        _expect(ok, source, where, key, value, "attribute values as objects (a \"list\" of lists)")
+
+
+def _expect(ok: bool, source: str, where: str, key: str, value: Any, expected: str) -> None:
+    if not ok:
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise DumpFormatError(f"{source}: {where}: \"{key}\" is {shown}, expected {expected}")
 
 
 def _op_from_json(op: Mapping[str, Any]) -> GeOp:
@@ -434,12 +498,12 @@ def _op_from_json(op: Mapping[str, Any]) -> GeOp:
                                       _json_value_text(desc_attrs.get(_ORIGIN_INDEX))))
     op_id = op.get("id")
     return GeOp(
-        name=str(op["name"]), type=str(op.get("type", "")), inputs=tuple(str(i) for i in op.get("input") or ()),
+        name=op["name"], type=op.get("type", ""), inputs=tuple(op.get("input") or ()),
         attrs=tuple((k, v) for k, v in kept if v),
         input_desc=tuple(_json_desc(d) for d in op.get("input_desc") or ()),
         output_desc=tuple(_json_desc(d) for d in outputs),
         subgraphs=tuple(str(s) for s in op.get("subgraph_name") or ()),
-        op_id=op_id if isinstance(op_id, int) else 0,  # proto3 JSON leaves out a 0
+        op_id=int(op_id) if op_id is not None else 0,  # proto3 JSON leaves out a 0 and writes int64 as text
     )
 
 
@@ -455,7 +519,7 @@ def _json_value_text(value: Any) -> str:
         return ""
     if "list" in value:
         items = value["list"] or {}
-        for name in ("s", "i", "f", "b", "dt"):
+        for name in _LIST_FIELDS:
             if items.get(name):
                 return ",".join(_scalar_text(v) for v in items[name])
         return ""

@@ -15,6 +15,7 @@ are computed from the arrays and the file paths kept, so tensors compare in ``te
 from __future__ import annotations
 
 import csv
+import io
 import os
 import re
 from collections import defaultdict
@@ -26,7 +27,8 @@ import numpy as np
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
-from graphcmp.core.readers.mindspore_ir import IrNode, add_ir_node, parse_ir_nodes
+from graphcmp.core.inputs import read_input, regular_file
+from graphcmp.core.readers.mindspore_ir import IrNode, add_ir_node, ir_cut_short, parse_ir_nodes
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
 __all__ = ["DumpFile", "find_rank_folder", "parse_dump_name", "parse_mindspore_dump", "read_mindspore_dump",
@@ -103,7 +105,9 @@ def read_mindspore_dump(path: str | os.PathLike[str]) -> DumpGraph:
         kernels[graph_id] = _read_order(csv_path)
         ir_path = rank / GRAPH_DIR / f"ms_output_trace_code_graph_{graph_id}.ir"
         if ir_path.is_file():
-            graphs[graph_id] = parse_ir_nodes(ir_path.read_text("utf-8", "replace"), source=str(ir_path))
+            text = read_input(ir_path, gunzip=False).decode("utf-8", "replace")
+            graphs[graph_id] = parse_ir_nodes(text, source=str(ir_path))
+            notes.extend(ir_cut_short(text, ir_path.name))
         else:
             notes.append(f"{ir_path.name}: not found; kernels have no types, stacks or edges")
         files[graph_id] = _dump_files(rank, graph_id, notes)
@@ -228,8 +232,8 @@ def _order_files(rank: Path) -> list[tuple[int, Path]]:
 
 def _read_order(path: Path) -> list[str]:
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            rows = [row[0].strip() for row in csv.reader(fh) if row and row[0].strip()]
+        text = read_input(path, gunzip=False).decode("utf-8")
+        rows = [row[0].strip() for row in csv.reader(io.StringIO(text, newline="")) if row and row[0].strip()]
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise DumpFormatError(f"{path}: cannot read the execution order ({err})") from err
     if rows and "/" not in rows[0]:
@@ -362,6 +366,7 @@ def _add_file_tensors(builder: HierarchyBuilder, rows: list[tuple[str, DumpFile]
 
 
 def _load(path: str, source: str) -> np.ndarray:
+    regular_file(path)  # a FIFO or a device named like a dump file would block the read or never end
     try:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as err:

@@ -28,17 +28,19 @@ from google.protobuf.message import DecodeError
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
+from graphcmp.core.inputs import read_input
 from graphcmp.core.readers.proto_gen import anf_ir_pb2
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
-__all__ = ["IrNode", "add_ir_node", "add_scopes", "parse_ir_nodes", "parse_mindspore_ir", "parse_mindspore_pb",
-           "read_mindspore_ir", "sniff"]
+__all__ = ["IrNode", "add_ir_node", "add_scopes", "ir_cut_short", "parse_ir_nodes", "parse_mindspore_ir",
+           "parse_mindspore_pb", "read_mindspore_ir", "sniff"]
 
 BACKWARD_ROOT = "Gradients"
 
 _CNODE = re.compile(r"^  (?:%(\d+)\(([^)]*)\) = )?(.*)$")
 _OP = re.compile(r"^(?:call @|%\d+\[)|^([A-Za-z_][\w.]*)\(")
 _ACTOR = re.compile(r"^%(\d+) = kernel_graph\d*:([\w.]+)-op\d+\((.*)\)\s*$")
+_TOTAL = re.compile(r"^# Total subgraphs: (\d+)")
 _SUBGRAPH = re.compile(r"^subgraph @(\S+?)(?:\s+parent: \[.*\])?\(")
 _REF = re.compile(r"\$\(@([^:]+):([^)]+)\)|%(\d+)\b(?!\()")
 _TENSOR = re.compile(r"^<(?:Ref\[)?Tensor\[(\w+)\]\]?, \(([^()]*)\)")
@@ -72,13 +74,12 @@ def sniff(path: str | os.PathLike[str]) -> bool:
     if not file.is_file():
         return False
     try:
-        with file.open("rb") as fh:
-            head = fh.read(4096)
-    except OSError:
+        head = read_input(file, limit=4096, gunzip=False)
+    except (DumpFormatError, OSError):
         return False
     if head.startswith(b"# IR entry") or (head.startswith(b"%") and b"Actor" in head):
         return True
-    return _text_free(head) and _decode_pb(file.read_bytes()) is not None
+    return _text_free(head) and _decode_pb(read_input(file, gunzip=False)) is not None
 
 
 def read_mindspore_ir(path: str | os.PathLike[str]) -> DumpGraph:
@@ -92,7 +93,10 @@ def read_mindspore_ir(path: str | os.PathLike[str]) -> DumpGraph:
     file = Path(path)
     if not file.is_file():
         raise DumpFormatError(f"{file}: no such file" if not file.exists() else f"{file}: expected an IR file")
-    data = file.read_bytes()
+    try:
+        data = read_input(file, gunzip=False)
+    except OSError as err:
+        raise DumpFormatError(f"{file}: cannot read ({err.strerror or err})") from err
     if _text_free(data[:4096]):
         model = _decode_pb(data)
         if model is None:
@@ -128,7 +132,28 @@ def parse_mindspore_ir(text: str, *, source: str = "<memory>") -> DumpGraph:
     nodes = parse_ir_nodes(text, source=source)
     if not nodes:
         raise DumpFormatError(f"{source}: no graph nodes found; is this a MindSpore .ir file?")
-    return _build(nodes, source)
+    return _build(nodes, source, ir_cut_short(text, source))
+
+
+def ir_cut_short(text: str, source: str = "<memory>") -> tuple[str, ...]:
+    """A note when an ``.ir`` text is cut short (no final newline, fewer subgraphs than it declares, the last
+    one never closed); empty when it is whole. The nodes before the cut are still read.
+
+    >>> ir_cut_short("# IR entry: @g\\n# Total subgraphs: 2\\n\\nsubgraph @g() {\\n}\\n", "a.ir")
+    ('a.ir: holds 1 of the 2 subgraphs it declares: the file is cut short; the nodes before the cut are kept',)
+    """
+    kept = "the file is cut short; the nodes before the cut are kept"
+    if text and not text.endswith("\n"):
+        return (f"{source}: ends in the middle of a line: {kept}",)
+    lines = text.splitlines()
+    starts = [k for k, line in enumerate(lines) if line.startswith("subgraph @")]
+    declared = next((int(m[1]) for line in lines[:8] if (m := _TOTAL.match(line))), None)
+    if declared is not None and len(starts) < declared:
+        return (f"{source}: holds {len(starts)} of the {declared} subgraphs it declares: {kept}",)
+    closes = [k for k, line in enumerate(lines) if line.startswith("}")]
+    if starts and (not closes or closes[-1] < starts[-1]):
+        return (f"{source}: its last subgraph never closes: {kept}",)
+    return ()
 
 
 def parse_mindspore_pb(model: anf_ir_pb2.ModelProto, *, source: str = "<memory>") -> DumpGraph:
@@ -180,7 +205,7 @@ def add_ir_node(builder: HierarchyBuilder, node: IrNode, seq: float, *, attrs: I
                      stack=node.stack or None, attrs=attrs)
 
 
-def _build(nodes: Sequence[IrNode], source: str) -> DumpGraph:
+def _build(nodes: Sequence[IrNode], source: str, missing: tuple[str, ...] = ()) -> DumpGraph:
     builder = HierarchyBuilder()
     for seq, node in enumerate(nodes):
         add_ir_node(builder, node, seq)
@@ -188,7 +213,7 @@ def _build(nodes: Sequence[IrNode], source: str) -> DumpGraph:
         for src in node.inputs:
             builder.add_edge(src, node.full_name)
     add_type_tensors(builder, nodes)
-    info = RunInfo(path=source, format="mindspore_ir", framework="mindspore", task="structure")
+    info = RunInfo(path=source, format="mindspore_ir", framework="mindspore", task="structure", missing=missing)
     return builder.build(info, group_apis=False)
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import gzip
 import math
 import os
 import re
@@ -36,6 +35,7 @@ import orjson
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import GROUP_PREFIX, rebuild_graph
+from graphcmp.core.inputs import copy_inflated, read_input, regular_file
 from graphcmp.core.jsonio import load_json
 from graphcmp.core.readers.detect import VIS_SUFFIXES
 from graphcmp.core.readers.msprobe_schema import FILE_KEY, SCALAR_TYPES, STAT_KEYS, file_name
@@ -293,9 +293,7 @@ def read_vis_links(source: str) -> dict[str, str]:
 
 
 def _existing(path: str | os.PathLike[str]) -> Path:
-    path = Path(path)
-    if not path.is_file():
-        raise DumpFormatError(f"{path}: no such file")
+    path = regular_file(path)
     if not str(path).endswith(VIS_SUFFIXES):
         raise DumpFormatError(f"{path}: not a tb-graph-ascend file (expected a name ending in "
                               f"{', '.join(VIS_SUFFIXES)})")
@@ -308,10 +306,7 @@ def _is_db(path: Path) -> bool:
 
 def _read_bytes(path: Path) -> bytes:
     try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rb") as f:
-                return f.read()
-        return path.read_bytes()
+        return read_input(path, gunzip=path.suffix == ".gz")  # inflating is bounded: no compression bomb
     except (OSError, EOFError) as err:
         raise DumpFormatError(f"{path}: cannot read ({err})") from err
 
@@ -360,8 +355,8 @@ def _db_connection(path: Path) -> Iterator[sqlite3.Connection]:
 def _copy_db(path: Path, target: Path, wal: Path) -> None:
     try:
         if path.suffix == ".gz":
-            with gzip.open(path, "rb") as src, target.open("wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+            with target.open("wb") as dst:
+                copy_inflated(path, dst)  # bounded: a small .vis.db.gz never fills the disk
         else:
             shutil.copyfile(path, target)
             shutil.copyfile(wal, Path(f"{target}-wal"))

@@ -196,3 +196,28 @@ def test_committed_proto_modules_are_current(tmp_path):
 def test_nan_stats_mark_descs_as_structure_only():
     g = ge.read_ge(GATHER)
     assert g.info.task == "structure" and not g.tensors.present.any() and np.isnan(g.tensors.stats).all()
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda op: op.update(input=5), '"input" is 5, expected a list of strings'),
+    (lambda op: op.update(name={"a": 1}), '"name" is {\'a\': 1}, expected a non-empty string'),
+    (lambda op: op.update(output_desc="x"), '"output_desc" is \'x\', expected a list of tensor descs'),
+    (lambda op: op.update(output_desc=[{"shape": {"dim": ["a"]}}]), '"output_desc[0].shape"'),
+    (lambda op: op.update(output_desc=[{"shape": {"dim": [10**30]}}]), "64-bit integers"),
+    (lambda op: op.update(attr="x"), '"attr" is \'x\''),
+    (lambda op: op.update(attr=[{"key": "k", "value": {"list": {"s": 5}}}]), '"attr"'),
+    (lambda op: op.update(id=True), '"id" is True, expected a 64-bit integer'),
+])
+def test_atc_json_of_wrong_types_is_named(change, says):
+    doc = json.loads((DATA / "ge_om_json" / "msquickcmp_om_model.json").read_text())
+    change(doc["graph"][0]["op"][0])
+    with pytest.raises(DumpFormatError) as err:
+        ge.decode_ge(json.dumps(doc).encode(), source="m.json")
+    assert str(err.value).startswith("m.json: graph 0 op 0") and says in str(err.value)
+
+
+def test_atc_json_writes_int64_ids_as_text():
+    doc = json.loads((DATA / "ge_om_json" / "msquickcmp_om_model.json").read_text())
+    doc["graph"][0]["op"][0]["id"] = "12"
+    graphs, _ = ge.decode_ge(json.dumps(doc).encode(), source="m.json")
+    assert graphs[0].ops[0].op_id == 12

@@ -1,0 +1,65 @@
+"""Finding a pair's tensor files inside their runs' folders, and checking them against the dump (core/tensorcmp.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.readers import read_graph
+from graphcmp.core.tensorcmp import measure_pairs, recorded_shape, tensor_file
+from tests.corpus.cases import OTHER, WEIGHT, tensor_dump
+
+
+@pytest.fixture
+def run(tmp_path):
+    return read_graph(tensor_dump(tmp_path / "run", WEIGHT, shape=[8, 3, 3, 3]))
+
+
+def _named(graph, name: str):
+    """`graph` with its weight's recorded file name replaced by `name`."""
+    files = list(graph.tensors.file)
+    files[files.index("w.pt")] = name
+    return replace(graph, tensors=replace(graph.tensors, file=tuple(files))), files.index(name)
+
+
+def test_the_recorded_file_is_found_in_the_dump_folder(run):
+    row = list(run.tensors.file).index("w.pt")
+    assert tensor_file(run, row).name == "w.pt"
+    graph, row = _named(run, "missing.pt")
+    assert tensor_file(graph, row) is None  # no file: the pair is judged on its statistics
+
+
+@pytest.mark.parametrize("name", ["../../w.pt", "../dump_tensor_data/../../x.pt", "/etc/passwd"])
+def test_a_name_leading_out_of_the_folder_is_refused(run, name):
+    graph, row = _named(run, name)
+    with pytest.raises(DumpFormatError, match="lies outside the dump folder"):
+        tensor_file(graph, row)
+
+
+def test_a_special_file_in_the_folder_is_refused(run):
+    folder = os.path.join(run.info.path, "dump_tensor_data")
+    os.unlink(os.path.join(folder, "w.pt"))
+    os.mkfifo(os.path.join(folder, "w.pt"))
+    with pytest.raises(DumpFormatError, match=r"w\.pt: is a FIFO"):
+        tensor_file(run, list(run.tensors.file).index("w.pt"))
+
+
+def test_a_file_of_another_shape_is_refused(run, tmp_path):
+    other = read_graph(tensor_dump(tmp_path / "other", WEIGHT, shape=[8, 3, 3, 3]))
+    shutil.copy(OTHER, os.path.join(other.info.path, "dump_tensor_data", "w.pt"))
+    rows = np.array([list(run.tensors.file).index("w.pt")])
+    assert measure_pairs(run, run, rows, rows)["cosine"].tolist() == [1.0]
+    with pytest.raises(DumpFormatError, match=r"w\.pt: holds a tensor of shape \[4, 32\], but the dump records "
+                                              r"\[8, 3, 3, 3\]"):
+        measure_pairs(other, run, rows, rows)
+
+
+def test_recorded_shapes():
+    assert recorded_shape("[8, 3, 3, 3]") == (8, 3, 3, 3)
+    assert recorded_shape("scalar") == recorded_shape("[]") == ()
+    assert recorded_shape("") is None and recorded_shape("[?, 3]") is None

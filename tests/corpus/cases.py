@@ -1,0 +1,681 @@
+"""The hostile-input corpus: small inputs generated from the real copies in tests/data, one per case.
+
+Each case writes its inputs into a fresh folder and says how graphcmp must answer:
+
+* ``error``: exit 2 and one line on stderr (``graphcmp: error: <file>: ...``), naming `expect`;
+* ``inconclusive``: exit 1 and the verdict line saying too little was compared (or an input is incomplete);
+* ``ok``: exit 0 or 1 (a comparison that ran), for the sanity cases and for outputs that must go elsewhere.
+
+Whatever the case, the runner (test_corpus.py) also requires: no traceback, no hang, no more memory than
+`runner.MEMORY_LIMIT`, and every input unchanged (`inputs` are hashed before and after). Classes follow the
+issue (14, part A): outputs, bombs, special files, nesting, big integers, thresholds, atc JSON, truncation,
+tensors, honest results.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import shutil
+import sqlite3
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.conftest import DATA
+from tests.core.test_tensorio import make_pt, tensor_record
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_graphs" / "msprobe" / "tf_small"
+BASELINE = SAMPLES / "baseline" / "step0" / "rank0"
+PERTURB = SAMPLES / "perturb" / "step0" / "rank0"
+GPT = DATA / "msprobe_gpt_mapping"
+GE_TEXT = DATA / "ge_tf_gatherv2" / "ge_proto_00056_Build.txt"
+ATC_JSON = DATA / "ge_om_json" / "msquickcmp_om_model.json"
+IR = DATA / "mindspore_ir_lenet_infer"
+KERNELS = DATA / "mindspore_dump_lenet_cast"
+WEIGHT = DATA / "tensors" / "pt_fp32" / "Functional.conv2d.0.forward.input.1.pt"  # [8, 3, 3, 3] float32
+OTHER = DATA / "tensors" / "pt_fp32" / "Module.fc1.Linear.forward.0.output.0.pt"  # another shape
+
+GIB = 1 << 30
+
+
+@dataclass
+class Spec:
+    """One generated case: the command, the inputs it must not change, and the expected answer."""
+
+    argv: list[str]
+    expect: str  # "error", "inconclusive" or "ok"
+    says: str = ""  # text the answer must hold (the error line, or the verdict)
+    inputs: list[Path] = field(default_factory=list)  # files and folders hashed before and after
+    keep: list[Path] = field(default_factory=list)  # special files that must still be what they were
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str  # the class of the issue
+    name: str
+    make: Callable[[Path], Spec]
+
+
+CASES: list[Case] = []
+
+
+def case(kind: str) -> Callable[[Callable[[Path], Spec]], Callable[[Path], Spec]]:
+    def register(make: Callable[[Path], Spec]) -> Callable[[Path], Spec]:
+        CASES.append(Case(kind, make.__name__.removeprefix("case_"), make))
+        return make
+    return register
+
+
+# --- building inputs ----------------------------------------------------------------------------------
+
+def copy(src: Path, dst: Path) -> Path:
+    if src.is_dir():
+        shutil.copytree(src, dst)
+    else:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, dst)
+    return dst
+
+
+def compare(npu: Path, bench: Path, out: Path, *more: str) -> list[str]:
+    return ["compare", str(npu), str(bench), "-o", str(out), "-q", *more]
+
+
+def gzip_bomb(path: Path, inflated: int = 3 * GIB, prefix: bytes = b"") -> Path:
+    """A gzip file of about inflated / 1000 bytes: concatenated members of 16 MiB of zeros (3 GiB -> 3 MB)."""
+    member = gzip.compress(b"\0" * (16 << 20), 6)
+    with path.open("wb") as f:
+        if prefix:
+            f.write(gzip.compress(prefix))
+        for _ in range(inflated // (16 << 20)):
+            f.write(member)
+    return path
+
+
+def tensor_dump(folder: Path, pt: Path | bytes, *, shape: list[int], data_name: str = "w.pt") -> Path:
+    """A one-call msprobe tensor dump whose weight is `pt` (a real .pt file, or crafted bytes)."""
+    stats = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": shape, "Max": 0.19167961180210114,
+             "Min": -0.19190657138824463, "Mean": 0.003984455484896898, "Norm": 1.575226068496704,
+             "requires_grad": True, "data_name": data_name}
+    x = dict(stats, shape=[8, 3, 3, 3], data_name="x.pt")
+    call = {"input_args": [x, stats], "input_kwargs": {}, "output": []}
+    doc = {"task": "tensor", "level": "L1", "framework": "pytorch", "dump_data_dir": str(folder / "dump_tensor_data"),
+           "data": {"Functional.conv2d.0.forward": call}}
+    (folder / "dump_tensor_data").mkdir(parents=True)
+    (folder / "dump.json").write_text(json.dumps(doc, indent=1))
+    (folder / "construct.json").write_text("{}")
+    (folder / "stack.json").write_text("{}")
+    shutil.copy(WEIGHT, folder / "dump_tensor_data" / "x.pt")
+    target = folder / "dump_tensor_data" / "w.pt"
+    if isinstance(pt, bytes):
+        target.write_bytes(pt)
+    else:
+        shutil.copy(pt, target)
+    return folder
+
+
+def tensor_pair(root: Path, npu_pt: Path | bytes, *, shape: list[int] | None = None, **kw) -> tuple[Path, Path]:
+    bench = tensor_dump(root / "bench", WEIGHT, shape=[8, 3, 3, 3])
+    npu = tensor_dump(root / "npu", npu_pt, shape=shape or [8, 3, 3, 3], **kw)
+    return npu, bench
+
+
+def thresholds(root: Path, text: str, suffix: str = ".toml") -> tuple[Path, list[str]]:
+    path = root / f"thresholds{suffix}"
+    path.write_text(text)
+    return path, ["--thresholds", str(path)]
+
+
+def atc(root: Path, change: Callable[[dict], None]) -> Path:
+    doc = json.loads(ATC_JSON.read_text())
+    change(doc)
+    path = root / "model.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def deep(depth: int, open_: str = "[", close: str = "]", inner: str = "1") -> str:
+    return open_ * depth + inner + close * depth
+
+
+# --- outputs: -o never touches an input, a link, a device ---------------------------------------------
+
+@case("outputs")
+def case_output_is_the_thresholds_file(root: Path) -> Spec:
+    given, opts = thresholds(root, "atol = 1e-7\n")
+    return Spec(compare(PERTURB, BASELINE, given, *opts), "error", "is the input", [given])
+
+
+@case("outputs")
+def case_output_is_the_mapping_file(root: Path) -> Spec:
+    given = copy(GPT / "mapping.yaml", root / "mapping.yaml")
+    return Spec(compare(GPT / "npu", GPT / "bench", given, f"--layer-mapping={given}"), "error", "is the input",
+                [given])
+
+
+@case("outputs")
+def case_output_is_the_matches_file(root: Path) -> Spec:
+    given = root / "cmp.matches.json"
+    given.write_text(json.dumps({"format": "graphcmp.matches", "version": 1, "matches": [], "unmatches": []}))
+    return Spec(compare(PERTURB, BASELINE, given, "--matches", str(given)), "error", "is the input", [given])
+
+
+@case("outputs")
+def case_output_is_the_npu_dump_file(root: Path) -> Spec:
+    npu = copy(PERTURB, root / "npu")
+    return Spec(compare(npu, BASELINE, npu / "dump.json"), "error", "lies inside the input", [npu])
+
+
+@case("outputs")
+def case_planted_part_link_to_an_input(root: Path) -> Spec:
+    npu = copy(PERTURB, root / "npu")
+    os.symlink(npu / "dump.json", root / "cmp.json.part")
+    return Spec(compare(npu, BASELINE, root / "cmp.json"), "ok", "", [npu])
+
+
+@case("outputs")
+def case_output_is_a_character_device(root: Path) -> Spec:
+    os.symlink(os.devnull, root / "out.json")  # resolves to the device; a regression replaces only the link
+    return Spec(compare(PERTURB, BASELINE, root / "out.json"), "error", "is a character device",
+                keep=[Path(os.devnull)])
+
+
+@case("outputs")
+def case_output_is_a_fifo(root: Path) -> Spec:
+    os.mkfifo(root / "out.json")
+    return Spec(compare(PERTURB, BASELINE, root / "out.json"), "error", "is a FIFO", keep=[root / "out.json"])
+
+
+@case("outputs")
+def case_export_over_its_input(root: Path) -> Spec:
+    given = copy(DATA / "vis_tf_small" / "compare_v812.vis.gz", root / "compare.vis.gz")
+    return Spec(["export", str(given), "--to", "vis", "-o", str(given)], "error", "is the input", [given])
+
+
+@case("outputs")
+def case_build_output_through_a_planted_link(root: Path) -> Spec:
+    npu = copy(PERTURB, root / "npu")
+    os.symlink(npu / "dump.json", root / "run.json.part")
+    return Spec(["build", str(npu), "-o", str(root / "run.json"), "-q"], "ok", "written:", [npu])
+
+
+@case("outputs")
+def case_job_output_named_like_a_file(root: Path) -> Spec:
+    parallel = copy(DATA / "parallel", root / "parallel")
+    return Spec(compare(parallel / "tp2pp2", parallel / "tp1", root / "mix.json"), "error",
+                "-o names a results folder", [parallel])
+
+
+# --- bombs: every inflation bounded -------------------------------------------------------------------
+
+@case("bombs")
+def case_gzip_bomb_as_a_ge_graph(root: Path) -> Spec:
+    bomb = gzip_bomb(root / "ge_proto_00001_Build.txt.gz", prefix=b'graph {\n  name: "g"\n  op {\n')
+    return Spec(compare(bomb, GE_TEXT, root / "cmp.json", "--format", "ge"), "error", "inflates to more than",
+                [bomb])
+
+
+@case("bombs")
+def case_gzip_bomb_detected_as_ge(root: Path) -> Spec:
+    head = GE_TEXT.read_bytes()[:4096]
+    bomb = gzip_bomb(root / "graph.txt.gz", prefix=head)
+    return Spec(compare(bomb, GE_TEXT, root / "cmp.json"), "error", "inflates to more than", [bomb])
+
+
+@case("bombs")
+def case_vis_gz_bomb(root: Path) -> Spec:
+    bomb = gzip_bomb(root / "compare.vis.gz", prefix=b'{"NPU": {"node": {')
+    return Spec(["info", str(bomb)], "error", "inflates to more than", [bomb])
+
+
+@case("bombs")
+def case_vis_db_gz_bomb(root: Path) -> Spec:
+    db = root / "seed.vis.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE tb_nodes (id TEXT)")
+    bomb = gzip_bomb(root / "compare.vis.db.gz", prefix=db.read_bytes())
+    db.unlink()
+    return Spec(["info", str(bomb)], "error", "inflates to more than", [bomb])
+
+
+@case("bombs")
+def case_pt_member_bomb(root: Path) -> Spec:
+    numel = (256 << 20) // 4
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        pickled = make_pt(tensor_record("FloatStorage", numel, (numel,), (1,)))
+        with zipfile.ZipFile(io.BytesIO(pickled)) as src:
+            for item in src.infolist():
+                archive.writestr(item, src.read(item.filename))
+        archive.writestr("archive/data/0", b"\0" * (numel * 4), compress_type=zipfile.ZIP_DEFLATED)
+    npu, bench = tensor_pair(root, buffer.getvalue(), shape=[numel])
+    return Spec(compare(npu, bench, root / "cmp.json"), "error", "compression bomb", [npu, bench])
+
+
+@case("bombs")
+def case_pt_stride_zero_storage(root: Path) -> Spec:
+    size = (30000, 30000)  # 900 M float32 elements (3.6 GB) over one stored element
+    npu, bench = tensor_pair(root, make_pt(tensor_record("FloatStorage", 1, size, (0, 0)), {"0": b"\0" * 4}),
+                             shape=list(size))
+    return Spec(compare(npu, bench, root / "cmp.json"), "error", "broadcast view", [npu, bench])
+
+
+@case("bombs")
+def case_pt_pickle_member_bomb(root: Path) -> Spec:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("archive/data.pkl", b"\x80\x02" + b"\0" * (256 << 20), compress_type=zipfile.ZIP_DEFLATED)
+        archive.writestr("archive/byteorder", "little")
+    npu, bench = tensor_pair(root, buffer.getvalue())
+    return Spec(compare(npu, bench, root / "cmp.json"), "error", "compression bomb", [npu, bench])
+
+
+# --- special files: never opened as files -------------------------------------------------------------
+
+@case("special")
+def case_dev_zero_as_the_npu_run(root: Path) -> Spec:
+    return Spec(compare(Path("/dev/zero"), BASELINE, root / "cmp.json"), "error", "is a character device",
+                keep=[Path("/dev/zero")])
+
+
+@case("special")
+def case_dev_zero_with_a_format(root: Path) -> Spec:
+    return Spec(compare(Path("/dev/zero"), GE_TEXT, root / "cmp.json", "--format", "ge"), "error",
+                "is a character device", keep=[Path("/dev/zero")])
+
+
+@case("special")
+def case_fifo_as_the_npu_run(root: Path) -> Spec:
+    os.mkfifo(root / "npu.json")
+    return Spec(compare(root / "npu.json", BASELINE, root / "cmp.json"), "error", "is a FIFO",
+                keep=[root / "npu.json"])
+
+
+@case("special")
+def case_fifo_as_dump_json(root: Path) -> Spec:
+    npu = copy(PERTURB, root / "npu")
+    (npu / "dump.json").unlink()
+    os.mkfifo(npu / "dump.json")
+    return Spec(compare(npu, BASELINE, root / "cmp.json"), "error", "is a FIFO", keep=[npu / "dump.json"])
+
+
+@case("special")
+def case_fifo_as_stack_json(root: Path) -> Spec:
+    npu = copy(PERTURB, root / "npu")
+    (npu / "stack.json").unlink()
+    os.mkfifo(npu / "stack.json")
+    return Spec(compare(npu, BASELINE, root / "cmp.json"), "error", "stack.json: is a FIFO", keep=[npu / "stack.json"])
+
+
+@case("special")
+def case_dump_json_links_to_dev_zero(root: Path) -> Spec:
+    npu = copy(PERTURB, root / "npu")
+    (npu / "dump.json").unlink()
+    os.symlink("/dev/zero", npu / "dump.json")
+    return Spec(compare(npu, BASELINE, root / "cmp.json"), "error", "is a character device", [npu])
+
+
+@case("special")
+def case_symlink_loop_as_the_npu_run(root: Path) -> Spec:
+    os.symlink(root / "b", root / "a")
+    os.symlink(root / "a", root / "b")
+    return Spec(compare(root / "a", BASELINE, root / "cmp.json"), "error", "form a loop")
+
+
+@case("special")
+def case_symlink_loop_as_dump_json(root: Path) -> Spec:
+    npu = copy(PERTURB, root / "npu")
+    (npu / "dump.json").unlink()
+    os.symlink(npu / "dump.json", npu / "dump.json")
+    return Spec(compare(npu, BASELINE, root / "cmp.json"), "error", "loop", [npu])
+
+
+@case("special")
+def case_dev_zero_as_thresholds(root: Path) -> Spec:
+    return Spec(compare(PERTURB, BASELINE, root / "cmp.json", "--thresholds", "/dev/zero"), "error",
+                "is a character device", keep=[Path("/dev/zero")])
+
+
+@case("special")
+def case_fifo_as_mapping_file(root: Path) -> Spec:
+    os.mkfifo(root / "mapping.yaml")
+    return Spec(compare(GPT / "npu", GPT / "bench", root / "cmp.json", f"--layer-mapping={root / 'mapping.yaml'}"),
+                "error", "is a FIFO", keep=[root / "mapping.yaml"])
+
+
+@case("special")
+def case_fifo_as_a_tensor_file(root: Path) -> Spec:
+    npu, bench = tensor_pair(root, WEIGHT)
+    (npu / "dump_tensor_data" / "w.pt").unlink()
+    os.mkfifo(npu / "dump_tensor_data" / "w.pt")
+    return Spec(compare(npu, bench, root / "cmp.json"), "error", "is a FIFO", [bench],
+                keep=[npu / "dump_tensor_data" / "w.pt"])
+
+
+@case("special")
+def case_fifo_as_a_kernel_dump_file(root: Path) -> Spec:
+    dump = copy(KERNELS, root / "kernels")
+    victim = next((dump / "npu").rglob("*.npy"))
+    victim.unlink()
+    os.mkfifo(victim)
+    return Spec(compare(dump / "npu", dump / "bench", root / "cmp.json"), "error", "is a FIFO", keep=[victim])
+
+
+@case("special")
+def case_vis_file_links_to_dev_zero(root: Path) -> Spec:
+    os.symlink("/dev/zero", root / "compare.vis")
+    return Spec(["info", str(root / "compare.vis")], "error", "is a character device", keep=[Path("/dev/zero")])
+
+
+# --- nesting: deep structures end in one line, not a RecursionError -----------------------------------
+
+@case("nesting")
+def case_thresholds_json_nested_2000_deep(root: Path) -> Spec:
+    given, opts = thresholds(root, '{"atol": ' + deep(2000) + "}", ".json")
+    return Spec(compare(PERTURB, BASELINE, root / "cmp.json", *opts), "error", "thresholds", [given])
+
+
+@case("nesting")
+def case_thresholds_toml_nested_2000_deep(root: Path) -> Spec:
+    given, opts = thresholds(root, "atol = " + deep(2000) + "\n")
+    return Spec(compare(PERTURB, BASELINE, root / "cmp.json", *opts), "error", "thresholds", [given])
+
+
+@case("nesting")
+def case_mapping_json_nested_2000_deep(root: Path) -> Spec:
+    path = root / "api.json"
+    path.write_text(deep(2000, '{"a": ', "}"))
+    return Spec(compare(GPT / "npu", GPT / "bench", root / "cmp.json", f"--api-mapping={path}"), "error",
+                "api.json", [path])
+
+
+@case("nesting")
+def case_mapping_yaml_nested_2000_deep(root: Path) -> Spec:
+    path = root / "mapping.yaml"
+    path.write_text(deep(2000))
+    return Spec(compare(GPT / "npu", GPT / "bench", root / "cmp.json", f"--layer-mapping={path}"), "error",
+                "mapping.yaml", [path])
+
+
+@case("nesting")
+def case_yaml_alias_bomb(root: Path) -> Spec:
+    lines = ["a: &a [x, y, z, w, v, u, t, s, r]"]
+    for k, name in enumerate("bcdefghi"):
+        prev = "abcdefghi"[k]
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    path = root / "mapping.yaml"
+    path.write_text("\n".join(lines) + "\n")  # ~570 bytes; 9^9 leaves when expanded
+    return Spec(compare(GPT / "npu", GPT / "bench", root / "cmp.json", f"--layer-mapping={path}"), "error",
+                "YAML alias", [path])
+
+
+@case("nesting")
+def case_recursive_yaml(root: Path) -> Spec:
+    path = root / "mapping.yaml"
+    path.write_text("TargetBlock: &a {x: *a}\n")
+    return Spec(compare(GPT / "npu", GPT / "bench", root / "cmp.json", f"--layer-mapping={path}"), "error",
+                "mapping.yaml", [path])
+
+
+@case("nesting")
+def case_atc_json_nested_2000_deep(root: Path) -> Spec:
+    path = root / "model.json"
+    path.write_text('{"graph": [{"op": [{"name": "a", "attr": ' + deep(2000) + "}]}]}")
+    return Spec(compare(path, ATC_JSON, root / "cmp.json"), "error", "model.json", [path])
+
+
+@case("nesting")
+def case_ge_text_nested_2000_deep(root: Path) -> Spec:
+    path = root / "ge_proto_00001_Build.txt"
+    nested = 'func { attr { key: "x" value { ' * 2000 + "}}}" * 2000
+    path.write_text('graph {\n  name: "g"\n  op {\n    name: "a"\n    type: "T"\n    attr {\n      key: "k"\n'
+                    f"      value {{ {nested} }}\n    }}\n  }}\n}}\n")
+    return Spec(compare(path, GE_TEXT, root / "cmp.json"), "error", "nested too deeply", [path])
+
+
+@case("nesting")
+def case_matches_json_nested_2000_deep(root: Path) -> Spec:
+    path = root / "x.matches.json"
+    path.write_text('{"format": "graphcmp.matches", "matches": ' + deep(2000) + "}")
+    return Spec(compare(PERTURB, BASELINE, root / "cmp.json", "--matches", str(path)), "error", "x.matches.json",
+                [path])
+
+
+# --- big integers ---------------------------------------------------------------------------------------
+
+@case("bigints")
+def case_thresholds_with_a_400_digit_integer(root: Path) -> Spec:
+    given, opts = thresholds(root, "atol = " + "9" * 400 + "\n")
+    return Spec(compare(PERTURB, BASELINE, root / "cmp.json", *opts), "error", "400 digits", [given])
+
+
+@case("bigints")
+def case_thresholds_json_with_a_5000_digit_integer(root: Path) -> Spec:
+    given, opts = thresholds(root, '{"atol": ' + "9" * 5000 + "}", ".json")
+    return Spec(compare(PERTURB, BASELINE, root / "cmp.json", *opts), "error", "thresholds", [given])
+
+
+@case("bigints")
+def case_atc_op_id_of_400_digits(root: Path) -> Spec:
+    path = atc(root, lambda d: d["graph"][0]["op"][0].update(id=int("9" * 400)))
+    return Spec(compare(path, ATC_JSON, root / "cmp.json"), "error", "model.json", [path])
+
+
+@case("bigints")
+def case_atc_dims_of_400_digits(root: Path) -> Spec:
+    path = atc(root, lambda d: d["graph"][0]["op"][1]["output_desc"][0].update(shape={"dim": [int("9" * 400)]}))
+    return Spec(compare(path, ATC_JSON, root / "cmp.json"), "error", "model.json", [path])
+
+
+@case("bigints")
+def case_atc_dims_of_400_digits_as_text(root: Path) -> Spec:
+    path = atc(root, lambda d: d["graph"][0]["op"][1]["output_desc"][0].update(shape={"dim": ["9" * 400]}))
+    return Spec(compare(path, ATC_JSON, root / "cmp.json", "--format", "ge"), "error", "shape", [path])
+
+
+@case("bigints")
+def case_mapping_with_a_5000_digit_integer(root: Path) -> Spec:
+    path = root / "mapping.yaml"
+    path.write_text("TargetBlock:\n  attn: " + "9" * 5000 + "\n")  # read as the name it is, which nothing has
+    return Spec(compare(GPT / "npu", GPT / "bench", root / "cmp.json", f"--layer-mapping={path}"), "inconclusive",
+                "no child 'attn' under any TargetBlock", [path])
+
+
+@case("bigints")
+def case_ir_dims_of_400_digits(root: Path) -> Spec:
+    source = IR / "13_optimize_0566.ir"
+    path = root / source.name
+    path.write_text(source.read_text().replace("(2, 1, 32, 32)", "(2, 1, 32, " + "9" * 400 + ")"))
+    return Spec(compare(path, path, root / "cmp.json"), "ok", "verdict: agree", [path])
+
+
+# --- thresholds: malformed is refused, never "everything passes" ------------------------------------
+
+_RULE = '{{"metric": "{m}", "warn": {w}, "error": {e}}}'
+
+
+def _thresholds_case(text: str, says: str, suffix: str = ".json") -> Callable[[Path], Spec]:
+    def make(root: Path) -> Spec:
+        given, opts = thresholds(root, text, suffix)
+        return Spec(compare(PERTURB, BASELINE, root / "cmp.json", *opts), "error", says, [given])
+    return make
+
+
+for _name, _text, _says in [
+    ("null", "null", "expected a table of thresholds"),
+    ("empty_list", "[]", "expected a table of thresholds"),
+    ("unknown_metric", '{"rules": {"statistics": [' + _RULE.format(m="cosin", w=0.1, e=0.2) + "]}}",
+     "unknown metric"),
+    ("tensor_metric_for_statistics", '{"rules": {"statistics": [' + _RULE.format(m="cosine", w=0.99, e=0.9) + "]}}",
+     "unknown metric"),
+    ("atol_1e999", '{"atol": 1e999}', "finite number"),
+    ("typo_task", '{"rules": {"statistic": [' + _RULE.format(m="rel_err", w=0.1, e=0.2) + "]}}", "unknown task"),
+    ("warn_beyond_error", '{"rules": {"statistics": [' + _RULE.format(m="rel_err", w=0.5, e=0.01) + "]}}",
+     "lies beyond error"),
+    ("negative_limit", '{"rules": {"statistics": [' + _RULE.format(m="rel_err", w=-1, e=-0.5) + "]}}",
+     "outside"),
+    ("empty_rules", '{"rules": {"statistics": []}}', "at least one rule"),
+    ("rule_not_a_table", '{"rules": {"statistics": [1]}}', "each rule is a table"),
+    ("wrong_direction", '{"rules": {"tensor": [{"metric": "cosine", "warn": 0.99, "error": 0.9, '
+     '"higher_is_better": false}]}}', "higher_is_better"),
+    ("string_number", '{"atol": "1e-7"}', "expected a number"),
+    ("noise_quantile_zero", '{"noise": {"quantile": 0}}', "outside"),
+    ("noise_min_samples_fraction", '{"noise": {"min_samples": 2.5}}', "whole number"),
+    ("unknown_rule_key", '{"rules": {"statistics": [{"metric": "rel_err", "warn": 0.1, "eror": 0.2}]}}',
+     "unknown key"),
+    ("toml_inf", "atol = inf\n", "finite number"),
+]:
+    CASES.append(Case("thresholds", _name, _thresholds_case(_text, _says, ".toml" if _name.startswith("toml") else
+                                                             ".json")))
+
+
+# --- atc JSON of wrong types --------------------------------------------------------------------------
+
+def _atc_case(change: Callable[[dict], None], says: str) -> Callable[[Path], Spec]:
+    def make(root: Path) -> Spec:
+        path = atc(root, change)
+        return Spec(compare(path, ATC_JSON, root / "cmp.json", "--format", "ge"), "error", says, [path])
+    return make
+
+
+def _op(k: int = 0) -> Callable[[dict], dict]:
+    return lambda d: d["graph"][0]["op"][k]
+
+
+for _name, _change, _says in [
+    ("input_is_a_number", lambda d: _op()(d).update(input=5), '"input"'),
+    ("name_is_an_object", lambda d: _op()(d).update(name={"a": 1}), '"name"'),
+    ("type_is_a_list", lambda d: _op()(d).update(type=["Conv2D"]), '"type"'),
+    ("output_desc_is_text", lambda d: _op()(d).update(output_desc="x"), '"output_desc"'),
+    ("shape_is_a_list", lambda d: _op(1)(d)["output_desc"][0].update(shape=[1, 2]), "shape"),
+    ("dims_are_words", lambda d: _op(1)(d)["output_desc"][0].update(shape={"dim": ["a"]}), "shape"),
+    ("dtype_is_a_list", lambda d: _op(1)(d)["output_desc"][0].update(dtype=[1]), "dtype"),
+    ("attr_is_text", lambda d: _op()(d).update(attr="x"), '"attr"'),
+    ("attr_list_is_a_number", lambda d: _op()(d).update(attr=[{"key": "k", "value": {"list": {"s": 5}}}]), '"attr"'),
+    ("graph_is_a_list_of_numbers", lambda d: d.update(graph=[1, 2]), "no \"graph\" list"),
+    ("graph_name_is_a_number", lambda d: d["graph"][0].update(name=7), '"name"'),
+    ("subgraph_name_is_text", lambda d: _op()(d).update(subgraph_name="g"), '"subgraph_name"'),
+]:
+    CASES.append(Case("atc_json", _name, _atc_case(_change, _says)))
+
+
+# --- truncation: an error, or a salvage that says what it kept ----------------------------------------
+
+def _cut(src: Path, dst: Path, fraction: float) -> Path:
+    data = src.read_bytes()
+    dst.write_bytes(data[: int(len(data) * fraction)])
+    return dst
+
+
+@case("truncation")
+def case_ir_text_cut_in_half(root: Path) -> Spec:
+    source = next(p for p in sorted(IR.glob("*.ir")) if b"# Total subgraphs" in p.read_bytes()[:4096])
+    cut = _cut(source, root / source.name, 0.5)
+    whole = copy(source, root / "whole" / source.name)
+    return Spec(compare(cut, whole, root / "cmp.json"), "inconclusive", "cut short", [cut, whole])
+
+
+@case("truncation")
+def case_ir_text_cut_at_a_line_end(root: Path) -> Spec:
+    source = next(p for p in sorted(IR.glob("*.ir")) if b"# Total subgraphs" in p.read_bytes()[:4096])
+    text = source.read_bytes()
+    cut = root / source.name
+    cut.write_bytes(text[: text.rindex(b"\n", 0, len(text) * 2 // 3) + 1])
+    whole = copy(source, root / "whole" / source.name)
+    return Spec(compare(cut, whole, root / "cmp.json"), "inconclusive", "cut short", [cut, whole])
+
+
+@case("truncation")
+def case_actor_set_ir_cut_mid_line(root: Path) -> Spec:
+    source = next(p for p in sorted(IR.glob("*.ir")) if p.read_bytes().startswith(b"%"))
+    cut = _cut(source, root / source.name, 0.6)
+    if cut.read_bytes().endswith(b"\n"):
+        cut.write_bytes(cut.read_bytes()[:-3])
+    whole = copy(source, root / "whole" / source.name)
+    return Spec(compare(cut, whole, root / "cmp.json"), "inconclusive", "cut short", [cut, whole])
+
+
+@case("truncation")
+def case_pb_cut_in_half(root: Path) -> Spec:
+    source = next(IR.glob("*.pb"))
+    cut = _cut(source, root / source.name, 0.5)
+    return Spec(compare(cut, source, root / "cmp.json", "--format", "mindspore_ir"), "error", source.name, [cut])
+
+
+@case("truncation")
+def case_gzip_ge_graph_cut_short(root: Path) -> Spec:
+    packed = root / "g.txt.gz"
+    packed.write_bytes(gzip.compress(GE_TEXT.read_bytes())[:-200])
+    return Spec(compare(packed, GE_TEXT, root / "cmp.json", "--format", "ge"), "error", "g.txt.gz", [packed])
+
+
+@case("truncation")
+def case_dump_json_cut_short(root: Path) -> Spec:
+    npu = copy(BASELINE, root / "npu")
+    _cut(BASELINE / "dump.json", npu / "dump.json", 0.8)
+    return Spec(compare(npu, BASELINE, root / "cmp.json"), "inconclusive", "incomplete", [npu])
+
+
+# --- tensors: the file the dump names, of the shape it records ---------------------------------------
+
+@case("tensors")
+def case_tensor_pair_sanity(root: Path) -> Spec:
+    npu, bench = tensor_pair(root, WEIGHT)
+    return Spec(compare(npu, bench, root / "cmp.json"), "ok", "verdict: agree", [npu, bench])
+
+
+@case("tensors")
+def case_pt_of_another_shape(root: Path) -> Spec:
+    npu, bench = tensor_pair(root, OTHER)
+    return Spec(compare(npu, bench, root / "cmp.json"), "error", "but the dump records [8, 3, 3, 3]", [npu, bench])
+
+
+@case("tensors")
+def case_data_name_climbs_out(root: Path) -> Spec:
+    copy(WEIGHT, root / "victim.pt")
+    npu, bench = tensor_pair(root, WEIGHT, data_name="../../victim.pt")
+    return Spec(compare(npu, bench, root / "cmp.json"), "error", "outside the dump folder", [npu, bench])
+
+
+@case("tensors")
+def case_data_name_absolute(root: Path) -> Spec:
+    victim = copy(WEIGHT, root / "victim.pt")
+    npu, bench = tensor_pair(root, WEIGHT, data_name=str(victim))
+    return Spec(compare(npu, bench, root / "cmp.json"), "error", "outside the dump folder", [npu, bench, victim])
+
+
+@case("tensors")
+def case_pt_holding_a_pickle_payload(root: Path) -> Spec:
+    payload = b"\x80\x02cos\nsystem\nX\x05\x00\x00\x00touch\x85R."
+    npu, bench = tensor_pair(root, make_pt(payload))
+    return Spec(compare(npu, bench, root / "cmp.json"), "error", "refused to load 'os.system'", [npu, bench])
+
+
+# --- honest results: too little compared is never agreement ------------------------------------------
+
+@case("honest")
+def case_dump_without_data(root: Path) -> Spec:
+    npu = root / "npu"
+    npu.mkdir()
+    (npu / "dump.json").write_text('{"data": {}}')
+    return Spec(compare(npu, BASELINE, root / "cmp.json"), "inconclusive", "holds no node with data", [npu])
+
+
+@case("honest")
+def case_graph_against_a_dump(root: Path) -> Spec:
+    return Spec(compare(GE_TEXT, BASELINE, root / "cmp.json"), "inconclusive", "no tensor pair was compared")
+
+
+@case("honest")
+def case_mindspore_against_pytorch(root: Path) -> Spec:
+    return Spec(compare(DATA / "mindspore_cnn" / "bench", DATA / "pytorch_cnn" / "bench", root / "cmp.json"),
+                "inconclusive", "--layer-mapping --api-mapping")
+
+
+@case("honest")
+def case_renamed_modules_without_mapping(root: Path) -> Spec:
+    return Spec(compare(GPT / "npu", GPT / "bench", root / "cmp.json"), "inconclusive", "--layer-mapping FILE")
