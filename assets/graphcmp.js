@@ -20,7 +20,10 @@
     }
   }
 
+  var READABLE = 0.75;  /* the smallest zoom a jump or a first paint leaves: 12 px labels stay 9 px or more */
+
   function centre(cy, node) {
+    if (cy.zoom() < READABLE) { cy.zoom(1); }  /* zoom to the selection when the pane shows too much to read */
     var bb = node.renderedBoundingBox({includeLabels: false}), w = cy.width(), h = cy.height();
     if (bb.w > w - 60 || bb.h > h - 60) { var pan = cy.pan(); cy.pan({x: pan.x - bb.x1 + 30, y: pan.y - bb.y1 + 30}); }
     else { cy.center(node); }
@@ -29,7 +32,11 @@
   function fit(cy) {
     cy.fit(undefined, 30);
     if (cy.zoom() > 1.2) { cy.zoom(1.2); cy.center(); }
-    if (cy.zoom() < 0.35) { cy.zoom(0.35); var first = cy.nodes().first(); cy.pan({x: 30, y: 40}); if (first) { reveal(cy, first); } }
+    if (cy.zoom() < READABLE) {  /* too big to read whole: readable, the top of the graph centred across */
+      cy.zoom(READABLE);
+      var bb = cy.elements().boundingBox();
+      cy.pan({x: cy.width() / 2 - READABLE * (bb.x1 + bb.x2) / 2, y: 30 - READABLE * bb.y1});
+    }
   }
 
   /* dash-cytoscape mirrors every element change, hover, selection and viewport move back into Dash

@@ -28,7 +28,7 @@ def create_app(results: ResultSet) -> Dash:
     'graphcmp'
     """
     viewer = Viewer(results)
-    viewer.prepare(results.default.key)
+    viewer.prepare(results.start.key)
     app = Dash(__name__, title="graphcmp", assets_folder=str(assets_dir()), update_title=None,
                serve_locally=True)
     app.layout = page_layout(results.default.title if len(results.entries) > 1 else results.default.source,

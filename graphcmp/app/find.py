@@ -1,4 +1,5 @@
-"""Search (regex over node ids) and filters (verdict, overflow, unmatched): the rows a result list steps through.
+"""Search (regex over node ids) and filters (verdict, overflow, unmatched, the structure diff): the rows a result
+list steps through.
 
 Hits are (side, row) pairs: npu rows in execution order, then bench rows that have no npu twin.
 The regex and the filters combine with AND; several filters combine with OR. Results are cached per
@@ -78,6 +79,10 @@ def _filter_mask(model: ViewModel, side: str, filters: tuple[str, ...]) -> np.nd
     for f in filters:
         if f == "overflow":
             mask |= model.overflow[side] > OverflowLevel.NONE
+        elif f == "renamed":
+            mask |= model.renamed(side)
+        elif status is not None and f == f"only-{side}":
+            mask |= status == UNMATCHED
         elif status is not None and f in _STATUS:
             mask |= status == _STATUS[f]
     return mask

@@ -21,7 +21,8 @@ __all__ = [
 
 MAX_VISIBLE = 1500
 """Most nodes (and pager boxes) one pane shows; opening more closes the oldest unrelated modules."""
-FILTERS = ("error", "warning", "pass", "skip", "unmatched", "overflow")
+FILTERS = ("error", "warning", "pass", "skip", "unmatched", "overflow", "only-npu", "only-bench", "renamed")
+"""Filters of the hit list: verdicts, overflow, and the structure diff (nodes only in one run, or renamed)."""
 _MAX_QUERY = 300
 
 

@@ -107,7 +107,7 @@ class Viewer:
     def prepare(self, key: str) -> None:
         """Build the slow parts of a result's model (findings, summary, indexes) before the first page asks."""
         model = self.model(key)
-        _ = model.analysis, model.summary_rows, model.overflow, model.tensor_rows(model.sides[0], 0)
+        _ = model.analysis, model.summary_rows, model.overflow, model.tensor_rows(model.sides[0], 0), model.flows
 
     def geometry(self, state: ViewState, side: str) -> PaneGeometry:
         """Layout of one pane for the state's open modules, pages and micro-step (cached)."""
@@ -116,7 +116,8 @@ class Viewer:
             if key in self._geometry:
                 self._geometry.move_to_end(key)
                 return self._geometry[key]
-        geo = layout_pane(self.model(state.result).trees[side], state.open[side], state.pages[side], state.micro)
+        model = self.model(state.result)
+        geo = layout_pane(model.trees[side], state.open[side], state.pages[side], state.micro, model.flows[side])
         with self._lock:
             self._geometry[key] = geo
             while len(self._geometry) > _GEOMETRIES:
