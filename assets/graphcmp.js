@@ -97,6 +97,11 @@
       return {x: box.left + p.x, y: box.top + p.y, visible: p.x > 0 && p.y > 0 && p.x < box.width && p.y < box.height};
     },
     show: function (side, id) { var cy = cyOf(side); if (cy) { cy.resize(); } var n = cy && cy.getElementById(id); if (n && !n.empty()) { reveal(cy, n); } return true; },
-    label: function (side, id) { var cy = cyOf(side); var n = cy && cy.getElementById(id); return n && !n.empty() ? n.data("label") : null; }
+    label: function (side, id) { var cy = cyOf(side); var n = cy && cy.getElementById(id); return n && !n.empty() ? n.data("label") : null; },
+    shownLabel: function (side, id) { var cy = cyOf(side); var n = cy && cy.getElementById(id); return n && !n.empty() ? n.style("label") : null; },
+    classes: function (side, id) { var cy = cyOf(side); var n = cy && cy.getElementById(id); return n && !n.empty() ? n.classes() : null; },
+    edges: function (side) { var cy = cyOf(side); return cy ? cy.edges().map(function (e) { return [e.source().id(), e.target().id(), e.classes()]; }) : []; },
+    shownLabels: function (side) { var cy = cyOf(side); return cy ? cy.nodes().map(function (n) { return n.style("label"); }) : []; },
+    zoom: function (side) { var cy = cyOf(side); return cy ? cy.zoom() : null; }
   };
 })();

@@ -214,7 +214,7 @@ STYLESHEET = [
     {"selector": "node.folds:selected", "style": {"label": "data(flabel)"}},
     {"selector": "edge", "style": {
         "width": 1.5, "line-color": "#78909c", "target-arrow-color": "#78909c", "target-arrow-shape": "triangle",
-        "arrow-scale": 0.8, "curve-style": "bezier", "events": "no"}},  # taps go to the nodes below
+        "arrow-scale": 0.8, "curve-style": "straight", "events": "no"}},  # taps go to the nodes below
     {"selector": "edge.control", "style": {"line-style": "dashed", "line-color": "#b0bec5",
                                            "target-arrow-color": "#b0bec5"}},
     {"selector": "edge.bypass", "style": {"curve-style": "unbundled-bezier", "control-point-distances": 70,

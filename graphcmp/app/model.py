@@ -49,6 +49,7 @@ class ViewModel:
         self._lock = threading.Lock()
         self._metric_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._memo: dict[tuple, object] = {}
+        self._kept: dict[tuple, object] = {}
 
     @property
     def sides(self) -> tuple[str, ...]:
@@ -260,6 +261,15 @@ class ViewModel:
         if not len(finite):
             return (0.0,)
         return tuple(sorted({float(np.quantile(finite, 0.5)), float(np.quantile(finite, 0.9))}))
+
+    def keep(self, key: tuple, compute):
+        """The value of `compute()` kept under `key` for the life of the model (indexes built on first use)."""
+        with self._lock:
+            if key in self._kept:
+                return self._kept[key]
+        value = compute()
+        with self._lock:
+            return self._kept.setdefault(key, value)
 
     def memo(self, key: tuple, compute):
         """The value of `compute()` kept under `key` with this model (search results; at most 64 kept)."""

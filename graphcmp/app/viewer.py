@@ -15,7 +15,7 @@ import numpy as np
 
 from graphcmp.app.colors import Scheme, legend_items
 from graphcmp.app.elements import PaneStyle, pane_colors, pane_elements
-from graphcmp.app.find import SearchError, find_hits
+from graphcmp.app.find import SearchError, find_hits, id_text
 from graphcmp.app.job import Peer
 from graphcmp.app.layout import PaneGeometry, layout_pane
 from graphcmp.app.model import ViewModel
@@ -108,6 +108,8 @@ class Viewer:
         """Build the slow parts of a result's model (findings, summary, indexes) before the first page asks."""
         model = self.model(key)
         _ = model.analysis, model.summary_rows, model.overflow, model.tensor_rows(model.sides[0], 0), model.flows
+        for side in model.sides:
+            id_text(model, side).prepare()
 
     def geometry(self, state: ViewState, side: str) -> PaneGeometry:
         """Layout of one pane for the state's open modules, pages and micro-step (cached)."""

@@ -23,7 +23,7 @@ from graphcmp.app.state import ViewState, selected_rows
 from graphcmp.app.viewer import Rendered, Viewer
 from graphcmp.core.judge import STATUS_NAMES
 
-__all__ = ["VIEWS", "Turn", "job_outputs", "show"]
+__all__ = ["MARKS", "VIEWS", "Turn", "job_outputs", "show"]
 
 _HIT_LIST = 300  # hits listed at once around the current one; next/previous step through all
 _PANE_FIELDS = ("result", "micro", "metric", "bins", "query", "filters")
@@ -243,28 +243,32 @@ def _hit_row(model: ViewModel, side: str, row: int) -> html.Span:
     ], className="hit-row")
 
 
-_MARKS = (  # (CSS class of the swatch, text): every mark a pane draws
-    ("swatch origin", "the origin itself: octagon, heavy red double border, halo"),
-    ("swatch unmatched", "only in this run: no twin in the other (dashed, white)"),
-    ("swatch renamed", "matched under another name (mapping rule, fuzzy match)"),
-    ("swatch overflow", "overflow (inf/NaN or the dtype's limit)"),
-    ("swatch fused", "fused op (several original ops)"),
-    ("swatch module", "module: click to open/close"), ("swatch box", "open module: click its border to close"),
-    ("swatch nodata", "not dumped (structure only)"), ("swatch hit", "search / filter hit"),
-    ("swatch selected", "selected node and its twin"), ("swatch pager", "▲ ▼ previous / next page of children"),
-    ("mark-edge", "data flow: producer → consumer"), ("mark-edge hot", "contamination path (from the origin)"),
-    ("mark-edge control", "control edge (ordering only)"),
-    ("mark-text:◂", "backward call (◂ after the name)"), ("mark-text:[r0-1]", "ranks a merged node came from"),
-    ("mark-text:[+2]", "inputs folded into the node (constants, weights): shown when selected"),
+MARKS = (  # (the class a pane gives the mark, the legend's swatch, text): every mark a pane draws
+    ("origin", "swatch origin", "the origin itself: octagon, heavy red double border, halo"),
+    ("unmatched", "swatch unmatched", "only in this run: no twin in the other (dashed, white)"),
+    ("renamed", "swatch renamed", "matched under another name (mapping rule, fuzzy match)"),
+    ("overflow", "swatch overflow", "overflow (inf/NaN or the dtype's limit)"),
+    ("fused", "swatch fused", "fused op (several original ops)"),
+    ("module", "swatch module", "module: click to open/close"),
+    ("box", "swatch box", "open module: click its border to close"),
+    ("nodata", "swatch nodata", "not dumped (structure only)"), ("hit", "swatch hit", "search / filter hit"),
+    ("selected", "swatch selected", "selected node and its twin"),
+    ("pager", "swatch pager", "▲ ▼ previous / next page of children"),
+    ("flow", "mark-edge", "data flow: producer → consumer (bent aside past a column)"),
+    ("hot", "mark-edge hot", "contamination path (from the origin)"),
+    ("control", "mark-edge control", "control edge (ordering only)"),
+    ("backward", "mark-text:◂", "backward call (◂ after the name)"),
+    ("ranks", "mark-text:[r0-1]", "ranks a merged node came from"),
+    ("folds", "mark-text:[+2]", "inputs folded into the node (constants, weights): shown when selected"),
 )
 
 
 def _legend(items: list[tuple[str, str]]) -> list:
     rows = [html.Div([html.Span(className="swatch", style={"backgroundColor": color}), html.Span(text)],
                      className="legend-row") for color, text in items]
-    for cls, text in _MARKS:
-        mark = (html.Span(cls.partition(":")[2], className="mark-text") if cls.startswith("mark-text:")
-                else html.Span(className=cls))
+    for _, swatch, text in MARKS:
+        mark = (html.Span(swatch.partition(":")[2], className="mark-text") if swatch.startswith("mark-text:")
+                else html.Span(className=swatch))
         rows.append(html.Div([mark, html.Span(text)], className="legend-row"))
     return rows
 

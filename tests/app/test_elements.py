@@ -73,3 +73,30 @@ def test_data_flow_edges_are_lifted_to_drawn_nodes(data_dir):
     els = pane_elements(model, "npu", geo, PaneStyle(Scheme("none")))
     got = {(int(e["data"]["source"][1:]), int(e["data"]["target"][1:])) for e in els if "source" in e["data"]}
     assert got == expected and got
+
+
+def test_every_mark_has_a_legend_entry():
+    import re
+
+    from graphcmp.app.elements import STYLESHEET
+    from graphcmp.app.views import MARKS
+
+    styled = {m for rule in STYLESHEET for m in re.findall(r"(?:node|edge)\.(\w+)", rule["selector"])}
+    styled |= {m for rule in STYLESHEET for m in re.findall(r":(selected)", rule["selector"])}
+    assert styled - {"bypass"} <= {mark for mark, _, _ in MARKS}  # a bent edge is a data-flow edge
+
+
+def test_layers_follow_the_data_flow(sample_model, sample_report):
+    tree = sample_model.trees["npu"]
+    flow = sample_model.flows["npu"]
+    modules = [int(r) for r in range(len(tree)) if tree.n_children[r]]
+    geo = layout_pane(tree, modules, {}, None, flow)
+    cells = {c.row: c for c in geo.cells if not c.pager}
+    for module in [0, *modules]:
+        kids = tree.children(module)
+        for a, b in flow.sibling_pairs(module, kids):
+            if a in cells and b in cells and list(kids).index(a) < list(kids).index(b):
+                assert cells[a].y + cells[a].h / 2 < cells[b].y - cells[b].h / 2, (a, b)  # a's layer is above b's
+    relu = sample_report.npu.row("Torch.relu.1.forward")
+    linear = sample_report.npu.row("Functional.linear.2.forward")
+    assert cells[linear].y < cells[relu].y

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -27,7 +29,7 @@ def test_dump_edges_follow_the_transformer_layer():
     chain = ["Functional.layer_norm.2.forward", "Functional.linear.2.forward", "Torch.relu.1.forward",
              "Functional.dropout.4.forward", "Functional.linear.3.forward", "Functional.dropout.5.forward",
              "Tensor.__add__.4.forward"]
-    assert all(link in pairs for link in zip(chain, chain[1:]))
+    assert all(link in pairs for link in itertools.pairwise(chain))
     assert ("Functional.layer_norm.2.forward", "Tensor.__add__.4.forward") in pairs  # the residual connection
     assert ("Torch.relu.1.backward", "Functional.linear.2.backward") in pairs  # gradients flow backwards
     ids = graph.nodes.ids
