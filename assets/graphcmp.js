@@ -56,7 +56,7 @@
       var cy = cyOf(side);
       if (!cy) { return; }
       quiet(cy);
-      if (focus.fit) { cy.resize(); }  /* the container may have changed size since cytoscape measured it */
+      cy.resize();  /* the container may have changed size since cytoscape measured it (a pane shown or hidden) */
       var id = focus[side];
       if (focus.fit) {
         if (cy.nodes().length === 0) { pending = pending || side === "npu"; return; }

@@ -145,7 +145,9 @@ class _Block:
                 sub = cls.build(tree, k, open_set, pages, micro, flow)
                 items.append(_Item(k, sub.w, sub.h, sub=sub, label=label))
             else:
-                items.append(_Item(k, min(max(7.2 * len(label) + 26.0, 90.0), 330.0), NODE_H, label=label))
+                folds = len(tree.folds(k)) if tree.folded_into is not None else 0
+                chars = len(label) + (len(f"  [+{folds} folded]") if folds else 0)  # room for the badge
+                items.append(_Item(k, min(max(7.2 * chars + 26.0, 90.0), 330.0), NODE_H, label=label))
         pairs = flow.sibling_pairs(row, shown) if flow is not None and len(shown) else set()
         rows = _rows(items, *_layering(shown, pairs))
         if page > 0:

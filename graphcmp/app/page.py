@@ -21,11 +21,13 @@ _PANE_TITLES = {"npu": "NPU (run under test)", "bench": "bench (baseline)"}
 _FILTER_LABELS = {"only-npu": "only in npu", "only-bench": "only in bench", "renamed": "renamed"}
 
 
-def page_layout(title: str, job: bool = False) -> html.Div:
+def page_layout(title: str, job: bool = False, paired: bool = True) -> html.Div:
     """The whole page; every dynamic part is filled by the view callback from the URL.
 
     With `job` (a batch results folder) the page has the job overview; otherwise it has no plotly
-    graph at all, so plotly.js is never loaded.
+    graph at all, so plotly.js is never loaded. Without `paired` (one run) the bench pane starts
+    hidden, so the npu pane has its full width from the first drawing (a pane that widens later
+    zooms its graph with it).
     """
     return html.Div([
         dcc.Location(id="url", refresh=False),
@@ -38,7 +40,7 @@ def page_layout(title: str, job: bool = False) -> html.Div:
                   html.Button("go to it", id="go", className="btn go", style={"display": "none"})],
                  id="banner-bar", className="banner"),
         *([_job()] if job else []),
-        html.Div([_sidebar(), _panes()], className="main"),
+        html.Div([_sidebar(), _panes(paired)], className="main"),
         html.Div(id="details", className="details"),
     ], className="app")
 
@@ -125,11 +127,11 @@ def _sidebar() -> html.Div:
     ], className="sidebar")
 
 
-def _panes() -> html.Div:
-    return html.Div([_pane(side) for side in ("npu", "bench")], className="panes")
+def _panes(paired: bool) -> html.Div:
+    return html.Div([_pane("npu"), _pane("bench", {} if paired else {"display": "none"})], className="panes")
 
 
-def _pane(side: str) -> html.Div:
+def _pane(side: str, style: dict | None = None) -> html.Div:
     return html.Div([
         html.Div(_PANE_TITLES[side], id=f"title-{side}", className="pane-title"),
         cyto.Cytoscape(
@@ -139,4 +141,4 @@ def _pane(side: str) -> html.Div:
             minZoom=0.03, maxZoom=3.0, autoRefreshLayout=False, responsive=True,
             boxSelectionEnabled=False, autoungrabify=True,
         ),
-    ], className=f"pane pane-{side}", id=f"pane-{side}")
+    ], className=f"pane pane-{side}", id=f"pane-{side}", style=style or {})

@@ -209,8 +209,12 @@ def _hits_changed(before: ViewState, state: ViewState) -> bool:
 
 
 def _focus_id(turn: Turn, side: str, row: int | None) -> str | None:
+    """The element of the selected row: itself, or the consumer it is drawn folded into."""
     if row is None:
         return None
+    into = turn.model.trees[side].folded_into
+    if into is not None and into[row] >= 0:
+        row = int(into[row])
     return node_element_id(row, row in turn.viewer.geometry(turn.state, side).box_rows())
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from graphcmp.app.flow import FlowIndex
 from graphcmp.app.layout import layout_pane
@@ -63,3 +64,25 @@ def test_folded_nodes_have_no_edges():
     assert len(gone) and not np.isin(flow.src, gone).any() and not np.isin(flow.dst, gone).any()
     assert int(gone[0]) not in tree.shown_children(int(tree.parent[gone[0]])).tolist()
     assert tree.folds(int(folded[gone[0]])).tolist() == gone.tolist()
+
+
+@pytest.mark.shared
+def test_selecting_a_folded_constant_shows_its_consumer():
+    from graphcmp.app.model import ViewModel
+    from graphcmp.app.results import Entry, ResultSet
+    from graphcmp.app.state import ViewState, select
+    from graphcmp.app.viewer import Viewer
+    from graphcmp.app.views import Turn, show
+    from tests.conftest import shared
+
+    graph = read_graph(shared("formats/ge/samples/oam-tools/complie_path/ge_proto_00000062_Build.txt.gz"))
+    model = ViewModel(graph)
+    const = next(r for r in range(len(graph)) if graph.nodes.op[r] == "Const")
+    consumer = int(model.trees["npu"].folded_into[const])
+    state = select(ViewState(), model, "npu", const)
+    geo = layout_pane(model.trees["npu"], state.open["npu"], state.pages["npu"], None, model.flows["npu"])
+    assert geo.visible[consumer] and not geo.visible[const]
+    viewer = Viewer(ResultSet([Entry("0", None, None, "r50")], lambda _e: graph))
+    state = select(ViewState(result="0"), viewer.model("0"), "npu", const)
+    out = show(Turn(viewer, state, state, first=True, controls={}))
+    assert out["panes"]["focus"]["npu"] == f"n{consumer}"
