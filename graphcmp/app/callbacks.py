@@ -22,6 +22,7 @@ from typing import Any
 from dash import ALL, Dash, Input, Output, State, ctx, no_update
 
 from graphcmp.app.actions import act, checked, initial, is_fresh, manual
+from graphcmp.app.elements import pane_edges
 from graphcmp.app.job import TREND_METRICS, column_node
 from graphcmp.app.page import PANE_IDS
 from graphcmp.app.state import ViewState
@@ -204,7 +205,7 @@ def _register_exports(app: Dash, viewer: Viewer) -> None:
         ids = model.graphs[side].nodes.ids
         geo = viewer.geometry(state, side)
         names = {c.row: ids[c.row] for c in geo.cells if not c.pager}
-        text = pane_svg(geo, viewer.colors(state, side), f"graphcmp {side}", names)
+        text = pane_svg(geo, viewer.colors(state, side), f"graphcmp {side}", names, pane_edges(model, side, geo))
         return {"file": {"content": text, "filename": f"graphcmp-{side}.svg", "type": "image/svg+xml"}}
 
 

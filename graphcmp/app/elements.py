@@ -26,7 +26,8 @@ from graphcmp.core.noise import NodeRole
 from graphcmp.core.overflow import OverflowLevel
 from graphcmp.core.rules import Status
 
-__all__ = ["MAX_EDGES", "STYLESHEET", "PaneStyle", "node_element_id", "pane_elements", "parse_element_id"]
+__all__ = ["MAX_EDGES", "STYLESHEET", "DrawnEdge", "PaneStyle", "node_element_id", "pane_edges", "pane_elements",
+           "parse_element_id"]
 
 MAX_EDGES = 4000
 
@@ -142,34 +143,49 @@ def _classes(model: ViewModel, side: str, tree: NavTree, rows: np.ndarray, is_bo
     return names
 
 
-def _edges(model: ViewModel, side: str, geo: PaneGeometry) -> list[dict]:
+@dataclass(frozen=True, slots=True)
+class DrawnEdge:
+    """One edge of a pane between two drawn rows: on the contamination path (`hot`), data or control only."""
+
+    src: int
+    dst: int
+    hot: bool
+    data: bool
+
+
+def pane_edges(model: ViewModel, side: str, geo: PaneGeometry) -> list[DrawnEdge]:
+    """The edges a pane draws: the run's edges crossing its open modules, lifted to drawn rows, each pair once
+    (at most `MAX_EDGES`, those of the contamination path first)."""
     flow = model.flows[side]
     if not len(flow):
         return []
-    boxes = geo.box_rows()
-    crossing = flow.drawn(geo.visible, [0, *boxes])
+    crossing = flow.drawn(geo.visible, [0, *geo.box_rows()])
     if not len(crossing):
         return []
     role = model.role(side)
     hot = (np.zeros(len(crossing), bool) if role is None else
            (role[crossing.edge_src] >= NodeRole.PROPAGATED) & (role[crossing.edge_dst] >= NodeRole.PROPAGATED))
-    key = crossing.src * len(flow.tree) + crossing.dst
-    pairs, where = np.unique(key, return_inverse=True)
+    n = len(flow.tree)
+    pairs, where = np.unique(crossing.src * n + crossing.dst, return_inverse=True)
     where = where.reshape(-1)
     is_hot, is_data = np.zeros(len(pairs), bool), np.zeros(len(pairs), bool)
     np.logical_or.at(is_hot, where, hot)
     np.logical_or.at(is_data, where, ~crossing.control)
     order = np.argsort(~is_hot, kind="stable")[:MAX_EDGES]  # the contamination path first
-    src, dst = pairs[order] // len(flow.tree), pairs[order] % len(flow.tree)
-    boxed = set(boxes)
+    return [DrawnEdge(a, b, h, d) for a, b, h, d in zip((pairs[order] // n).tolist(), (pairs[order] % n).tolist(),
+                                                       is_hot[order].tolist(), is_data[order].tolist())]
+
+
+def _edges(model: ViewModel, side: str, geo: PaneGeometry) -> list[dict]:
+    boxed = set(geo.box_rows())
     cells = {c.row: c for c in geo.cells if not c.pager and not c.is_box}
     out = []
-    for a, b, h, d in zip(src.tolist(), dst.tolist(), is_hot[order].tolist(), is_data[order].tolist()):
-        classes = "flow hot" if h else "flow" if d else "flow control"
-        if _bypass(cells.get(a), cells.get(b)):
+    for e in pane_edges(model, side, geo):
+        classes = "flow hot" if e.hot else "flow" if e.data else "flow control"
+        if _bypass(cells.get(e.src), cells.get(e.dst)):
             classes += " bypass"
-        out.append({"data": {"id": f"e{a}-{b}", "source": node_element_id(a, a in boxed),
-                             "target": node_element_id(b, b in boxed)}, "classes": classes})
+        out.append({"data": {"id": f"e{e.src}-{e.dst}", "source": node_element_id(e.src, e.src in boxed),
+                             "target": node_element_id(e.dst, e.dst in boxed)}, "classes": classes})
     return out
 
 

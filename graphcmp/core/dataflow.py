@@ -173,8 +173,9 @@ def flow_edges(graph: DumpGraph) -> EdgeTable:
 
     In a dump only leaf calls (nodes without children) are joined: a module's inputs and outputs are
     those of the calls inside it. The producer of an input is the latest earlier leaf call with an
-    output of the same fingerprint (`latest_producers`); parameters are not inputs here. Each
-    (producer, consumer) pair appears once.
+    output of the same fingerprint (`latest_producers`); parameters are not inputs here, and neither
+    is a tensor of one value throughout (Max = Min: zeros, ones), whose statistics do not tell where it
+    came from. Each (producer, consumer) pair appears once.
 
     Examples
     --------
@@ -196,7 +197,8 @@ def flow_edges(graph: DumpGraph) -> EdgeTable:
     leaf[0] = False
     t = graph.tensors
     producer = latest_producers(graph, execution_keys(graph), leaf)
-    wanted = (producer >= 0) & (t.role == Role.INPUT) & leaf[t.node] & (producer != t.node)
+    constant = t.present[:, 0] & t.present[:, 1] & (t.stats[:, 0] == t.stats[:, 1])
+    wanted = (producer >= 0) & (t.role == Role.INPUT) & leaf[t.node] & (producer != t.node) & ~constant
     pairs = np.unique(np.stack([producer[wanted], t.node[wanted].astype(np.int64)], axis=1), axis=0)
     return EdgeTable(src=pairs[:, 0].astype(np.int32), dst=pairs[:, 1].astype(np.int32),
                      control=np.zeros(len(pairs), bool))

@@ -81,3 +81,26 @@ def test_resnet50_folds_constants_and_keeps_the_conv_chain():
     conv1 = graph.row("conv1conv1_relu")
     assert into[conv1] < 0 and np.count_nonzero(into == conv1) == 2  # its weight and bias
     assert np.count_nonzero(~folded[1:]) == 170 - 108 - 1
+
+
+def test_a_tensor_of_one_value_links_nothing():
+    from graphcmp.core.readers.msprobe import parse_msprobe
+
+    def t(mx, mn):
+        return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4], "Max": mx, "Min": mn,
+                "Mean": (mx + mn) / 2, "Norm": 1.0}
+
+    graph = parse_msprobe({"data": {
+        "Torch.zeros.0.forward": {"output": [t(0.0, 0.0)]},
+        "Torch.ones.0.forward": {"input_args": [t(0.0, 0.0)], "output": [t(1.0, -1.0)]},
+        "Torch.relu.0.forward": {"input_args": [t(1.0, -1.0)], "output": [t(1.0, 0.0)]}}})
+    assert _pairs(graph, flow_edges(graph)) == {("Torch.ones.0.forward", "Torch.relu.0.forward")}
+
+
+@pytest.mark.shared
+def test_zero_biases_do_not_chain_the_broadcasts():
+    graph = read_msprobe(shared("msprobe/dumps/dist4/statistics/perturb_rank2/step0/rank2"))
+    pairs = _pairs(graph, flow_edges(graph))
+    broadcast = "Distributed.broadcast"
+    assert not [p for p in pairs if p[0].startswith(broadcast) and p[1].startswith(broadcast)]
+    assert ("Functional.embedding.0.forward", "Tensor.__add__.0.forward") in pairs
