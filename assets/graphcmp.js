@@ -76,9 +76,11 @@
     }
   }
 
+  /* Applied at once, not on the next animation frame: the panes' elements are already in cytoscape when the
+     focus arrives, so selecting and centring before cytoscape's next frame draws the page once, not twice. */
   window.graphcmpFocus = function (focus) {
     if (!focus) { return null; }
-    window.requestAnimationFrame(function () { apply(focus, 0); });
+    apply(focus, 0);
     return focus.seq;
   };
 

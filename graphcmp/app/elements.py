@@ -34,10 +34,12 @@ MAX_EDGES = 4000
 
 @dataclass(frozen=True, slots=True)
 class PaneStyle:
-    """What colours and marks one pane: the scheme, and the rows of the current search/filter hits."""
+    """What colours and marks one pane: the scheme, the rows of the current search/filter hits, and the
+    selected row (drawn selected from the start, so a page opened at a node is drawn once)."""
 
     scheme: Scheme
     hits: frozenset[int] = frozenset()
+    selected: int = -1
 
 
 def node_element_id(row: int, is_box: bool = False) -> str:
@@ -98,6 +100,8 @@ def pane_elements(model: ViewModel, side: str, geo: PaneGeometry, style: PaneSty
         if cell.parent > 0:
             data["parent"] = node_element_id(cell.parent, True)
         element = {"data": data, "classes": cls}
+        if cell.row == style.selected:
+            element["selected"] = True
         if not cell.is_box:
             element["position"] = {"x": cell.x, "y": cell.y}
         out.append(element)

@@ -20,7 +20,7 @@ from graphcmp.app.job import Peer
 from graphcmp.app.layout import PaneGeometry, layout_pane
 from graphcmp.app.model import ViewModel
 from graphcmp.app.results import ResultSet
-from graphcmp.app.state import ViewState
+from graphcmp.app.state import ViewState, selected_rows
 from graphcmp.core.compare import apply_manual_matches
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.matching.manual import ManualMatches, load_manual_matches, save_manual_matches
@@ -138,10 +138,12 @@ class Viewer:
         model = self.model(state.result)
         hits, error = self.hits(state)
         scheme = model.scheme(state.metric, state.bins)
+        selected = selected_rows(state, model)
         elements = {}
         for side in sides if sides is not None else model.sides:
             on_side = frozenset(r for s, r in hits if s == side)
-            elements[side] = pane_elements(model, side, self.geometry(state, side), PaneStyle(scheme, on_side))
+            style = PaneStyle(scheme, on_side, _drawn(model, side, selected.get(side, -1)))
+            elements[side] = pane_elements(model, side, self.geometry(state, side), style)
         return Rendered(elements, hits, error, scheme)
 
     def legend(self, scheme: Scheme) -> list[tuple[str, str]]:
@@ -156,3 +158,9 @@ class Viewer:
         boxes = np.fromiter((c.is_box for c in cells), bool, len(cells))
         colors = pane_colors(model, side, rows, boxes, model.scheme(state.metric, state.bins))
         return dict(zip(rows.tolist(), colors))
+
+
+def _drawn(model: ViewModel, side: str, row: int) -> int:
+    """The row drawn for `row`: itself, or the consumer it is folded into."""
+    into = model.trees[side].folded_into
+    return int(into[row]) if row >= 0 and into is not None and into[row] >= 0 else row
