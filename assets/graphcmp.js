@@ -20,7 +20,10 @@
     }
   }
 
+  var READABLE = 0.75;  /* the smallest zoom a jump or a first paint leaves: 12 px labels stay 9 px or more */
+
   function centre(cy, node) {
+    if (cy.zoom() < READABLE) { cy.zoom(1); }  /* zoom to the selection when the pane shows too much to read */
     var bb = node.renderedBoundingBox({includeLabels: false}), w = cy.width(), h = cy.height();
     if (bb.w > w - 60 || bb.h > h - 60) { var pan = cy.pan(); cy.pan({x: pan.x - bb.x1 + 30, y: pan.y - bb.y1 + 30}); }
     else { cy.center(node); }
@@ -29,7 +32,11 @@
   function fit(cy) {
     cy.fit(undefined, 30);
     if (cy.zoom() > 1.2) { cy.zoom(1.2); cy.center(); }
-    if (cy.zoom() < 0.35) { cy.zoom(0.35); var first = cy.nodes().first(); cy.pan({x: 30, y: 40}); if (first) { reveal(cy, first); } }
+    if (cy.zoom() < READABLE) {  /* too big to read whole: readable, the top of the graph centred across */
+      cy.zoom(READABLE);
+      var bb = cy.elements().boundingBox();
+      cy.pan({x: cy.width() / 2 - READABLE * (bb.x1 + bb.x2) / 2, y: 30 - READABLE * bb.y1});
+    }
   }
 
   /* dash-cytoscape mirrors every element change, hover, selection and viewport move back into Dash
@@ -49,7 +56,7 @@
       var cy = cyOf(side);
       if (!cy) { return; }
       quiet(cy);
-      if (focus.fit) { cy.resize(); }  /* the container may have changed size since cytoscape measured it */
+      cy.resize();  /* the container may have changed size since cytoscape measured it (a pane shown or hidden) */
       var id = focus[side];
       if (focus.fit) {
         if (cy.nodes().length === 0) { pending = pending || side === "npu"; return; }
@@ -69,9 +76,11 @@
     }
   }
 
+  /* Applied at once, not on the next animation frame: the panes' elements are already in cytoscape when the
+     focus arrives, so selecting and centring before cytoscape's next frame draws the page once, not twice. */
   window.graphcmpFocus = function (focus) {
     if (!focus) { return null; }
-    window.requestAnimationFrame(function () { apply(focus, 0); });
+    apply(focus, 0);
     return focus.seq;
   };
 
@@ -90,6 +99,11 @@
       return {x: box.left + p.x, y: box.top + p.y, visible: p.x > 0 && p.y > 0 && p.x < box.width && p.y < box.height};
     },
     show: function (side, id) { var cy = cyOf(side); if (cy) { cy.resize(); } var n = cy && cy.getElementById(id); if (n && !n.empty()) { reveal(cy, n); } return true; },
-    label: function (side, id) { var cy = cyOf(side); var n = cy && cy.getElementById(id); return n && !n.empty() ? n.data("label") : null; }
+    label: function (side, id) { var cy = cyOf(side); var n = cy && cy.getElementById(id); return n && !n.empty() ? n.data("label") : null; },
+    shownLabel: function (side, id) { var cy = cyOf(side); var n = cy && cy.getElementById(id); return n && !n.empty() ? n.style("label") : null; },
+    classes: function (side, id) { var cy = cyOf(side); var n = cy && cy.getElementById(id); return n && !n.empty() ? n.classes() : null; },
+    edges: function (side) { var cy = cyOf(side); return cy ? cy.edges().map(function (e) { return [e.source().id(), e.target().id(), e.classes()]; }) : []; },
+    shownLabels: function (side) { var cy = cyOf(side); return cy ? cy.nodes().map(function (n) { return n.style("label"); }) : []; },
+    zoom: function (side) { var cy = cyOf(side); return cy ? cy.zoom() : null; }
   };
 })();

@@ -28,11 +28,12 @@ def create_app(results: ResultSet) -> Dash:
     'graphcmp'
     """
     viewer = Viewer(results)
-    viewer.prepare(results.default.key)
+    viewer.prepare(results.start.key)
     app = Dash(__name__, title="graphcmp", assets_folder=str(assets_dir()), update_title=None,
                serve_locally=True)
-    app.layout = page_layout(results.default.title if len(results.entries) > 1 else results.default.source,
-                             job=results.job is not None)
+    start = results.start
+    app.layout = page_layout(start.title if len(results.entries) > 1 else start.source, job=results.job is not None,
+                             paired=viewer.model(start.key).paired)
     register_callbacks(app, viewer)
     app.server.config["GRAPHCMP_VIEWER"] = viewer
     return app

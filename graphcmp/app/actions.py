@@ -12,14 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
+from urllib.parse import parse_qs
 
 from graphcmp.app.elements import parse_element_id
-from graphcmp.app.model import SIDES
+from graphcmp.app.model import SIDES, ViewModel
 from graphcmp.app.state import ViewState, pick, reveal, select, selected_rows, toggle, turn_page
 from graphcmp.app.viewer import Viewer
 from graphcmp.core.errors import GraphcmpError
 
-__all__ = ["ACTIONS", "Action", "act", "checked", "initial", "manual"]
+__all__ = ["ACTIONS", "Action", "act", "checked", "initial", "is_fresh", "manual", "origin_row"]
 
 Action = Callable[[Viewer, ViewState, Mapping[str, Any]], ViewState]
 
@@ -32,13 +33,35 @@ def checked(viewer: Viewer, state: ViewState) -> ViewState:
     return replace(state, result=entry.key).clean(viewer.model(entry.key))
 
 
-def initial(viewer: Viewer, state: ViewState) -> ViewState:
-    """The state of a URL opened afresh: checked, and the selection made visible."""
+def initial(viewer: Viewer, state: ViewState, at_origin: bool = False) -> ViewState:
+    """The state of a URL opened afresh: checked, and the selection made visible.
+
+    With `at_origin` and nothing selected, the origin of the divergence is selected (the path to it
+    opened in both panes): the page opens at the answer.
+    """
     state = checked(viewer, state)
     model = viewer.model(state.result)
+    row = origin_row(model) if at_origin and state.selected is None else None
+    if row is not None:
+        state = select(state, model, "npu", row)
     for side, row in selected_rows(state, model).items():
         state = reveal(state, model, side, row)
     return state
+
+
+def origin_row(model: ViewModel) -> int | None:
+    """The npu row of the first divergence of a model's report (None: no report, or the runs agree)."""
+    first = model.analysis.first if model.analysis is not None else None
+    return model.row_of("npu", first.node) if first is not None else None
+
+
+def is_fresh(search: str | None) -> bool:
+    """True for a URL that says nothing about the view but which result (a page opened afresh).
+
+    >>> is_fresh(""), is_fresh("?res=s0r2"), is_fresh("?res=0&sync=1")
+    (True, True, False)
+    """
+    return set(parse_qs((search or "").lstrip("?"), keep_blank_values=True)) <= {"res"}
 
 
 def act(viewer: Viewer, state: ViewState, trigger: str, inputs: Mapping[str, Any]) -> ViewState:
@@ -93,6 +116,20 @@ def _go_hit(viewer: Viewer, state: ViewState, index: int) -> ViewState:
     return select(replace(state, hit=index), viewer.model(state.result), side, row)
 
 
+def _go(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    """The banner's *go*: to the origin of the divergence (in a batch job, on the origin's step and rank)."""
+    results = viewer.results
+    start = results.start
+    if results.job is not None and start.key != state.result:
+        node = (results.job.analysis.get("origin") or {}).get("node")
+        fresh = replace(ViewState(), result=start.key, sync=state.sync, metric=state.metric, bins=state.bins,
+                        selected=("npu", node) if isinstance(node, str) else None)
+        return initial(viewer, fresh, at_origin=True)
+    model = viewer.model(state.result)
+    row = origin_row(model)
+    return select(state, model, "npu", row) if row is not None else state
+
+
 def _finding(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
     node = inputs.get("finding")
     if not isinstance(node, str) or not node:
@@ -141,7 +178,7 @@ def _switch_result(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) 
         return state
     fresh = replace(ViewState(), result=entry.key, selected=state.selected, sync=state.sync, metric=state.metric,
                     bins=state.bins, query=state.query, filters=state.filters)
-    return initial(viewer, fresh)
+    return initial(viewer, fresh, at_origin=True)
 
 
 def _opt_int(value: Any) -> int | None:
@@ -153,7 +190,7 @@ def _opt_int(value: Any) -> int | None:
 
 ACTIONS: dict[str, Action] = {
     "tap_npu": _tap("npu"), "tap_bench": _tap("bench"), "collapse": _collapse,
-    "prev": _step_hit(-1), "next": _step_hit(1), "hit": _pick_hit, "finding": _finding,
+    "prev": _step_hit(-1), "next": _step_hit(1), "hit": _pick_hit, "finding": _finding, "go": _go,
     "query": _search, "filters": _search, "metric": _metric, "bins": _bins, "sync": _sync, "micro": _micro,
     "step": _switch_result, "rank": _switch_result,
 }

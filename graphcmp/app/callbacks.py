@@ -21,8 +21,9 @@ from typing import Any
 
 from dash import ALL, Dash, Input, Output, State, ctx, no_update
 
-from graphcmp.app.actions import act, checked, initial, manual
-from graphcmp.app.job import column_node
+from graphcmp.app.actions import act, checked, initial, is_fresh, manual
+from graphcmp.app.elements import pane_edges
+from graphcmp.app.job import TREND_METRICS, column_node
 from graphcmp.app.page import PANE_IDS
 from graphcmp.app.state import ViewState
 from graphcmp.app.svg import pane_svg
@@ -35,7 +36,7 @@ TRIGGERS = {
     "url": Input("url", "search"), "tap_npu": Input(PANE_IDS["npu"], "tapNodeData"),
     "tap_bench": Input(PANE_IDS["bench"], "tapNodeData"), "prev": Input("prev", "n_clicks"),
     "next": Input("next", "n_clicks"), "hit": Input("hits", "value"), "finding": Input("findings", "value"),
-    "collapse": Input("collapse", "n_clicks"), "manual": Input("manual-done", "data"),
+    "collapse": Input("collapse", "n_clicks"), "manual": Input("manual-done", "data"), "go": Input("go", "n_clicks"),
 }
 """Inputs of the view callback that act once (a click, a pick); names are the keys of `actions.ACTIONS`."""
 
@@ -45,6 +46,8 @@ CONTROLS = {name: Input(name, "value") for name in ("query", "filters", "metric"
 
 OUTPUTS = {  # text first: the page applies outputs in this order, so the hit list shows before the panes redraw
     "page": {"url": Output("url", "search")},
+    "banner": {"banner": Output("banner", "children"), "banner_class": Output("banner-bar", "className"),
+               "go_style": Output("go", "style")},
     "hits": {"hit_info": Output("hit-info", "children"), "hit_options": Output("hits", "options"),
              "hit": Output("hits", "value")},
     "match": {"match_info": Output("match-info", "children"), "match_disabled": Output("match", "disabled"),
@@ -59,13 +62,14 @@ OUTPUTS = {  # text first: the page applies outputs in this order, so the hit li
                  "micro_options": Output("micro", "options"), "bench_pane_style": Output("pane-bench", "style"),
                  "npu_title": Output("title-npu", "children"), "step_style": Output("ctl-step", "style"),
                  "rank_style": Output("ctl-rank", "style"), "micro_style": Output("ctl-micro", "style"),
-                 "sync_style": Output("sync", "style"), "bench_export_style": Output("bench-export", "style")},
+                 "sync_style": Output("sync", "style"), "bench_export_style": Output("bench-export", "style"),
+                 "doc_title": Output("doc-title", "children")},
     "values": {name: Output(name, "value") for name in CONTROLS},
 }
 assert OUTPUTS.keys() == VIEWS.keys()
 """Every property the view callback may set, by concern (`views.VIEWS` fills each) and name."""
 
-_CENTRING = {"query", "filters", "prev", "next", "hit", "finding", "step", "rank"}  # jumps: centre the node
+_CENTRING = {"query", "filters", "prev", "next", "hit", "finding", "step", "rank", "go"}  # jumps: centre the node
 
 
 def register_callbacks(app: Dash, viewer: Viewer) -> None:
@@ -104,7 +108,7 @@ def view_outputs(viewer: Viewer, trigger: str | None, triggers: dict[str, Any],
     if trigger == "manual" and isinstance(done, dict) and isinstance(done.get("search"), str):
         state, first, note = initial(viewer, ViewState.from_query(done["search"])), True, str(done.get("note", ""))
     elif trigger in (None, "url", "manual"):
-        state, first = initial(viewer, before), True
+        state, first = initial(viewer, before, at_origin=is_fresh(triggers.get("url"))), True
     else:
         state, first = act(viewer, before, trigger, {**triggers, **controls}), False
     turn = Turn(viewer, before, state, first=first, controls=controls, center=first or trigger in _CENTRING,
@@ -124,10 +128,11 @@ def _triggered(*groups: str) -> str | None:
 
 
 def jump_search(viewer: Viewer, state: ViewState, trigger: Any, click: dict | None) -> str | None:
-    """The URL of a jump from the job overview (a heat cell: that rank at that module) or from a linked call
-    (that rank's call); None when the target is not among the results."""
+    """The URL of a jump from the job overview (a heat cell: that rank at that module; a trend cell: that step
+    at that module) or from a linked call (that rank's call); None when the target is not among the results."""
     results, job = viewer.results, viewer.results.job
-    step = results.entry(state.result).step
+    here = results.entry(state.result)
+    step = here.step
     if job is None:
         return None
     if isinstance(trigger, dict):  # {"type": "peer", "index": "<rank>:<row>"}
@@ -137,8 +142,14 @@ def jump_search(viewer: Viewer, state: ViewState, trigger: Any, click: dict | No
         node = job.call_node(step, int(rank), int(position))
     else:
         point = ((click or {}).get("points") or [{}])[0]
-        rank, node = str(point.get("y", "")).removeprefix("rank ").strip(), point.get("x")
+        row, node = str(point.get("y", "")), point.get("x")
         node = column_node(node) if isinstance(node, str) else None
+        if row.startswith("step "):  # the trend: another step of this rank
+            picked = row.removeprefix("step ").strip()
+            step = int(picked) if picked.isdigit() else None
+            rank = str(here.rank or 0) if picked.isdigit() else ""
+        else:
+            rank = row.removeprefix("rank ").strip()
     entry = results.find(step, int(rank)) if rank.isdigit() else None
     if entry is None or not isinstance(node, str):
         return None
@@ -149,24 +160,30 @@ def jump_search(viewer: Viewer, state: ViewState, trigger: Any, click: dict | No
 def _register_job(app: Dash, viewer: Viewer) -> None:
     """The job overview's callbacks (only for a batch results folder, whose page has the overview)."""
     job = {"origin": Output("job-origin", "children"), "spread": Output("job-spread", "children"),
-           "heat": Output("job-heat", "figure"), "shown": Output("job-step", "data")}
+           "heat": Output("job-heat", "figure"), "trend": Output("job-trend", "figure"),
+           "heat_size": Output("job-heat", "style"), "trend_size": Output("job-trend", "style"),
+           "trend_style": Output("job-trend-box", "style"), "shown": Output("job-step", "data")}
 
-    @app.callback(output=job, inputs={"search": Input("url", "search")}, state={"shown": State("job-step", "data")})
-    def job_view(search: str | None, shown: Any) -> dict[str, Any]:
-        step = viewer.results.entry(ViewState.from_query(search).result).step
-        if isinstance(shown, dict) and shown.get("step") == step:
+    @app.callback(output=job, inputs={"search": Input("url", "search"), "metric": Input("heat-by", "value")},
+                  state={"shown": State("job-step", "data")})
+    def job_view(search: str | None, metric: Any, shown: Any) -> dict[str, Any]:
+        entry = viewer.results.entry(ViewState.from_query(search).result)
+        metric = metric if metric in TREND_METRICS else "verdict"
+        now = {"step": entry.step, "rank": entry.rank, "metric": metric}
+        if shown == now:
             return dict.fromkeys(job, no_update)
-        return {**job_outputs(viewer, step), "shown": {"step": step}}
+        return {**job_outputs(viewer, entry.step, entry.rank, metric), "shown": now}
 
     @app.callback(output={"url": Output("url", "search", allow_duplicate=True)},
-                  inputs={"heat": Input("job-heat", "clickData"), "peers": Input({"type": "peer", "index": ALL},
-                                                                                  "n_clicks")},
+                  inputs={"heat": Input("job-heat", "clickData"), "trend": Input("job-trend", "clickData"),
+                          "peers": Input({"type": "peer", "index": ALL}, "n_clicks")},
                   state={"search": State("url", "search")}, prevent_initial_call=True)
-    def jump(heat: Any, peers: Any, search: str | None) -> dict[str, Any]:
+    def jump(heat: Any, trend: Any, peers: Any, search: str | None) -> dict[str, Any]:
         trigger = ctx.triggered_id
         if isinstance(trigger, dict) and not (ctx.triggered and ctx.triggered[0].get("value")):
             return {"url": no_update}  # a peer button drawn, not clicked
-        target = jump_search(viewer, ViewState.from_query(search), trigger, heat)
+        click = trend if trigger == "job-trend" else heat
+        target = jump_search(viewer, ViewState.from_query(search), trigger, click)
         return {"url": target if target is not None else no_update}
 
 
@@ -188,7 +205,7 @@ def _register_exports(app: Dash, viewer: Viewer) -> None:
         ids = model.graphs[side].nodes.ids
         geo = viewer.geometry(state, side)
         names = {c.row: ids[c.row] for c in geo.cells if not c.pager}
-        text = pane_svg(geo, viewer.colors(state, side), f"graphcmp {side}", names)
+        text = pane_svg(geo, viewer.colors(state, side), f"graphcmp {side}", names, pane_edges(model, side, geo))
         return {"file": {"content": text, "filename": f"graphcmp-{side}.svg", "type": "image/svg+xml"}}
 
 

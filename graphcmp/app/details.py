@@ -29,6 +29,7 @@ _MAX_PEERS = 64  # linked calls listed (an all_reduce of 1,024 ranks has 1,023)
 _MAX_ATTRS = 200  # attributes listed per node (a GE op has a few dozen)
 _MAX_VALUE = 2000  # characters of one attribute value shown
 _ROLE_ORDER = {Role.INPUT: 0, Role.PARAM: 1, Role.OUTPUT: 2, Role.PARAM_GRAD: 3}
+_MAX_FOLDS = 20  # folded inputs named per node
 _MAX_SHARD_ROWS = 400  # per-rank records listed for one node (a 64-rank merge holds 8 per split tensor)
 
 
@@ -66,6 +67,15 @@ def _facts(model: ViewModel, views: dict[str, NodeView], rows: dict[str, int]) -
         else:
             items.append(f"no counterpart in the {'bench' if 'npu' in views else 'npu'} run")
     for side, row in rows.items():
+        folds = model.trees[side].folds(row)
+        if len(folds):
+            ids = model.graphs[side].nodes.ids
+            names = ", ".join(ids[r] for r in folds[:_MAX_FOLDS].tolist())
+            more = f" … {len(folds) - _MAX_FOLDS} more" if len(folds) > _MAX_FOLDS else ""
+            items.append(f"inputs folded into it on {side} (no input of their own): {len(folds)}: {names}{more}")
+        into = model.trees[side].folded_into
+        if into is not None and into[row] >= 0:
+            items.append(f"drawn folded into {model.graphs[side].nodes.ids[int(into[row])]} on {side}")
         level = int(model.overflow[side][row])
         if level:
             items.append(f"overflow on {side}: {OVERFLOW_NAMES.get(level, level)} (inf/NaN or at the dtype's limit)")

@@ -4,8 +4,12 @@ Element ids are ``n<row>`` for drawn nodes, ``b<row>`` for open modules (compoun
 id, so a node turning into a box is replaced, never moved with its children) and ``p<row>:<±1>`` for
 pager boxes; boxes carry no position (cytoscape fits them around their children); data carries only
 what drawing needs (label, size, colour). Labels are drawn on a canvas by cytoscape, so names from user
-models are never interpreted as HTML. Data-flow edges are drawn when the run has them (lifted to the
-nearest drawn ancestor); msprobe dumps have none, and execution order reads top to bottom.
+models are never interpreted as HTML. Data-flow edges (`model.flows`: a graph's own, or for a dump
+each input's producer) join the drawn nodes, lifted to the nearest drawn ancestor; an edge whose two
+ends are the origin or calls its error propagated to is on the *contamination path* (class ``hot``),
+and an edge that jumps over the nodes of its column (a residual connection) bends aside (``bypass``);
+control edges (ordering only, GE) are dashed.
+A node with inputs folded into it (constants, weights) carries their count, shown when it is selected.
 """
 
 from __future__ import annotations
@@ -15,24 +19,27 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphcmp.app.colors import KIND_COLORS, NONE_COLOR, Scheme, node_colors
-from graphcmp.app.layout import PaneGeometry
+from graphcmp.app.layout import GAP_Y, NODE_H, Cell, PaneGeometry
 from graphcmp.app.model import ViewModel
 from graphcmp.app.tree import NavTree
 from graphcmp.core.noise import NodeRole
 from graphcmp.core.overflow import OverflowLevel
 from graphcmp.core.rules import Status
 
-__all__ = ["MAX_EDGES", "STYLESHEET", "PaneStyle", "node_element_id", "pane_elements", "parse_element_id"]
+__all__ = ["MAX_EDGES", "STYLESHEET", "DrawnEdge", "PaneStyle", "node_element_id", "pane_edges", "pane_elements",
+           "parse_element_id"]
 
 MAX_EDGES = 4000
 
 
 @dataclass(frozen=True, slots=True)
 class PaneStyle:
-    """What colours and marks one pane: the scheme, and the rows of the current search/filter hits."""
+    """What colours and marks one pane: the scheme, the rows of the current search/filter hits, and the
+    selected row (drawn selected from the start, so a page opened at a node is drawn once)."""
 
     scheme: Scheme
     hits: frozenset[int] = frozenset()
+    selected: int = -1
 
 
 def node_element_id(row: int, is_box: bool = False) -> str:
@@ -86,9 +93,15 @@ def pane_elements(model: ViewModel, side: str, geo: PaneGeometry, style: PaneSty
     for cell, color, cls in zip(node_cells, colors, classes):
         data = {"id": node_element_id(cell.row, cell.is_box), "label": cell.label, "w": cell.w, "h": cell.h,
                 "color": color}
+        folds = len(tree.folds(cell.row)) if tree.folded_into is not None else 0
+        if folds:
+            data["flabel"] = f"{cell.label}  [+{folds} folded]"
+            cls += " folds"
         if cell.parent > 0:
             data["parent"] = node_element_id(cell.parent, True)
         element = {"data": data, "classes": cls}
+        if cell.row == style.selected:
+            element["selected"] = True
         if not cell.is_box:
             element["position"] = {"x": cell.x, "y": cell.y}
         out.append(element)
@@ -98,7 +111,7 @@ def pane_elements(model: ViewModel, side: str, geo: PaneGeometry, style: PaneSty
             if cell.row > 0:
                 data["parent"] = node_element_id(cell.row, True)
             out.append({"data": data, "position": {"x": cell.x, "y": cell.y}, "classes": "pager"})
-    out.extend(_edges(tree, geo))
+    out.extend(_edges(model, side, geo))
     return out
 
 
@@ -109,6 +122,7 @@ def _classes(model: ViewModel, side: str, tree: NavTree, rows: np.ndarray, is_bo
     origin = (role[rows] == NodeRole.ORIGIN) if role is not None else np.zeros(len(rows), bool)
     overflow = model.overflow[side][rows] > OverflowLevel.NONE
     fused = model.fused[side][rows]
+    renamed = model.renamed(side)[rows]
     unmatched = (status[rows] == Status.UNMATCHED) if status is not None else np.zeros(len(rows), bool)
     module = tree.n_children[rows] > 0
     nodata = ~tree.graph.nodes.has_data[rows]
@@ -117,6 +131,8 @@ def _classes(model: ViewModel, side: str, tree: NavTree, rows: np.ndarray, is_bo
         parts = ["box" if is_box[k] else ("module" if module[k] else "leaf")]
         if unmatched[k]:
             parts.append("unmatched")
+        elif renamed[k]:
+            parts.append("renamed")
         if fused[k]:
             parts.append("fused")
         if overflow[k]:
@@ -131,18 +147,55 @@ def _classes(model: ViewModel, side: str, tree: NavTree, rows: np.ndarray, is_bo
     return names
 
 
-def _edges(tree: NavTree, geo: PaneGeometry) -> list[dict]:
-    edges = getattr(tree.graph, "edges", None)
-    if edges is None or not len(edges):
+@dataclass(frozen=True, slots=True)
+class DrawnEdge:
+    """One edge of a pane between two drawn rows: on the contamination path (`hot`), data or control only."""
+
+    src: int
+    dst: int
+    hot: bool
+    data: bool
+
+
+def pane_edges(model: ViewModel, side: str, geo: PaneGeometry) -> list[DrawnEdge]:
+    """The edges a pane draws: the run's edges crossing its open modules, lifted to drawn rows, each pair once
+    (at most `MAX_EDGES`, those of the contamination path first)."""
+    flow = model.flows[side]
+    if not len(flow):
         return []
-    rep = tree.nearest_visible(geo.visible)
-    src, dst = rep[edges.src], rep[edges.dst]
-    keep = (src > 0) & (dst > 0) & (src != dst)
-    pairs = np.unique(np.stack([src[keep], dst[keep]], axis=1), axis=0)[:MAX_EDGES]
-    pairs = [(a, b) for a, b in pairs.tolist() if a not in tree.ancestors(b) and b not in tree.ancestors(a)]
-    boxes = set(geo.box_rows())
-    return [{"data": {"id": f"e{a}-{b}", "source": node_element_id(a, a in boxes),
-                      "target": node_element_id(b, b in boxes)}, "classes": "flow"} for a, b in pairs]
+    crossing = flow.drawn(geo.visible, [0, *geo.box_rows()])
+    if not len(crossing):
+        return []
+    role = model.role(side)
+    hot = (np.zeros(len(crossing), bool) if role is None else
+           (role[crossing.edge_src] >= NodeRole.PROPAGATED) & (role[crossing.edge_dst] >= NodeRole.PROPAGATED))
+    n = len(flow.tree)
+    pairs, where = np.unique(crossing.src * n + crossing.dst, return_inverse=True)
+    where = where.reshape(-1)
+    is_hot, is_data = np.zeros(len(pairs), bool), np.zeros(len(pairs), bool)
+    np.logical_or.at(is_hot, where, hot)
+    np.logical_or.at(is_data, where, ~crossing.control)
+    order = np.argsort(~is_hot, kind="stable")[:MAX_EDGES]  # the contamination path first
+    return [DrawnEdge(a, b, h, d) for a, b, h, d in zip((pairs[order] // n).tolist(), (pairs[order] % n).tolist(),
+                                                       is_hot[order].tolist(), is_data[order].tolist())]
+
+
+def _edges(model: ViewModel, side: str, geo: PaneGeometry) -> list[dict]:
+    boxed = set(geo.box_rows())
+    cells = {c.row: c for c in geo.cells if not c.pager and not c.is_box}
+    out = []
+    for e in pane_edges(model, side, geo):
+        classes = "flow hot" if e.hot else "flow" if e.data else "flow control"
+        if _bypass(cells.get(e.src), cells.get(e.dst)):
+            classes += " bypass"
+        out.append({"data": {"id": f"e{e.src}-{e.dst}", "source": node_element_id(e.src, e.src in boxed),
+                             "target": node_element_id(e.dst, e.dst in boxed)}, "classes": classes})
+    return out
+
+
+def _bypass(a: Cell | None, b: Cell | None) -> bool:
+    """True for an edge straight down a column past other nodes (it bends aside so that it is not hidden)."""
+    return a is not None and b is not None and abs(a.x - b.x) < 1.0 and abs(b.y - a.y) > NODE_H + 2 * GAP_Y
 
 
 STYLESHEET = [
@@ -163,8 +216,9 @@ STYLESHEET = [
     {"selector": "node.fused", "style": {"border-color": "#00695c", "border-width": 5, "border-style": "double"}},
     {"selector": "node.overflow", "style": {"border-color": "#6a1b9a", "border-width": 4, "border-style": "double"}},
     {"selector": "node.origin", "style": {
-        "border-color": "#b71c1c", "border-width": 6, "border-style": "double", "font-weight": "bold",
-        "underlay-color": "#d50000", "underlay-opacity": 0.35, "underlay-padding": 9}},
+        "shape": "octagon", "border-color": "#b71c1c", "border-width": 6, "border-style": "double",
+        "font-weight": "bold", "color": "#ffffff", "text-outline-color": "#7f0000", "text-outline-width": 1,
+        "underlay-color": "#d50000", "underlay-opacity": 0.35, "underlay-padding": 9, "underlay-shape": "ellipse"}},
     {"selector": "node.hit", "style": {"underlay-color": "#1e88e5", "underlay-opacity": 0.35, "underlay-padding": 6}},
     {"selector": "node.box.hit", "style": {"underlay-opacity": 0.12, "underlay-padding": 3}},
     {"selector": "node.pager", "style": {
@@ -174,8 +228,18 @@ STYLESHEET = [
         "overlay-color": "#1e88e5", "overlay-opacity": 0.25, "overlay-padding": 5, "border-color": "#0d47a1",
         "border-width": 4}},
     {"selector": "node.box:selected", "style": {"overlay-opacity": 0, "border-width": 6, "border-color": "#0d47a1"}},
+    {"selector": "node.origin:selected", "style": {"border-color": "#b71c1c", "border-width": 7,
+                                                   "overlay-opacity": 0.12}},
+    {"selector": "node.renamed", "style": {"border-style": "dashed", "border-color": "#1565c0"}},
+    {"selector": "node.folds:selected", "style": {"label": "data(flabel)"}},
     {"selector": "edge", "style": {
         "width": 1.5, "line-color": "#78909c", "target-arrow-color": "#78909c", "target-arrow-shape": "triangle",
-        "arrow-scale": 0.7, "curve-style": "bezier", "events": "no"}},  # taps go to the nodes below
+        "arrow-scale": 0.8, "curve-style": "straight", "events": "no"}},  # taps go to the nodes below
+    {"selector": "edge.control", "style": {"line-style": "dashed", "line-color": "#b0bec5",
+                                           "target-arrow-color": "#b0bec5"}},
+    {"selector": "edge.bypass", "style": {"curve-style": "unbundled-bezier", "control-point-distances": 70,
+                                          "control-point-weights": 0.5}},
+    {"selector": "edge.hot", "style": {"width": 3, "line-color": "#c62828", "target-arrow-color": "#c62828",
+                                       "z-index": 2}},
 ]
 """The shared stylesheet: per-node colours come from element data, marks from classes."""

@@ -1,11 +1,12 @@
-"""The job overview of a results folder, read from its ``index.json`` alone: rank x module heat, origin, peers.
+"""The job overview of a results folder, read from its ``index.json`` alone: rank x module heat, step x module
+trend, origin, peers.
 
 `graphcmp compare NPU_ROOT BENCH_ROOT -o results/` writes per run the ``heat`` rows (module rows at
 depth 1-2: node id, worst status, worst severity), the communication calls (``comm``) and the job's
-``analysis`` (origin, spread). `JobIndex` turns them into a heat matrix per step and, through the
-core's `link_calls`, into the peers of each communication call; no per-rank report is read.
-`heat_figure` is the plotly figure (a dict: one heatmap trace, so the element count does not grow
-with ranks x modules).
+``analysis`` (origin, spread). `JobIndex` turns them into a heat matrix per step (ranks down), a trend
+matrix per rank (steps down) and, through the core's `link_calls`, into the peers of each
+communication call; no per-rank report is read. `heat_figure` is the plotly figure of either (a
+dict: one heatmap trace, so the element count does not grow with rows x modules).
 """
 
 from __future__ import annotations
@@ -24,20 +25,35 @@ from graphcmp.core.judge import SKIP, STATUS_NAMES, UNMATCHED
 from graphcmp.core.records import FrozenColumns
 from graphcmp.core.rules import ERROR, PASS, WARNING
 
-__all__ = ["Heat", "JobIndex", "Peer", "column_label", "column_node", "heat_figure"]
+__all__ = ["TREND_METRICS", "Heat", "JobIndex", "Peer", "column_label", "column_node", "heat_figure"]
+
+TREND_METRICS = {"verdict": "worst verdict", "severity": "worst severity"}
+"""What a heat map's cells show: the worst verdict below the module, or its worst severity."""
 
 _CODES = (UNMATCHED, SKIP, PASS, WARNING, ERROR)  # heat z values, in colour-scale order
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Heat(FrozenColumns):
-    """The rank x module matrix of one step: worst status (NaN: the rank has no such row) and severity."""
+    """A run x module matrix: worst status (NaN: the run has no such row) and worst severity.
+
+    The rank x module map of one step has ``by="rank"`` (`ranks` are its rows, `step` fixed); the
+    step x module trend of one rank has ``by="step"`` (`steps` are its rows, `rank` fixed).
+    """
 
     step: int | None
     ranks: tuple[int | None, ...]
     columns: tuple[str, ...]
-    status: np.ndarray  # float64 (ranks, columns), NaN where absent
-    severity: np.ndarray  # float64 (ranks, columns), NaN where absent
+    status: np.ndarray  # float64 (rows, columns), NaN where absent
+    severity: np.ndarray  # float64 (rows, columns), NaN where absent
+    by: str = "rank"
+    rank: int | None = None
+    steps: tuple[int | None, ...] = ()
+
+    def labels(self) -> list[str]:
+        """The row labels: ``rank 3`` or ``step 1`` (``-`` for none)."""
+        rows = self.ranks if self.by == "rank" else self.steps
+        return [f"{self.by} {'-' if r is None else r}" for r in rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,20 +100,24 @@ class JobIndex:
         """The heat matrix of `step`: rows are its ranks in order, columns the union of their heat rows."""
         runs = sorted((r for r in self.runs if r.get("step") == step), key=lambda r: -1 if r["rank"] is None
                       else r["rank"])
-        columns: dict[str, int] = {}
-        for run in runs:
-            for node, _, _ in run.get("heat", ()):
-                columns.setdefault(node, len(columns))
-        status = np.full((len(runs), len(columns)), np.nan)
-        severity = np.full((len(runs), len(columns)), np.nan)
-        for i, run in enumerate(runs):
-            heat = run.get("heat", ())
-            if not heat:
-                continue
-            cols = np.fromiter((columns[h[0]] for h in heat), np.int64, len(heat))
-            status[i, cols] = [h[1] for h in heat]
-            severity[i, cols] = [np.nan if h[2] is None else h[2] for h in heat]
-        return Heat(step, tuple(r["rank"] for r in runs), tuple(columns), status, severity)
+        columns, status, severity = _matrix(runs)
+        return Heat(step, tuple(r["rank"] for r in runs), columns, status, severity)
+
+    def trend(self, rank: int | None) -> Heat:
+        """The trend of `rank`: rows are its steps in order, columns the union of their heat rows.
+
+        >>> job = JobIndex({"runs": [{"step": s, "rank": 0, "error": None, "heat": [["M.a", 2 * s, 0.5]], "comm": []}
+        ...                          for s in (1, 0)], "analysis": {}})
+        >>> t = job.trend(0)
+        >>> t.labels(), t.status.tolist()
+        (['step 0', 'step 1'], [[0.0], [2.0]])
+        """
+        rank = rank or 0
+        runs = sorted((r for r in self.runs if (r["rank"] or 0) == rank),
+                      key=lambda r: -1 if r.get("step") is None else r["step"])
+        columns, status, severity = _matrix(runs)
+        return Heat(None, (), columns, status, severity, by="step", rank=rank,
+                    steps=tuple(r.get("step") for r in runs))
 
     def origin_text(self) -> str:
         """One line: where the job diverged first (rank, step, node, cause), or that no rank diverged."""
@@ -159,36 +179,78 @@ class JobIndex:
         return status
 
 
-def heat_figure(heat: Heat, origin: Mapping[str, Any] | None = None) -> dict:
-    """A plotly figure of `heat`: ranks down, module rows across, coloured by worst verdict; origin marked.
+def heat_figure(heat: Heat, origin: Mapping[str, Any] | None = None, metric: str = "verdict") -> dict:
+    """A plotly figure of `heat`: runs down (ranks of a step, or steps of a rank), module rows across, coloured by
+    worst verdict (or worst severity, `metric`); the origin marked.
 
     One heatmap trace holds the whole matrix (severity in the hover text comes from ``customdata``).
     """
+    sev = np.round(heat.severity, 4)
+    rows = heat.labels()
+    data = [{
+        "type": "heatmap", "x": [column_label(c) for c in heat.columns], "y": rows, "customdata": _nan_none(sev),
+        "showscale": False, "xgap": 1, "ygap": 1, "hoverongaps": False,
+        "hovertemplate": "%{y}<br>%{x}<br>severity %{customdata}<extra></extra>",
+        **(_severity_trace(heat) if metric == "severity" else _verdict_trace(heat)),
+    }]
+    at = _origin_row(heat, origin)
+    column = next((c for c in (origin.get("module"), origin.get("node")) if c in heat.columns), None) \
+        if at is not None and origin else None
+    if column is not None:
+        data.append({"type": "scatter", "mode": "markers", "x": [column_label(column)], "y": [at],
+                     "marker": {"symbol": "x-thin-open", "size": 14, "color": "#000000", "line": {"width": 3}},
+                     "hovertemplate": "origin of the divergence<extra></extra>", "showlegend": False})
+    height = int(min(90 + 16 * len(rows), 330))
+    layout = {"height": height, "margin": {"l": 70, "r": 10, "t": 6, "b": 6}, "xaxis": {"showticklabels": False,
+              "type": "category"}, "yaxis": {"autorange": "reversed", "type": "category"},
+              "plot_bgcolor": "#fafafa", "clickmode": "event",
+              "uirevision": f"{heat.by}{heat.step if heat.by == 'rank' else heat.rank}{metric}"}
+    return {"data": data, "layout": layout}
+
+
+def _verdict_trace(heat: Heat) -> dict:
     n = len(_CODES)
     scale = []
     for k, code in enumerate(_CODES):
         scale += [[k / n, STATUS_COLORS[code]], [(k + 1) / n, STATUS_COLORS[code]]]
-    z = np.where(np.isnan(heat.status), np.nan, heat.status)
-    sev = np.round(heat.severity, 4)
-    ranks = [f"rank {r}" if r is not None else "rank -" for r in heat.ranks]
-    data = [{
-        "type": "heatmap", "z": _nan_none(z), "x": [column_label(c) for c in heat.columns], "y": ranks,
-        "customdata": _nan_none(sev),
-        "zmin": _CODES[0] - 0.5, "zmax": _CODES[-1] + 0.5, "colorscale": scale, "showscale": False, "xgap": 1,
-        "ygap": 1, "hovertemplate": "%{y}<br>%{x}<br>severity %{customdata}<extra></extra>", "hoverongaps": False,
-    }]
-    if origin and origin.get("step") == heat.step and origin.get("rank") in heat.ranks:
-        column = next((c for c in (origin.get("module"), origin.get("node")) if c in heat.columns), None)
-        if column is not None:
-            data.append({"type": "scatter", "mode": "markers", "x": [column_label(column)],
-                         "y": [f"rank {origin['rank']}"],
-                         "marker": {"symbol": "x-thin-open", "size": 14, "color": "#000000", "line": {"width": 3}},
-                         "hovertemplate": "origin of the divergence<extra></extra>", "showlegend": False})
-    height = int(min(90 + 16 * len(ranks), 330))
-    layout = {"height": height, "margin": {"l": 70, "r": 10, "t": 6, "b": 6}, "xaxis": {"showticklabels": False,
-              "type": "category"}, "yaxis": {"autorange": "reversed", "type": "category"},
-              "plot_bgcolor": "#fafafa", "clickmode": "event", "uirevision": str(heat.step)}
-    return {"data": data, "layout": layout}
+    return {"z": _nan_none(heat.status), "zmin": _CODES[0] - 0.5, "zmax": _CODES[-1] + 0.5, "colorscale": scale}
+
+
+def _severity_trace(heat: Heat) -> dict:
+    """Worst severity on a log scale from green (1e-8 and below) through amber to red (1 and above)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.log10(np.clip(heat.severity, 1e-8, 1.0))
+    ramp = [[0.0, STATUS_COLORS[PASS]], [0.5, STATUS_COLORS[WARNING]], [1.0, STATUS_COLORS[ERROR]]]
+    return {"z": _nan_none(np.round(z, 3)), "zmin": -8.0, "zmax": 0.0, "colorscale": ramp}
+
+
+def _origin_row(heat: Heat, origin: Mapping[str, Any] | None) -> str | None:
+    """The row label holding the origin, None when this matrix does not show it."""
+    if not origin:
+        return None
+    if heat.by == "rank" and origin.get("step") == heat.step and origin.get("rank") in heat.ranks:
+        return f"rank {origin['rank']}"
+    if heat.by == "step" and (origin.get("rank") or 0) == (heat.rank or 0) and origin.get("step") in heat.steps:
+        return f"step {origin['step']}"
+    return None
+
+
+def _matrix(runs: list[dict]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+    """(columns, status, severity) of `runs` in order: the union of their heat rows, NaN where a run has none."""
+    columns: dict[str, int] = {}
+    for run in runs:
+        for node, _, _ in run.get("heat", ()):
+            columns.setdefault(node, len(columns))
+    status = np.full((len(runs), len(columns)), np.nan)
+    severity = np.full((len(runs), len(columns)), np.nan)
+    for i, run in enumerate(runs):
+        heat = run.get("heat", ())
+        if not heat:
+            continue
+        cols = np.fromiter((columns[h[0]] for h in heat), np.int64, len(heat))
+        status[i, cols] = [h[1] for h in heat]
+        severity[i, cols] = [np.nan if h[2] is None else h[2] for h in heat]
+    return tuple(columns), status, severity
 
 
 def column_label(node: str) -> str:

@@ -1,8 +1,12 @@
-"""What the viewer derives from one document, once: navigation trees, twins, verdict codes, overflow, findings.
+"""What the viewer derives from one document, once: navigation trees, data flow, twins, verdict codes,
+overflow, findings, the structure diff.
 
 A `ViewModel` wraps a `CompareReport` (two sides) or a built `DumpGraph` (one side). Everything here is
 a lookup into the core's records; per-node numeric columns for colouring come from the report's
-verdicts and pair metrics (`metric_values`), aggregated per node with numpy.
+verdicts and pair metrics (`metric_values`), aggregated per node with numpy. The data-flow edges of
+each side (`flows`) are the graph's own or, for a dump, recovered from its statistics
+(`graphcmp.core.dataflow.flow_edges`); nodes of no input are folded into their consumer when drawn,
+never the origin of a divergence.
 """
 
 from __future__ import annotations
@@ -13,11 +17,14 @@ from functools import cached_property
 import numpy as np
 
 from graphcmp.app.colors import Scheme, parse_edges
+from graphcmp.app.flow import FlowIndex
 from graphcmp.app.tree import NavTree
+from graphcmp.core.dataflow import flow_edges, folded_sources
 from graphcmp.core.divergence import Analysis
 from graphcmp.core.hierarchy import depths, levels
 from graphcmp.core.judge import SKIP, STATUS_NAMES, UNMATCHED
 from graphcmp.core.matching.fused_ops import original_names
+from graphcmp.core.noise import NodeRole
 from graphcmp.core.overflow import overflow_levels
 from graphcmp.core.records import STAT_NAMES, Direction, DumpGraph, NodeKind, NodeView, Role, TensorView
 from graphcmp.core.report import CompareReport
@@ -38,14 +45,58 @@ class ViewModel:
         self.report = doc if isinstance(doc, CompareReport) else None
         graphs = (doc.npu, doc.bench) if self.report is not None else (doc,)
         self.graphs: dict[str, DumpGraph] = dict(zip(SIDES, graphs))
-        self.trees = {side: NavTree(g) for side, g in self.graphs.items()}
+        self.trees = {side: NavTree(g, self._folded(side)) for side, g in self.graphs.items()}
         self._lock = threading.Lock()
         self._metric_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._memo: dict[tuple, object] = {}
+        self._kept: dict[tuple, object] = {}
 
     @property
     def sides(self) -> tuple[str, ...]:
         return tuple(self.graphs)
+
+    def _folded(self, side: str) -> np.ndarray | None:
+        """Per row, the consumer a drawing folds it into (only graphs with their own edges; never an origin)."""
+        graph = self.graphs[side]
+        if not len(graph.edges):
+            return None
+        into = folded_sources(graph, flow_edges(graph))
+        role = self.role(side)
+        if role is not None:
+            into[role == NodeRole.ORIGIN] = -1
+        return into
+
+    @cached_property
+    def flows(self) -> dict[str, FlowIndex]:
+        """The data-flow edges of each side, filed by the module they cross (built once, on first use)."""
+        return {side: FlowIndex(self.trees[side], flow_edges(g)) for side, g in self.graphs.items()}
+
+    def renamed(self, side: str) -> np.ndarray:
+        """Per row, True where the node's twin has another id (renamed by a mapping rule, a fuzzy match ...)."""
+        return self._renamed[side]
+
+    @cached_property
+    def _renamed(self) -> dict[str, np.ndarray]:
+        out = {side: np.zeros(len(g), bool) for side, g in self.graphs.items()}
+        if self.report is None:
+            return out
+        n2b = self.report.matches.npu_to_bench
+        rows = np.flatnonzero(n2b >= 0)
+        npu_ids, bench_ids = self.report.npu.nodes.ids, self.report.bench.nodes.ids
+        differ = np.fromiter((npu_ids[a] != bench_ids[b] for a, b in zip(rows.tolist(), n2b[rows].tolist())),
+                             bool, len(rows))
+        out["npu"][rows[differ]] = True
+        out["bench"][n2b[rows[differ]]] = True
+        return out
+
+    def structure(self) -> dict[str, int]:
+        """Counts of the structure diff: nodes only in npu, only in bench, and matched under another id."""
+        if self.report is None:
+            return {}
+        m = self.report.matches
+        return {"only in npu": int(np.count_nonzero(m.npu_to_bench[1:] < 0)),
+                "only in bench": int(np.count_nonzero(m.bench_to_npu[1:] < 0)),
+                "renamed": int(np.count_nonzero(self.renamed("npu")))}
 
     @property
     def paired(self) -> bool:
@@ -211,6 +262,15 @@ class ViewModel:
             return (0.0,)
         return tuple(sorted({float(np.quantile(finite, 0.5)), float(np.quantile(finite, 0.9))}))
 
+    def keep(self, key: tuple, compute):
+        """The value of `compute()` kept under `key` for the life of the model (indexes built on first use)."""
+        with self._lock:
+            if key in self._kept:
+                return self._kept[key]
+        value = compute()
+        with self._lock:
+            return self._kept.setdefault(key, value)
+
     def memo(self, key: tuple, compute):
         """The value of `compute()` kept under `key` with this model (search results; at most 64 kept)."""
         with self._lock:
@@ -276,6 +336,7 @@ class ViewModel:
             ("bench nodes", f"{s['bench']['nodes']:,} ({s['bench']['unmatched']:,} unmatched)"),
             ("verdicts", ", ".join(f"{name} {hist[name]:,}" for name in STATUS_NAMES.values() if name in hist)),
             ("tensor pairs", f"{s['tensor_pairs']:,}"),
+            ("structure", ", ".join(f"{n:,} {what}" for what, n in self.structure().items())),
         ]
 
 

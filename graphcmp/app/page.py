@@ -11,19 +11,23 @@ import dash_cytoscape as cyto
 from dash import dcc, html
 
 from graphcmp.app.elements import STYLESHEET
+from graphcmp.app.job import TREND_METRICS
 from graphcmp.app.state import FILTERS
 
 __all__ = ["PANE_IDS", "page_layout"]
 
 PANE_IDS = {"npu": "cy-npu", "bench": "cy-bench"}
 _PANE_TITLES = {"npu": "NPU (run under test)", "bench": "bench (baseline)"}
+_FILTER_LABELS = {"only-npu": "only in npu", "only-bench": "only in bench", "renamed": "renamed"}
 
 
-def page_layout(title: str, job: bool = False) -> html.Div:
+def page_layout(title: str, job: bool = False, paired: bool = True) -> html.Div:
     """The whole page; every dynamic part is filled by the view callback from the URL.
 
     With `job` (a batch results folder) the page has the job overview; otherwise it has no plotly
-    graph at all, so plotly.js is never loaded.
+    graph at all, so plotly.js is never loaded. Without `paired` (one run) the bench pane starts
+    hidden, so the npu pane has its full width from the first drawing (a pane that widens later
+    zooms its graph with it).
     """
     return html.Div([
         dcc.Location(id="url", refresh=False),
@@ -32,8 +36,11 @@ def page_layout(title: str, job: bool = False) -> html.Div:
         dcc.Store(id="manual-done"),  # a manual match's outcome: {search, note, seq}, for the view callback
         dcc.Download(id="download"),
         _header(title),
+        html.Div([html.Span(id="banner", className="banner-text"),
+                  html.Button("go to it", id="go", className="btn go", style={"display": "none"})],
+                 id="banner-bar", className="banner"),
         *([_job()] if job else []),
-        html.Div([_sidebar(), _panes()], className="main"),
+        html.Div([_sidebar(), _panes(paired)], className="main"),
         html.Div(id="details", className="details"),
     ], className="app")
 
@@ -44,7 +51,8 @@ def _header(title: str) -> html.Div:
         return html.Label([html.Span(text), control], className="control", **extra)
 
     return html.Div([
-        html.Div([html.Strong("graphcmp"), html.Span(title, className="doc-title")], className="brand"),
+        html.Div([html.Strong("graphcmp"), html.Span(title, id="doc-title", className="doc-title")],
+                 className="brand"),
         labelled("step", dcc.Dropdown(id="step", clearable=False, searchable=False, className="dd-small"), "ctl-step"),
         labelled("rank", dcc.Dropdown(id="rank", clearable=False, searchable=False, className="dd-small"), "ctl-rank"),
         labelled("micro-step", dcc.Dropdown(id="micro", clearable=False, searchable=False, className="dd-small"),
@@ -65,13 +73,27 @@ def _header(title: str) -> html.Div:
 
 
 def _job() -> html.Details:
-    """The job overview of a results folder (hidden otherwise): origin, spread, rank x module heat map."""
+    """The job overview of a results folder (hidden otherwise): origin, spread, the rank x module heat map of the
+    step shown and, for a job of several steps, the step x module trend of the rank shown."""
     return html.Details([
         html.Summary([html.Strong("job overview "), html.Span(id="job-origin", className="job-origin")]),
         dcc.Store(id="job-step"),
-        html.Div(id="job-spread", className="job-spread"),
-        dcc.Graph(id="job-heat", config={"displayModeBar": False, "responsive": True},
-                  figure={"data": [], "layout": {"height": 40}}),
+        html.Div([html.Div(id="job-spread", className="job-spread"),
+                  html.Label([html.Span("heat maps by ", className="muted"),
+                              dcc.RadioItems(id="heat-by", options=[{"label": f" {label}", "value": name}
+                                                                   for name, label in TREND_METRICS.items()],
+                                             value="verdict", inline=True, className="heat-by")],
+                             className="heat-by-control")], className="job-bar"),
+        html.Div([
+            html.Div([html.Div("ranks × modules (this step)", className="job-map-title"),
+                      dcc.Graph(id="job-heat", config={"displayModeBar": False, "responsive": True},
+                                figure={"data": [], "layout": {"height": 40}})], className="job-map"),
+            html.Div([html.Div("steps × modules (this rank): click a cell to open that step",
+                               className="job-map-title"),
+                      dcc.Graph(id="job-trend", config={"displayModeBar": False, "responsive": True},
+                                figure={"data": [], "layout": {"height": 40}})],
+                     id="job-trend-box", className="job-map", style={"display": "none"}),
+        ], className="job-maps"),
     ], id="job", open=True, className="job")
 
 
@@ -81,8 +103,8 @@ def _sidebar() -> html.Div:
         dcc.Input(id="query", type="text", debounce=True, placeholder="regex over node names, Enter",
                   className="query"),
         html.H4("Filters"),
-        dcc.Checklist(id="filters", options=[{"label": f" {f}", "value": f} for f in FILTERS], value=[],
-                      className="filters", inline=True),
+        dcc.Checklist(id="filters", options=[{"label": f" {_FILTER_LABELS.get(f, f)}", "value": f} for f in FILTERS],
+                      value=[], className="filters", inline=True),
         html.Div([
             html.Button("◀ previous", id="prev", className="btn"),
             html.Span(id="hit-info", className="hit-info"),
@@ -105,11 +127,11 @@ def _sidebar() -> html.Div:
     ], className="sidebar")
 
 
-def _panes() -> html.Div:
-    return html.Div([_pane(side) for side in ("npu", "bench")], className="panes")
+def _panes(paired: bool) -> html.Div:
+    return html.Div([_pane("npu"), _pane("bench", {} if paired else {"display": "none"})], className="panes")
 
 
-def _pane(side: str) -> html.Div:
+def _pane(side: str, style: dict | None = None) -> html.Div:
     return html.Div([
         html.Div(_PANE_TITLES[side], id=f"title-{side}", className="pane-title"),
         cyto.Cytoscape(
@@ -119,4 +141,4 @@ def _pane(side: str) -> html.Div:
             minZoom=0.03, maxZoom=3.0, autoRefreshLayout=False, responsive=True,
             boxSelectionEnabled=False, autoungrabify=True,
         ),
-    ], className=f"pane pane-{side}", id=f"pane-{side}")
+    ], className=f"pane pane-{side}", id=f"pane-{side}", style=style or {})

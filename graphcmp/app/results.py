@@ -1,9 +1,10 @@
 """The results a viewer serves: one report or graph file, a folder of per-step/rank reports, or two dump folders.
 
 The set is fixed at start-up: the browser names an entry by its key and never sends a path, so
-nothing it asks for reaches the disk beyond the files listed here. The first entry is read at
-start-up (a missing or corrupt file is a `GraphcmpError` before the server starts); others are
-read when first selected and a few are kept in memory.
+nothing it asks for reaches the disk beyond the files listed here. The entry a page opens on (the
+first, or the origin's step and rank in a batch job) is read at start-up (a missing or corrupt file
+is a `GraphcmpError` before the server starts); others are read when first selected and a few are
+kept in memory.
 
 A folder is read from its ``index.json`` when present (the ``runs`` of a `graphcmp compare` batch
 index, ``{"results": [{"file": "step0_rank0.json", "step": 0, "rank": 0}, ...]}`` or a bare list;
@@ -84,9 +85,17 @@ class ResultSet:
     def default(self) -> Entry:
         return self.entries[0]
 
+    @property
+    def start(self) -> Entry:
+        """The entry a page opens on: the job's origin (its rank and step) when the batch index names one,
+        else the first."""
+        origin = (self.job.analysis.get("origin") or {}) if self.job is not None else {}
+        found = self.find(origin.get("step"), origin.get("rank")) if origin else None
+        return found or self.default
+
     def entry(self, key: str | None) -> Entry:
-        """The entry named `key`, or the default one for an unknown key."""
-        return self._by_key.get(key or "", self.default)
+        """The entry named `key`, or the one a page opens on (`start`) for an unknown key."""
+        return self._by_key.get(key or "") or self.start
 
     def steps(self) -> list[int | None]:
         return sorted({e.step for e in self.entries}, key=_none_first)
@@ -125,7 +134,7 @@ def _none_first(v: int | None) -> tuple[int, int]:
 
 
 def open_results(paths: Sequence[str | os.PathLike[str]], **compare_options: Any) -> ResultSet:
-    """A `ResultSet` for the command line's arguments; reads the first document to check it.
+    """A `ResultSet` for the command line's arguments; reads the document a page opens on to check it.
 
     Parameters
     ----------
@@ -158,7 +167,7 @@ def open_results(paths: Sequence[str | os.PathLike[str]], **compare_options: Any
         results = ResultSet([Entry("0", None, None, str(paths[0]), str(sidecar_path(paths[0])))], load_entry)
     else:
         raise DumpFormatError("give one result file, one folder of results, or two dump folders (npu, bench)")
-    results.document(results.default.key)
+    results.document(results.start.key)
     return results
 
 

@@ -21,7 +21,8 @@ __all__ = [
 
 MAX_VISIBLE = 1500
 """Most nodes (and pager boxes) one pane shows; opening more closes the oldest unrelated modules."""
-FILTERS = ("error", "warning", "pass", "skip", "unmatched", "overflow")
+FILTERS = ("error", "warning", "pass", "skip", "unmatched", "overflow", "only-npu", "only-bench", "renamed")
+"""Filters of the hit list: verdicts, overflow, and the structure diff (nodes only in one run, or renamed)."""
 _MAX_QUERY = 300
 
 
@@ -175,10 +176,13 @@ def turn_page(state: ViewState, model: ViewModel, side: str, row: int, step: int
 
 
 def reveal(state: ViewState, model: ViewModel, side: str, row: int) -> ViewState:
-    """Open the ancestors of `row` and turn their pages so that `row` is drawn."""
+    """Open the ancestors of `row` and turn their pages so that `row` is drawn (a node folded into its consumer:
+    so that the consumer is)."""
     if side not in model.trees or row < 0:
         return state
     tree = model.trees[side]
+    if tree.folded_into is not None and tree.folded_into[row] >= 0:
+        row = int(tree.folded_into[row])
     micro = state.micro
     if micro is not None and int(tree.graph.nodes.micro_step[row]) != micro:
         micro = None

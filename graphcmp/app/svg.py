@@ -1,23 +1,27 @@
-"""SVG export of a pane, drawn from the same geometry and colours the browser shows.
+"""SVG export of a pane, drawn from the same geometry, colours and edges the browser shows.
 
 Built on the server from the layout (cytoscape.js needs an extra bundle for SVG), with every label
-escaped as XML text.
+escaped as XML text. Edges are straight lines from the bottom of their source to the top of their
+target, red on the contamination path, dashed for control edges.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from xml.sax.saxutils import escape, quoteattr
 
-from graphcmp.app.layout import HEADER, PaneGeometry
+from graphcmp.app.elements import DrawnEdge
+from graphcmp.app.layout import HEADER, Cell, PaneGeometry
 
 __all__ = ["pane_svg"]
 
 _MARGIN = 20.0
 
 
-def pane_svg(geo: PaneGeometry, colors: dict[int, str], title: str, names: dict[int, str] | None = None) -> str:
-    """An SVG document of the cells of `geo`; `colors` maps rows to fill colours, `names` to full node ids
-    (shown as tooltips).
+def pane_svg(geo: PaneGeometry, colors: dict[int, str], title: str, names: dict[int, str] | None = None,
+             edges: Sequence[DrawnEdge] = ()) -> str:
+    """An SVG document of the cells of `geo` and the `edges` between them; `colors` maps rows to fill colours,
+    `names` to full node ids (shown as tooltips).
 
     Examples
     --------
@@ -41,8 +45,24 @@ def pane_svg(geo: PaneGeometry, colors: dict[int, str], title: str, names: dict[
     names = names or {}
     for c in sorted(geo.cells, key=lambda c: not c.is_box):
         out.append(_cell(c, colors.get(c.row, "#eceff1"), "" if c.pager else names.get(c.row, "")))
+    if edges:
+        out.append('<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
+                   'markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" '
+                   'fill="context-stroke"/></marker></defs>')
+        drawn = {c.row: c for c in geo.cells if not c.pager}
+        out.extend(_edge(drawn[e.src], drawn[e.dst], e) for e in edges if e.src in drawn and e.dst in drawn)
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _edge(a: Cell, b: Cell, edge: DrawnEdge) -> str:
+    down = b.y >= a.y
+    y0 = a.y + (a.h / 2 if down else -a.h / 2)
+    y1 = b.y - (b.h / 2 if down else -b.h / 2)
+    stroke = "#c62828" if edge.hot else "#78909c" if edge.data else "#b0bec5"
+    dash = "" if edge.data or edge.hot else ' stroke-dasharray="4 3"'
+    return (f'<line x1="{a.x:.1f}" y1="{y0:.1f}" x2="{b.x:.1f}" y2="{y1:.1f}" stroke="{stroke}" '
+            f'stroke-width="{3 if edge.hot else 1.5}"{dash} marker-end="url(#arrow)"/>')
 
 
 def _cell(c, color: str, name: str) -> str:

@@ -1,4 +1,5 @@
-"""Navigation arrays of one run for the viewer: children in execution order, depth, labels, ancestors.
+"""Navigation arrays of one run for the viewer: children in execution order, depth, labels, ancestors,
+and which nodes a drawing folds into their consumer.
 
 Built once per run from the `NodeTable` columns with numpy (no per-node objects), so a 100k-node
 run is indexed in well under a second and every later question is an array lookup.
@@ -82,7 +83,7 @@ class NavTree:
     ([1], [2], [0, 1])
     """
 
-    def __init__(self, graph: DumpGraph) -> None:
+    def __init__(self, graph: DumpGraph, folded: np.ndarray | None = None) -> None:
         self.graph = graph
         parent = graph.nodes.parent.astype(np.int64)
         n = len(parent)
@@ -92,6 +93,9 @@ class NavTree:
         self._start = np.searchsorted(parent[order], np.arange(n + 1), side="left")
         self.n_children = np.diff(self._start)
         self.depth = depths(parent)
+        self.folded_into = folded if folded is not None and (folded >= 0).any() else None
+        """Per row, the consumer it is folded into when drawn (`graphcmp.core.dataflow.folded_sources`); None
+        when nothing is folded."""
 
     def __len__(self) -> int:
         return len(self.parent)
@@ -117,6 +121,25 @@ class NavTree:
         label = short_label(nodes.ids[row], nodes.op[row], int(nodes.kind[row]), int(nodes.direction[row]))
         ranks = node_provenance(self.graph, row).ranks if nodes.attrs else ()
         return f"{label} [r{rank_ranges(ranks)}]" if ranks else label
+
+    def shown_children(self, row: int) -> np.ndarray:
+        """Children of `row` a drawing shows: all but those folded into their consumer."""
+        kids = self.children(row)
+        return kids[self.folded_into[kids] < 0] if self.folded_into is not None and len(kids) else kids
+
+    def folds(self, row: int) -> np.ndarray:
+        """Rows folded into `row` (constants, weights and other inputs of no input), in row order."""
+        if self.folded_into is None:
+            return np.zeros(0, np.int64)
+        order, start = self._folds
+        return order[start[row]: start[row + 1]]
+
+    @cached_property
+    def _folds(self) -> tuple[np.ndarray, np.ndarray]:
+        into = self.folded_into
+        rows = np.flatnonzero(into >= 0)
+        rows = rows[np.argsort(into[rows], kind="stable")]
+        return rows, np.searchsorted(into[rows], np.arange(len(into) + 1))
 
     @cached_property
     def expandable(self) -> np.ndarray:

@@ -15,12 +15,12 @@ import numpy as np
 
 from graphcmp.app.colors import Scheme, legend_items
 from graphcmp.app.elements import PaneStyle, pane_colors, pane_elements
-from graphcmp.app.find import SearchError, find_hits
+from graphcmp.app.find import SearchError, find_hits, id_text
 from graphcmp.app.job import Peer
 from graphcmp.app.layout import PaneGeometry, layout_pane
 from graphcmp.app.model import ViewModel
 from graphcmp.app.results import ResultSet
-from graphcmp.app.state import ViewState
+from graphcmp.app.state import ViewState, selected_rows
 from graphcmp.core.compare import apply_manual_matches
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.matching.manual import ManualMatches, load_manual_matches, save_manual_matches
@@ -107,7 +107,9 @@ class Viewer:
     def prepare(self, key: str) -> None:
         """Build the slow parts of a result's model (findings, summary, indexes) before the first page asks."""
         model = self.model(key)
-        _ = model.analysis, model.summary_rows, model.overflow, model.tensor_rows(model.sides[0], 0)
+        _ = model.analysis, model.summary_rows, model.overflow, model.tensor_rows(model.sides[0], 0), model.flows
+        for side in model.sides:
+            id_text(model, side).prepare()
 
     def geometry(self, state: ViewState, side: str) -> PaneGeometry:
         """Layout of one pane for the state's open modules, pages and micro-step (cached)."""
@@ -116,7 +118,8 @@ class Viewer:
             if key in self._geometry:
                 self._geometry.move_to_end(key)
                 return self._geometry[key]
-        geo = layout_pane(self.model(state.result).trees[side], state.open[side], state.pages[side], state.micro)
+        model = self.model(state.result)
+        geo = layout_pane(model.trees[side], state.open[side], state.pages[side], state.micro, model.flows[side])
         with self._lock:
             self._geometry[key] = geo
             while len(self._geometry) > _GEOMETRIES:
@@ -135,10 +138,12 @@ class Viewer:
         model = self.model(state.result)
         hits, error = self.hits(state)
         scheme = model.scheme(state.metric, state.bins)
+        selected = selected_rows(state, model)
         elements = {}
         for side in sides if sides is not None else model.sides:
             on_side = frozenset(r for s, r in hits if s == side)
-            elements[side] = pane_elements(model, side, self.geometry(state, side), PaneStyle(scheme, on_side))
+            style = PaneStyle(scheme, on_side, _drawn(model, side, selected.get(side, -1)))
+            elements[side] = pane_elements(model, side, self.geometry(state, side), style)
         return Rendered(elements, hits, error, scheme)
 
     def legend(self, scheme: Scheme) -> list[tuple[str, str]]:
@@ -153,3 +158,9 @@ class Viewer:
         boxes = np.fromiter((c.is_box for c in cells), bool, len(cells))
         colors = pane_colors(model, side, rows, boxes, model.scheme(state.metric, state.bins))
         return dict(zip(rows.tolist(), colors))
+
+
+def _drawn(model: ViewModel, side: str, row: int) -> int:
+    """The row drawn for `row`: itself, or the consumer it is folded into."""
+    into = model.trees[side].folded_into
+    return int(into[row]) if row >= 0 and into is not None and into[row] >= 0 else row

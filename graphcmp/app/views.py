@@ -14,14 +14,16 @@ from typing import Any
 
 from dash import html
 
+from graphcmp.app.colors import NONE_COLOR, STATUS_COLORS
 from graphcmp.app.details import details_panel
 from graphcmp.app.elements import node_element_id
 from graphcmp.app.job import heat_figure
 from graphcmp.app.model import SIDES, ViewModel
 from graphcmp.app.state import ViewState, selected_rows
 from graphcmp.app.viewer import Rendered, Viewer
+from graphcmp.core.judge import STATUS_NAMES
 
-__all__ = ["VIEWS", "Turn", "job_outputs", "show"]
+__all__ = ["MARKS", "VIEWS", "Turn", "job_outputs", "show"]
 
 _HIT_LIST = 300  # hits listed at once around the current one; next/previous step through all
 _PANE_FIELDS = ("result", "micro", "metric", "bins", "query", "filters")
@@ -72,6 +74,15 @@ class Turn:
 
 def page(turn: Turn) -> dict[str, Any]:
     return {"url": turn.state.to_query()}
+
+
+def banner(turn: Turn) -> dict[str, Any]:
+    """The answer above the panes: where the runs first diverge (op, module, rank, step, cause, margin) and *go*."""
+    if not turn.changed("result"):
+        return {}
+    parts, level = _banner(turn.viewer, turn.model)
+    return {"banner": parts, "banner_class": f"banner banner-{level}",
+            "go_style": {} if level == "diverged" else {"display": "none"}}
 
 
 def hit_list(turn: Turn) -> dict[str, Any]:
@@ -129,7 +140,9 @@ def controls(turn: Turn) -> dict[str, Any]:
     viewer, model, scheme = turn.viewer, turn.model, turn.rendered.scheme
     steps, ranks, micros = viewer.results.steps(), viewer.results.ranks(), _micro_options(model)
     hidden, paired = {"display": "none"}, model.paired
+    entry = viewer.results.entry(turn.state.result)
     return {
+        "doc_title": entry.title if len(viewer.results.entries) > 1 else entry.source,
         "metric_options": [{"label": label, "value": name} for name, label in model.metric_names().items()],
         "bins_placeholder": ", ".join(f"{e:g}" for e in scheme.edges) or "—",
         "step_options": _options(steps), "rank_options": _options(ranks), "micro_options": micros,
@@ -152,7 +165,8 @@ def control_values(turn: Turn) -> dict[str, Any]:
 
 
 VIEWS: dict[str, Callable[[Turn], dict[str, Any]]] = {
-    "page": page, "hits": hit_list, "match": match_block, "details": details, "panes": panes, "sidebar": sidebar,
+    "page": page, "banner": banner, "hits": hit_list, "match": match_block, "details": details, "panes": panes,
+    "sidebar": sidebar,
     "controls": controls, "values": control_values,
 }
 """Concern -> its view; the concerns and output names are those of `callbacks.OUTPUTS`."""
@@ -163,15 +177,22 @@ def show(turn: Turn) -> dict[str, dict[str, Any]]:
     return {concern: view(turn) for concern, view in VIEWS.items()}
 
 
-def job_outputs(viewer: Viewer, step: int | None) -> dict[str, Any]:
-    """The job overview of `step`, drawn from the batch index only (empty when the results have none)."""
+def job_outputs(viewer: Viewer, step: int | None, rank: int | None = None, metric: str = "verdict") -> dict[str, Any]:
+    """The job overview of (`step`, `rank`), drawn from the batch index only (empty when the results have none):
+    the rank x module map of the step and, when the job has several steps, the step x module trend of the rank."""
     job = viewer.results.job
     if job is None:
         return {}
     spread = job.spread_text(step)
+    origin = job.analysis.get("origin")
+    several = len(job.steps()) > 1
+    heat = heat_figure(job.heat(step), origin, metric)
+    trend = heat_figure(job.trend(rank), origin, metric) if several else {"data": [], "layout": {"height": 40}}
     return {"origin": job.origin_text(),
             "spread": [html.Div(f"step {_opt_text(step)} spread: " + "; ".join(spread))] if spread else [],
-            "heat": heat_figure(job.heat(step), job.analysis.get("origin"))}
+            "heat": heat, "heat_size": {"height": f"{heat['layout']['height']}px"},
+            "trend": trend, "trend_size": {"height": f"{trend['layout']['height']}px"},
+            "trend_style": {} if several else {"display": "none"}}
 
 
 # ---- helpers ----------------------------------------------------------------------------------------
@@ -188,8 +209,12 @@ def _hits_changed(before: ViewState, state: ViewState) -> bool:
 
 
 def _focus_id(turn: Turn, side: str, row: int | None) -> str | None:
+    """The element of the selected row: itself, or the consumer it is drawn folded into."""
     if row is None:
         return None
+    into = turn.model.trees[side].folded_into
+    if into is not None and into[row] >= 0:
+        row = int(into[row])
     return node_element_id(row, row in turn.viewer.geometry(turn.state, side).box_rows())
 
 
@@ -201,20 +226,93 @@ def _hit_list(model: ViewModel, state: ViewState, rendered: Rendered) -> tuple[l
         return [], None, "no matches" if (state.query or state.filters) else ""
     hit = min(state.hit, len(hits) - 1)
     lo = max(0, min(hit - _HIT_LIST // 2, len(hits) - _HIT_LIST))
-    options = [{"label": f"{side if model.paired else ''} {model.graphs[side].nodes.ids[row]}".strip(),
-                "value": k} for k, (side, row) in enumerate(hits[lo: lo + _HIT_LIST], start=lo)]
+    options = [{"label": _hit_row(model, side, row), "value": k}
+               for k, (side, row) in enumerate(hits[lo: lo + _HIT_LIST], start=lo)]
     return options, hit, f"{hit + 1} of {len(hits):,}"
+
+
+def _hit_row(model: ViewModel, side: str, row: int) -> html.Span:
+    """One search hit: its verdict's colour, its short name (the full id as tooltip) and its module path."""
+    tree = model.trees[side]
+    status = model.status(side)
+    code = int(status[row]) if status is not None else None
+    verdict = STATUS_NAMES.get(code, "") if code is not None else ""
+    path = " › ".join(tree.label(a) for a in tree.ancestors(row)[1:]) or "top level"
+    where = f"{side} · {path}" if model.paired and side == "bench" else path
+    return html.Span([
+        html.Span(className="swatch hit-verdict", title=verdict,
+                  style={"backgroundColor": STATUS_COLORS.get(code, NONE_COLOR) if code is not None else NONE_COLOR}),
+        html.Span(tree.label(row), className="hit-name", title=model.graphs[side].nodes.ids[row]),
+        html.Span(where, className="hit-path"),
+    ], className="hit-row")
+
+
+MARKS = (  # (the class a pane gives the mark, the legend's swatch, text): every mark a pane draws
+    ("origin", "swatch origin", "the origin itself: octagon, heavy red double border, halo"),
+    ("unmatched", "swatch unmatched", "only in this run: no twin in the other (dashed, white)"),
+    ("renamed", "swatch renamed", "matched under another name (mapping rule, fuzzy match)"),
+    ("overflow", "swatch overflow", "overflow (inf/NaN or the dtype's limit)"),
+    ("fused", "swatch fused", "fused op (several original ops)"),
+    ("module", "swatch module", "module: click to open/close"),
+    ("box", "swatch box", "open module: click its border to close"),
+    ("nodata", "swatch nodata", "not dumped (structure only)"), ("hit", "swatch hit", "search / filter hit"),
+    ("selected", "swatch selected", "selected node and its twin"),
+    ("pager", "swatch pager", "▲ ▼ previous / next page of children"),
+    ("flow", "mark-edge", "data flow: producer → consumer (bent aside past a column)"),
+    ("hot", "mark-edge hot", "contamination path (from the origin)"),
+    ("control", "mark-edge control", "control edge (ordering only)"),
+    ("backward", "mark-text:◂", "backward call (◂ after the name)"),
+    ("ranks", "mark-text:[r0-1]", "ranks a merged node came from"),
+    ("folds", "mark-text:[+2]", "inputs folded into the node (constants, weights): shown when selected"),
+)
 
 
 def _legend(items: list[tuple[str, str]]) -> list:
     rows = [html.Div([html.Span(className="swatch", style={"backgroundColor": color}), html.Span(text)],
                      className="legend-row") for color, text in items]
-    marks = [("swatch unmatched", "unmatched (no twin)"), ("swatch overflow", "overflow (inf/NaN)"),
-             ("swatch fused", "fused op (several original ops)"),
-             ("swatch module", "module: click to open/close"), ("swatch nodata", "not dumped (structure only)"),
-             ("swatch hit", "search / filter hit")]
-    rows += [html.Div([html.Span(className=cls), html.Span(text)], className="legend-row") for cls, text in marks]
+    for _, swatch, text in MARKS:
+        mark = (html.Span(swatch.partition(":")[2], className="mark-text") if swatch.startswith("mark-text:")
+                else html.Span(className=swatch))
+        rows.append(html.Div([mark, html.Span(text)], className="legend-row"))
     return rows
+
+
+def _banner(viewer: Viewer, model: ViewModel) -> tuple[list, str]:
+    """(components, level) of the banner: "diverged", "agree", or "none" (a single run: no banner)."""
+    job = viewer.results.job
+    origin = (job.analysis.get("origin") or {}) if job is not None else {}
+    if origin:
+        node = origin.get("node") or "?"
+        op = model.graphs["npu"].nodes.op[row] if (row := model.row_of("npu", node)) is not None else ""
+        return _divergence_text(node, op, origin.get("module"), origin.get("rank"), origin.get("step"),
+                                origin.get("cause"), origin.get("margin"), origin.get("direction")), "diverged"
+    if job is not None and job.analysis:
+        return [html.Strong("No divergence found in any rank.")], "agree"
+    if model.analysis is None:
+        return [], "none"
+    first = model.analysis.first
+    if first is None:
+        compared = len(model.report.noise.leaves)
+        return [html.Strong("No divergence: "),
+                html.Span(f"all {compared:,} compared calls agree within the noise of their precision.")], "agree"
+    op = model.graphs["npu"].nodes.op[model.row_of("npu", first.node)]
+    return _divergence_text(first.node, op, first.module, first.rank, first.step, first.cause, first.margin,
+                            first.direction), "diverged"
+
+
+def _divergence_text(node: str, op: str, module: str | None, rank: int | None, step: int | None,
+                     cause: str | None, margin: float | None, direction: str | None) -> list:
+    """The banner's line: op and node, module, rank, step, cause, margin (all text children, never HTML)."""
+    facts = [f"module {module}" if module else "top level"]
+    facts += [f"rank {rank}"] if rank is not None else []
+    facts += [f"step {step}"] if step is not None else []
+    facts += [f"{direction} pass"] if direction else []
+    facts += [f"cause: {cause}"] if cause else []
+    if isinstance(margin, (int, float)):
+        facts.append(f"{margin:.3g}x the noise allowed" if margin == margin and margin != float("inf")
+                     else "far beyond the noise")
+    return [html.Span("First divergence ", className="banner-label"), html.Strong(op or node, className="banner-op"),
+            html.Span(f" {node}", className="banner-node"), html.Span(" · " + " · ".join(facts))]
 
 
 def _overview(model: ViewModel) -> list:

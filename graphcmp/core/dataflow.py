@@ -6,15 +6,29 @@ output has the same *fingerprint* (dtype and recorded statistics, bit for bit): 
 unchanged keeps its statistics, and two different tensors sharing all of them is very unlikely. A
 backward call (``Functional.linear.7.backward``) computes from what its forward call
 (``Functional.linear.7.forward``) saw, so that call is its *forward twin*.
+
+`flow_edges` gives a run's edges for drawing: a graph format's own (data and control), or for a dump the
+*latest* earlier call that output each input's fingerprint (the call that handed the tensor on: a
+transpose or a dropout between two calls keeps the statistics, and the picture should show it).
+`folded_sources` names the nodes a drawing folds into their consumer (constants, weights: nodes of no input).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from graphcmp.core.records import Direction, DumpGraph, Role, TensorTable, string_codes
+from graphcmp.core.hierarchy import execution_keys
+from graphcmp.core.records import Direction, DumpGraph, EdgeTable, Role, TensorTable, string_codes
 
-__all__ = ["communication_calls", "earliest_producers", "fingerprints", "forward_twins"]
+__all__ = [
+    "communication_calls",
+    "earliest_producers",
+    "fingerprints",
+    "flow_edges",
+    "folded_sources",
+    "forward_twins",
+    "latest_producers",
+]
 
 _NOT_COMMUNICATION = frozenset({"init_process_group", "new_group", "destroy_process_group", "get_rank",
                                 "get_world_size", "is_initialized", "barrier_fake"})
@@ -107,3 +121,123 @@ def communication_calls(graph: DumpGraph) -> np.ndarray:
     comm = np.array([(ids[row].startswith("Distributed.") and ops[code] not in _NOT_COMMUNICATION)
                      or ops[code].startswith("Hcom") for code, row in enumerate(first.tolist())])
     return comm[codes]
+
+
+def latest_producers(graph: DumpGraph, keys: np.ndarray, calls: np.ndarray) -> np.ndarray:
+    """Per tensor row, the node row of the latest call among `calls` that is earlier than the tensor's own
+    node (by `keys`) and has an output of the same fingerprint; -1 when there is none.
+
+    Parameters
+    ----------
+    graph : DumpGraph
+        One run.
+    keys : ndarray
+        Sort key per node row (`hierarchy.execution_keys`).
+    calls : ndarray of bool
+        Per node row, True for the calls that may produce (e.g. the leaf calls).
+
+    Examples
+    --------
+    >>> from graphcmp.core.hierarchy import execution_keys
+    >>> from graphcmp.core.readers.msprobe import parse_msprobe
+    >>> t = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0,
+    ...      "Mean": 0.5, "Norm": 1.0}
+    >>> g = parse_msprobe({"data": {"Torch.relu.0.forward": {"input_args": [t], "output": [t]},
+    ...                             "Tensor.t.0.forward": {"input_args": [t], "output": [t]},
+    ...                             "Torch.relu.1.forward": {"input_args": [t], "output": [t]}}})
+    >>> [g.nodes.ids[r] if r >= 0 else None for r in latest_producers(g, execution_keys(g), np.ones(len(g), bool))[::2]]
+    [None, 'Torch.relu.0.forward', 'Tensor.t.0.forward']
+    """
+    t = graph.tensors
+    out = np.full(len(t), -1, np.int64)
+    if not len(t):
+        return out
+    fingerprint = fingerprints(t).astype(np.int64)
+    rank = np.unique(keys, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    span = int(rank.max(initial=0)) + 1
+    outputs = np.flatnonzero((t.role == Role.OUTPUT) & t.has_shape() & calls[t.node])
+    made = fingerprint[outputs] * span + rank[t.node[outputs]]
+    order = np.argsort(made, kind="stable")
+    made, makers = made[order], t.node[outputs][order]
+    asked = fingerprint * span + rank[t.node]
+    at = np.searchsorted(made, asked, side="left") - 1  # the last output strictly before the asking call
+    found = at >= 0
+    found[found] = made[at[found]] // span == fingerprint[found]
+    out[found] = makers[at[found]]
+    return out
+
+
+def flow_edges(graph: DumpGraph) -> EdgeTable:
+    """The edges of a run as a drawing shows them: the graph's own (data and control), or for a dump without
+    any (msprobe) one data edge per input tensor from the call that handed it on.
+
+    In a dump only leaf calls (nodes without children) are joined: a module's inputs and outputs are
+    those of the calls inside it. The producer of an input is the latest earlier leaf call with an
+    output of the same fingerprint (`latest_producers`); parameters are not inputs here, and neither
+    is a tensor of one value throughout (Max = Min: zeros, ones), whose statistics do not tell where it
+    came from. Each (producer, consumer) pair appears once.
+
+    Examples
+    --------
+    >>> from graphcmp.core.readers.msprobe import parse_msprobe
+    >>> t = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0,
+    ...      "Mean": 0.5, "Norm": 1.0}
+    >>> g = parse_msprobe({"data": {"Functional.linear.0.forward": {"input_args": [dict(t, Max=3.0)], "output": [t]},
+    ...                             "Torch.relu.0.forward": {"input_args": [t], "output": [dict(t, Min=0.5)]}}})
+    >>> e = flow_edges(g)
+    >>> [(g.nodes.ids[a], g.nodes.ids[b]) for a, b in zip(e.src, e.dst)]
+    [('Functional.linear.0.forward', 'Torch.relu.0.forward')]
+    """
+    if len(graph.edges):
+        return graph.edges
+    if not len(graph.tensors):
+        return EdgeTable.empty()
+    parent = graph.nodes.parent
+    leaf = np.bincount(parent[parent >= 0], minlength=len(graph)) == 0
+    leaf[0] = False
+    t = graph.tensors
+    producer = latest_producers(graph, execution_keys(graph), leaf)
+    constant = t.present[:, 0] & t.present[:, 1] & (t.stats[:, 0] == t.stats[:, 1])
+    wanted = (producer >= 0) & (t.role == Role.INPUT) & leaf[t.node] & (producer != t.node) & ~constant
+    pairs = np.unique(np.stack([producer[wanted], t.node[wanted].astype(np.int64)], axis=1), axis=0)
+    return EdgeTable(src=pairs[:, 0].astype(np.int32), dst=pairs[:, 1].astype(np.int32),
+                     control=np.zeros(len(pairs), bool))
+
+
+def folded_sources(graph: DumpGraph, edges: EdgeTable) -> np.ndarray:
+    """Per node row, the row of the consumer a drawing folds it into (-1: drawn as itself).
+
+    Only graphs with their own edges fold (a dump's call without a recovered producer is still a
+    call): a leaf with no data input and exactly one consumer (control edges do not count) is folded
+    into that consumer: constants, weights, a data node feeding one op.
+
+    Examples
+    --------
+    >>> from dataclasses import replace
+    >>> from graphcmp.core.hierarchy import HierarchyBuilder
+    >>> from graphcmp.core.records import NodeKind, RunInfo
+    >>> b = HierarchyBuilder()
+    >>> b.add_node("net", NodeKind.MODULE, "Net", Direction.FORWARD, None, 0)
+    >>> for k, name in enumerate(("w", "x", "conv", "b", "add", "out")):  # rows 2 to 7
+    ...     b.add_node(name, NodeKind.API, "", Direction.FORWARD, "net", k + 1)
+    >>> g = b.build(RunInfo(path="mem"))
+    >>> e = EdgeTable(src=np.array([2, 3, 4, 5, 5, 6], np.int32), dst=np.array([4, 4, 6, 6, 7, 7], np.int32),
+    ...               control=np.zeros(6, bool))
+    >>> folded_sources(replace(g, edges=e), e).tolist()  # b feeds two nodes: drawn
+    [-1, -1, 4, 4, -1, -1, -1, -1]
+    """
+    n = len(graph)
+    into = np.full(n, -1, np.int64)
+    if not len(graph.edges) or not len(edges):
+        return into
+    parent = graph.nodes.parent
+    leaf = np.bincount(parent[parent >= 0], minlength=n) == 0
+    leaf[0] = False
+    data = ~edges.control
+    pairs = np.unique(np.stack([edges.src[data].astype(np.int64), edges.dst[data].astype(np.int64)], axis=1), axis=0)
+    fed = np.bincount(pairs[:, 1], minlength=n) > 0
+    consumers = np.bincount(pairs[:, 0], minlength=n)
+    fold = leaf & ~fed & (consumers == 1)
+    picked = fold[pairs[:, 0]]
+    into[pairs[picked, 0]] = pairs[picked, 1]
+    return into

@@ -50,3 +50,26 @@ def test_bad_regex(sample_model):
 
 def test_nothing_asked_nothing_found(sample_model):
     assert find_hits(sample_model, "", (), None) == ()
+
+
+@pytest.mark.parametrize("query", [r"LINEAR1", r"^Functional\.", r"forward\.0$", r"layers\.[12]\.\w+\.Linear",
+                                   r"\WRELU\W", r"[^.]+\.backward", r"Dropout|LayerNorm", r"(?i)Encoder", r"x*",
+                                   r"\Afunctional", r"^$", r"\s|\.0\.f", r"İ"])
+def test_one_pass_search_equals_id_by_id(sample_model, query):
+    hits = find_hits(sample_model, query, (), None)
+    ids = sample_model.graphs["npu"].nodes.ids
+    expected = [r for r, i in enumerate(ids) if r > 0 and re.search(query, i, re.I)]
+    assert hits == tuple(("npu", r) for r in expected)
+
+
+def test_structure_filters(data_dir, perturb_pair):
+    report = compare_paths(data_dir / "msprobe_extraop" / "npu", perturb_pair[1], fuzzy=True)
+    model = ViewModel(report)
+    n2b = report.matches.npu_to_bench
+    renamed = [r for r in np.flatnonzero(n2b >= 0).tolist()
+               if report.npu.nodes.ids[r] != report.bench.nodes.ids[n2b[r]]]
+    assert renamed and find_hits(model, "", ("renamed",), None) == tuple(("npu", r) for r in renamed)
+    only = find_hits(model, "", ("only-npu",), None)
+    assert [r for _, r in only] == (np.flatnonzero(n2b[1:] < 0) + 1).tolist()
+    assert find_hits(model, "", ("only-bench",), None) == tuple(
+        ("bench", int(r)) for r in np.flatnonzero(report.matches.bench_to_npu[1:] < 0) + 1)

@@ -115,6 +115,32 @@ def test_heat_cell_opens_that_rank_at_that_module(tf_results):
         is None
 
 
+def test_trend_rows_are_the_steps_of_a_rank_and_a_cell_opens_that_step(tf_results):
+    index = load_index(tf_results)
+    viewer = Viewer(open_results([tf_results]))
+    job = viewer.results.job
+    trend = job.trend(0)
+    assert trend.steps == (0, 1) and trend.labels() == ["step 0", "step 1"]
+    for i, step in enumerate(trend.steps):
+        run = next(r for r in index["runs"] if r["step"] == step and r["rank"] == 0)
+        for node, status, severity in run["heat"]:
+            j = trend.columns.index(node)
+            assert trend.status[i, j] == status
+            assert (np.isnan(trend.severity[i, j]) and severity is None) or trend.severity[i, j] == severity
+    origin = index["analysis"]["origin"]
+    figure = heat_figure(trend, origin)
+    marked = [t for t in figure["data"] if t["type"] == "scatter"]
+    assert not marked or marked[0]["y"] == [f"step {origin['step']}"]
+    by_severity = heat_figure(trend, origin, "severity")["data"][0]
+    assert by_severity["zmin"] == -8.0 and by_severity["zmax"] == 0.0
+    column = trend.columns[int(np.nanargmax(trend.status[1]))]
+    search = jump_search(viewer, ViewState(result="s0r0"), "job-trend", {"points": [{"x": column, "y": "step 1"}]})
+    state = ViewState.from_query(search)
+    assert state.result == "s1r0" and state.selected == ("npu", column)
+    out = job_outputs(viewer, 0, 0)
+    assert out["trend_style"] == {} and out["trend"]["data"][0]["y"] == ["step 0", "step 1"]
+
+
 def test_plain_folder_has_no_overview(steps_folder):
     viewer = Viewer(open_results([steps_folder]))
     assert viewer.results.job is None

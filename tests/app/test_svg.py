@@ -31,3 +31,16 @@ def test_hostile_label_is_escaped(evil_report_file):
     root = ET.fromstring(text)
     titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
     assert EVIL_ID in titles
+
+
+def test_svg_draws_the_pane_edges(sample_model, sample_report):
+    from graphcmp.app.elements import pane_edges
+
+    rows = [sample_report.npu.row(n) for n in ("Module.encoder.TransformerEncoder.forward.0",
+                                               "Module.encoder.layers.1.TransformerEncoderLayer.forward.0")]
+    geo = layout_pane(sample_model.trees["npu"], rows, {}, None, sample_model.flows["npu"])
+    edges = pane_edges(sample_model, "npu", geo)
+    root = ET.fromstring(pane_svg(geo, {}, "npu", None, edges))
+    lines = list(root.iter("{http://www.w3.org/2000/svg}line"))
+    assert len(lines) == len(edges) > 0
+    assert sum(line.get("stroke") == "#c62828" for line in lines) == sum(e.hot for e in edges) > 0
