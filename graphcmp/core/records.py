@@ -448,4 +448,4 @@ def _object_column(values: tuple[str, ...]) -> np.ndarray:
 
 def ids_to_rows(ids: Sequence[str]) -> dict[str, int]:
     """Map each id to its position."""
-    return {node_id: i for i, node_id in enumerate(ids)}
+    return dict(zip(ids, range(len(ids))))
