@@ -235,6 +235,8 @@ def _reasons(
         return tuple(reason)
     best = _worst_output_pair(node, is_out, np.isin(node, flagged), level, severity)
     texts = _pair_reasons(npu, pairs, np.fromiter(best.values(), np.int64, len(best)), notes)
+    origin = (noise.role == NodeRole.ORIGIN).tolist() if noise is not None else [False] * len(npu)
+    same_in, unpaired, quiet = same_in.tolist(), unpaired.tolist(), quiet.tolist()  # plain bools: fast per row
     for row in flagged.tolist():
         text = texts.get(best.get(row, -1), "")
         if same_in[row]:
@@ -243,14 +245,10 @@ def _reasons(
             text = "an output has no counterpart in the bench run"
         if quiet[row]:
             text = f"within {noise.precision.kind} noise: {text}"
-        elif _is_origin(noise, row):
+        elif origin[row]:
             text = f"origin ({_margin_text(noise, row)}): {text}"
         reason[row] = text
     return tuple(reason)
-
-
-def _is_origin(noise: NoiseModel | None, row: int) -> bool:
-    return noise is not None and noise.role[row] == NodeRole.ORIGIN
 
 
 def _margin_text(noise: NoiseModel, row: int) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from itertools import chain, repeat
-from operator import methodcaller
+from operator import attrgetter, methodcaller
 from sys import intern
 from typing import Any
 
@@ -28,7 +28,15 @@ from msgspec import UNSET, UnsetType
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
-from graphcmp.core.readers.msprobe_schema import FILE_KEY, ROLE_KEYS, SCALAR_FIELDS, Leaf, file_name, leaf_row
+from graphcmp.core.readers.msprobe_schema import (
+    FILE_KEY,
+    ROLE_KEYS,
+    SCALAR_FIELDS,
+    STAT_KEYS,
+    Leaf,
+    file_name,
+    leaf_row,
+)
 from graphcmp.core.readers.naming import parse_node_id
 from graphcmp.core.records import NodeKind, Role
 
@@ -96,7 +104,7 @@ def collect_record(leaves: Leaves, node_id: str, record: Any, source: str) -> No
     if not isinstance(record, dict):
         raise DumpFormatError(f"{source}/{DUMP_FILE}: {node_id!r}: record is a {type(record).__name__}, "
                               "expected an object of inputs/outputs")
-    if parse_node_id(node_id)[0] == NodeKind.PARAM_GRAD:
+    if _is_param_grad(node_id):
         for key, value in record.items():
             single = value[0] if isinstance(value, list) and len(value) == 1 else value
             leaves.collect(node_id, _PARAM_GRAD, single, str(key))
@@ -110,6 +118,14 @@ def collect_record(leaves: Leaves, node_id: str, record: Any, source: str) -> No
         leaves.collect(node_id, role, value, "")
 
 
+_PARAM_GRAD_KIND = int(NodeKind.PARAM_GRAD)
+
+
+def _is_param_grad(node_id: str) -> bool:
+    """True for a module's parameter-gradient record (only such ids hold "parameters_grad": the cheap test first)."""
+    return "parameters_grad" in node_id and parse_node_id(node_id)[0] == _PARAM_GRAD_KIND
+
+
 def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
     """`collect_record` for every record of a `typed_records` chunk, role by role in bulk.
 
@@ -121,7 +137,7 @@ def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
     """
     ids = list(records)
     values = list(records.values())
-    grads = [parse_node_id(node_id)[0] == NodeKind.PARAM_GRAD for node_id in ids]
+    grads = list(map(_is_param_grad, ids))
     if any(grads):
         for node_id, record, grad in zip(ids, values, grads):
             if grad:
@@ -230,16 +246,15 @@ def _struct_columns(items: list[Any]) -> tuple:
     recs = items.copy()
     for i in odd:
         recs[i] = _BLANK
-    dtype = list(map(intern, [x.dtype or "" for x in recs]))
-    shapes = [x.shape for x in recs]
-    texts = {s: _shape_text(s) for s in dict.fromkeys(shapes)}
-    shape = list(map(texts.__getitem__, shapes))
-    md5 = [x.md5 or "" for x in recs]
-    file = [file_name(x.data_name) for x in recs]
-    rows = [(x.Max, x.Min, x.Mean, x.Norm) for x in recs]
+    dtypes, shapes, md5s, files, *stat_columns = zip(*map(_LEAF_FIELDS, recs))
+    dtype = _mapped(dtypes, lambda v: intern(v or ""))
+    shape = _mapped(shapes, _shape_text)
+    md5 = _mapped(md5s, lambda v: v or "")
+    file = _mapped(files, file_name)
     try:
-        stats = np.array(rows, np.float64).reshape(-1, 4)
+        stats = np.ascontiguousarray(np.array(stat_columns, np.float64).T)
     except TypeError:  # an absent statistic (UNSET): as null
+        rows = zip(*stat_columns)
         stats = np.array([[None if v is UNSET else v for v in row] for row in rows], np.float64).reshape(-1, 4)
     present = ~np.isnan(stats)
     value = [""] * len(items)
@@ -258,6 +273,15 @@ def _struct_columns(items: list[Any]) -> tuple:
         present[i] = [v is not None for v in row]
     stats[~present] = 0.0  # as plain dicts give: an absent statistic is a 0 that `present` masks
     return dtype, shape, md5, file, value, stats, present
+
+
+_LEAF_FIELDS = attrgetter("dtype", "shape", "md5", "data_name", *STAT_KEYS)
+
+
+def _mapped(values: tuple[Any, ...], convert: Any) -> list[Any]:
+    """`convert` of every value, computed once per distinct value (a column holds few)."""
+    table = {v: convert(v) for v in set(values)}
+    return list(map(table.__getitem__, values))
 
 
 def _shape_text(shape: tuple[int, ...] | UnsetType | None) -> str:
