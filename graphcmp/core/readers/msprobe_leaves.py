@@ -41,7 +41,7 @@ from graphcmp.core.readers.naming import parse_node_id
 from graphcmp.core.records import NodeKind, Role
 
 __all__ = ["DUMP_FILE", "Leaf", "Leaves", "Misfit", "add_leaves", "collect_record", "collect_typed", "md5_flag",
-           "typed_records"]
+           "mixed_records", "typed_records"]
 
 DUMP_FILE = "dump.json"  # the file these records come from, for messages
 _PARAM_GRAD = int(Role.PARAM_GRAD)
@@ -54,7 +54,10 @@ class Misfit(Exception):
 
 
 _Item = Leaf | list[Leaf | list[Any] | None] | None
-_RECORDS = msgspec.json.Decoder(dict[str, dict[str, list[_Item] | dict[str, _Item] | bool | None]])
+_Record = dict[str, list[_Item] | dict[str, _Item] | bool | None]
+_RECORDS = msgspec.json.Decoder(dict[str, _Record])
+_RECORD = msgspec.json.Decoder(_Record)
+_RAW_RECORDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
 def typed_records(text: bytes) -> dict[str, dict[str, Any]] | None:
@@ -63,6 +66,28 @@ def typed_records(text: bytes) -> dict[str, dict[str, Any]] | None:
         return _RECORDS.decode(text)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
+
+
+def mixed_records(text: bytes) -> tuple[dict[str, Any], set[str]] | None:
+    """The records of a chunk that does not fit `typed_records` as a whole: each record typed when it fits,
+    else as the plain dict orjson gives (a communication call's process-group argument has fields no
+    `Leaf` declares); with the ids of the plain ones. None when the chunk is not JSON msgspec reads
+    (bare NaN/Infinity)."""
+    try:
+        raw = _RAW_RECORDS.decode(text)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    records: dict[str, Any] = {}
+    plain: set[str] = set()
+    for node_id, value in raw.items():
+        try:
+            records[node_id] = _RECORD.decode(value)
+        except msgspec.ValidationError:
+            records[node_id] = orjson.loads(bytes(value))
+            plain.add(node_id)
+        except msgspec.DecodeError:
+            return None
+    return records, plain
 
 
 class Leaves:
