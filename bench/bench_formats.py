@@ -172,11 +172,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.repeat}, {time.strftime('%Y-%m-%d')})")
     print("|---|---|---|---|---|")
     for fmt, runs in rows.items():
-        def cell(key, digits=2):
-            values = [r[key] for r in runs]
-            return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
-        print(f"| {fmt} | {cell('write')} | {runs[0]['mb']:.0f} | {cell('read')} | {cell('peak_mb', 0)} |")
+        print(f"| {fmt} | {_cell(runs, 'write')} | {runs[0]['mb']:.0f} | {_cell(runs, 'read')} | "
+              f"{_cell(runs, 'peak_mb', 0)} |")
     return 0
+
+
+def _cell(runs: list[dict], key: str, digits: int = 2) -> str:
+    """Median [min-max] of `key` over `runs`."""
+    values = [r[key] for r in runs]
+    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 
 Each task reads one npu/bench pair, compares it, writes ``<out>/<stepK_rankN>.npz`` (the npz result
 container, docs/format.md) and a small entry ``<out>/entries/<stepK_rankN>.json`` (counts, first
-divergence, communication calls, a module-level heat row). Entries are written as tasks finish, so an interrupted batch resumes
-without redoing finished runs. ``index.json`` gathers the entries, the cross-rank links and the
-job-level divergence; the viewer's overview reads only it.
+divergence, communication calls, a module-level heat row). Entries are written as tasks finish, so
+an interrupted batch resumes without redoing finished runs. ``index.json`` gathers the entries, the
+cross-rank links and the job-level divergence; the viewer's overview reads only it.
 
 Local processes and Dask run the same code: both are `concurrent.futures` executors
 (`distributed.Client.get_executor`), tasks are submitted per run and gathered as they complete.

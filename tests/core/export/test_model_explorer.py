@@ -142,5 +142,6 @@ def test_parameters_show_as_node_attributes(perturb_pair, tmp_path):
         t = (report.npu if graph["id"] == "npu" else report.bench).tensors
         row = (report.npu if graph["id"] == "npu" else report.bench).row(node_id)
         weight = next(k for k in np.flatnonzero(t.node == row) if t.role[k] == 2 and t.slot[k] == "weight")
-        assert attrs["param.weight"].startswith(f"{t.dtype[weight]} {t.shape[weight]} max={float(t.stats[weight, 0])!r} ")
+        expected = f"{t.dtype[weight]} {t.shape[weight]} max={float(t.stats[weight, 0])!r} "
+        assert attrs["param.weight"].startswith(expected)
         assert attrs["param.weight"].endswith(" verdict=error") and "param.bias" in attrs
