@@ -139,3 +139,19 @@ def test_a_report_without_the_stored_noise_model_computes_it(saved, tmp_path):
     old = tmp_path / "old.json"
     old.write_text(json.dumps(doc))
     assert load_report(old).noise == report.noise
+
+
+def test_requires_grad_is_kept_and_older_files_load_without_it(saved, tmp_path):
+    report, npz, js = saved
+    grad = report.npu.tensors.requires_grad
+    assert (grad == 1).any() and (grad == 0).any()
+    for back in (load_report(npz), load_saved(js)):
+        np.testing.assert_array_equal(back.npu.tensors.requires_grad, grad)
+        np.testing.assert_array_equal(back.bench.tensors.requires_grad, report.bench.tensors.requires_grad)
+    doc = json.loads(js.read_text())
+    del doc["npu"]["tensors"]["requires_grad"]  # written before the column existed: not recorded
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    back = load_report(old)
+    assert back.npu.tensors.requires_grad.tolist() == [-1] * len(grad)
+    np.testing.assert_array_equal(back.bench.tensors.requires_grad, report.bench.tensors.requires_grad)

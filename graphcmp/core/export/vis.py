@@ -10,9 +10,9 @@ graphcmp's metrics (see docs/interop.md for how they differ from msprobe's).
 from __future__ import annotations
 
 import math
-from array import array
 import os
 import time
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from graphcmp.core.judge import STATUS_NAMES
+from graphcmp.core.judge import STATUS_NAMES, pair_messages, pair_notes
 from graphcmp.core.outputs import atomic_output
 from graphcmp.core.readers.vis import ATTR_DISTRIBUTED, ATTR_OVERFLOW, VisNodeType
 from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind, Role
@@ -135,6 +135,10 @@ class _Index:
         self.role = _int_array(t.role, "b")
         self.pair_list = _int_array(self.pair_of)
         self.present_any = _int_array(t.present.any(axis=1), "b")
+        self.grad = _int_array(t.requires_grad, "b")
+        report = side.report
+        self.notes = pair_notes(report.npu, report.bench, report.pairs, report.noise.precision.mixed) \
+            if report is not None else {}
         self.block = (0, 0)  # the node rows whose tensor texts are made (a block at a time: never all at once)
         self.stat_text: dict[int, tuple[str, ...]] = {}
         self.pair_text: dict[int, tuple] = {}
@@ -165,7 +169,8 @@ class _Index:
         self.stat_text = dict(zip(rows.tolist(), _texts(t.stats[rows], t.present[rows], "null")))
         pairs = self.pair_of[rows]
         pairs = pairs[pairs >= 0]
-        self.pair_text = dict(zip(pairs.tolist(), _pair_texts(self.side.report, pairs))) if len(pairs) else {}
+        self.pair_text = dict(zip(pairs.tolist(), _pair_texts(self.side.report, pairs, self.notes))) \
+            if len(pairs) else {}
         self.block = (row, hi)
 
 
@@ -189,22 +194,33 @@ def _texts(values: np.ndarray, shown: np.ndarray, blank: str, suffix: str = "") 
     return list(zip(*(flat[c::width] for c in range(width))))
 
 
-def _pair_texts(report: CompareReport, pairs: np.ndarray) -> list[tuple]:
+def _pair_texts(report: CompareReport, pairs: np.ndarray, notes: dict[int, str]) -> list[tuple]:
     """Per given tensor pair: the diff and relative-error texts ("N/A" where a side lacks the statistic), the
-    real-tensor metrics that exist, and the verdict."""
+    real-tensor metrics that exist and whether both sides agree on requires_grad, the verdict, and msprobe's
+    ``Err_message``: the line graphcmp's judge gives a pair that is not a pass (`pair_messages`)."""
     m = report.pairs.metrics
     nt, bt = report.npu.tensors, report.bench.tensors
-    both = nt.present[report.pairs.npu[pairs]] & bt.present[report.pairs.bench[pairs]]
+    npu_rows, bench_rows = report.pairs.npu[pairs], report.pairs.bench[pairs]
+    both = nt.present[npu_rows] & bt.present[bench_rows]
     diff = _texts(m["abs_diff"][pairs], both, "N/A")
     rel = _texts(m["rel_errs"][pairs] * 100, both, "N/A", "%")
-    result = [STATUS_NAMES[s] for s in report.verdicts.pair_level[pairs].tolist()]
+    level = report.verdicts.pair_level[pairs]
+    result = [STATUS_NAMES[s] for s in level.tolist()]
     extra: list[list[tuple[str, str]]] = [[] for _ in range(len(pairs))]
     for name, key in _TENSOR_KEYS:
         if name in m:
             values = m[name][pairs]
             for k in np.flatnonzero(~np.isnan(values)).tolist():
                 extra[k].append((key, _num(float(values[k]))))
-    return list(zip(diff, rel, extra, result))
+    same = (nt.requires_grad[npu_rows] == bt.requires_grad[bench_rows]).tolist()  # msprobe: not recorded == not
+    for k, consistent in enumerate(same):
+        extra[k].append(("Requires_grad Consistent", "True" if consistent else "False"))
+    errors = ["[]"] * len(pairs)
+    flagged = np.flatnonzero(level > PASS)
+    for k, line in zip(flagged.tolist(), pair_messages(report.npu, report.pairs, pairs[flagged], level[flagged],
+                                                       notes)):
+        errors[k] = orjson.dumps([line]).decode()
+    return list(zip(diff, rel, extra, result, errors))
 
 
 def _ranges(owner: np.ndarray, n: int, offset: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -244,7 +260,7 @@ def iter_vis_nodes(side: VisSide) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _node(index: _Index, row: int) -> dict[str, Any]:
-    side, g = index.side, index.side.graph
+    g = index.side.graph
     nodes = g.nodes
     node_id = nodes.ids[row]
     parent = index.parent_list[row]
@@ -323,6 +339,8 @@ def _leaf(index: _Index, t: Any, k: int) -> dict[str, Any]:
         return {"type": t.dtype[k], "value": t.value[k], "data_name": "-1"}
     leaf = {"type": index.tensor_type, "dtype": t.dtype[k], "shape": t.shape[k]}
     leaf.update(zip(_STAT_KEYS, index.stat_text[k]))
+    if (grad := index.grad[k]) >= 0:
+        leaf["requires_grad"] = "True" if grad else "False"
     if t.md5[k]:
         leaf["md5"] = t.md5[k]
     leaf["data_name"] = t.file[k] or "-1"
@@ -338,11 +356,12 @@ def _scalar_text(kind: str, value: float, text: str) -> str:
 
 
 def _add_pair_fields(leaf: dict[str, Any], texts: tuple) -> None:
-    diff, rel, extra, result = texts
+    diff, rel, extra, result, errors = texts
     leaf.update(zip(_DIFF_KEYS, diff))
     leaf.update(zip(_REL_KEYS, rel))
     leaf.update(extra)
     leaf["Result"] = result
+    leaf["Err_message"] = errors
 
 
 def write_vis(document: CompareReport | DumpGraph, path: str | os.PathLike[str]) -> ExportResult:

@@ -41,7 +41,7 @@ from graphcmp.core.readers.naming import parse_node_id
 from graphcmp.core.records import NodeKind, Role
 
 __all__ = ["DUMP_FILE", "Leaf", "Leaves", "Misfit", "add_leaves", "collect_record", "collect_typed", "md5_flag",
-           "mixed_records", "typed_records"]
+           "mixed_records", "requires_grad_code", "typed_records"]
 
 DUMP_FILE = "dump.json"  # the file these records come from, for messages
 _PARAM_GRAD = int(Role.PARAM_GRAD)
@@ -222,9 +222,9 @@ def add_leaves(builder: HierarchyBuilder, leaves: Leaves, *, typed: bool = False
     items = leaves.leaf
     if not items:
         return
-    dtype, shape, md5, file, value, stats, present = (_struct_columns if typed else _dict_columns)(items)
+    dtype, shape, md5, file, value, stats, present, grad = (_struct_columns if typed else _dict_columns)(items)
     builder.add_tensors(leaves.node, leaves.role, leaves.slot, dtype=dtype, shape=shape, stats=stats,
-                        present=present, md5=md5, file=file, value=value)
+                        present=present, md5=md5, file=file, value=value, requires_grad=grad)
 
 
 def _dict_columns(items: list[Any]) -> tuple:
@@ -247,7 +247,8 @@ def _dict_columns(items: list[Any]) -> tuple:
         values = np.where(present, raw, 0.0).astype(np.float64)
     except (TypeError, ValueError):
         values = np.vectorize(_float, otypes=[np.float64])(np.where(present, raw, 0.0))
-    return dtype, shape, md5, file, value, values, present.astype(bool)
+    grad = [requires_grad_code(x.get("requires_grad")) if type(x) is dict else -1 for x in items]
+    return dtype, shape, md5, file, value, values, present.astype(bool), grad
 
 
 _BLANK = Leaf(type="", dtype="", Max=None, Min=None, Mean=None, Norm=None)
@@ -271,7 +272,7 @@ def _struct_columns(items: list[Any]) -> tuple:
     recs = items.copy()
     for i in odd:
         recs[i] = _BLANK
-    dtypes, shapes, md5s, files, *stat_columns = zip(*map(_LEAF_FIELDS, recs))
+    dtypes, shapes, md5s, files, grads, *stat_columns = zip(*map(_LEAF_FIELDS, recs))
     dtype = _mapped(dtypes, lambda v: intern(v or ""))
     shape = _mapped(shapes, _shape_text)
     md5 = _mapped(md5s, lambda v: v or "")
@@ -297,10 +298,24 @@ def _struct_columns(items: list[Any]) -> tuple:
         stats[i] = [math.nan if v is None else _float(v) for v in row]
         present[i] = [v is not None for v in row]
     stats[~present] = 0.0  # as plain dicts give: an absent statistic is a 0 that `present` masks
-    return dtype, shape, md5, file, value, stats, present
+    grad = [1 if v is True else 0 if v is False else -1 for v in grads]  # not by value: True == 1
+    for i in odd:  # read as plain dicts read them
+        x = items[i]
+        grad[i] = requires_grad_code(x.requires_grad if type(x) is Leaf else
+                                     x.get("requires_grad") if type(x) is dict else None)
+    return dtype, shape, md5, file, value, stats, present, grad
 
 
-_LEAF_FIELDS = attrgetter("dtype", "shape", "md5", "data_name", *STAT_KEYS)
+_LEAF_FIELDS = attrgetter("dtype", "shape", "md5", "data_name", "requires_grad", *STAT_KEYS)
+
+
+def requires_grad_code(value: Any) -> int:
+    """A leaf's ``requires_grad`` as the tensor column holds it: 1 true, 0 false, -1 not recorded (or not a bool).
+
+    >>> requires_grad_code(True), requires_grad_code(False), requires_grad_code(None), requires_grad_code("x")
+    (1, 0, -1, -1)
+    """
+    return 1 if value is True else 0 if value is False else -1
 
 
 def _mapped(values: tuple[Any, ...], convert: Any) -> list[Any]:

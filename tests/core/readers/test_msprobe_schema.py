@@ -48,7 +48,7 @@ def _reference(leaf) -> tuple:
 
 def _rows(columns: tuple) -> list[tuple]:
     """Rows of a route's columns (dtype, shape, md5, file, value, stats, present), in `COLUMNS` order."""
-    dtype, shape, md5, file, value, stats, present = columns
+    dtype, shape, md5, file, value, stats, present, _ = columns
     return [(dtype[i], shape[i], md5[i], file[i], value[i],
              *(float(stats[i, k]) if present[i, k] else None for k in range(4))) for i in range(len(dtype))]
 
