@@ -35,6 +35,7 @@ import orjson
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.export.columns import decode_floats
+from graphcmp.core.inputs import open_regular
 from graphcmp.core.outputs import atomic_path
 
 __all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "is_npz", "read_npz", "write_npz"]
@@ -49,11 +50,14 @@ _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 
 
 def is_npz(path: str | os.PathLike[str]) -> bool:
-    """True when `path` starts like a zip file (graphcmp's binary container)."""
+    """True when `path` is a regular file that starts like a zip file (graphcmp's binary container).
+
+    Never blocks: a FIFO or a device is not one (its reader names what it is).
+    """
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return f.read(4) == _MAGIC
-    except OSError:
+    except (OSError, DumpFormatError):
         return False
 
 
@@ -149,10 +153,8 @@ def read_npz(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     path = Path(path)
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:  # never a FIFO or a device
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError as err:
-        raise DumpFormatError(f"{path}: file not found") from err
     except (OSError, ValueError) as err:
         raise DumpFormatError(f"{path}: cannot read ({getattr(err, 'strerror', None) or err})") from err
     reader = _Reader(path, mapped)
