@@ -14,7 +14,7 @@ Usage::
 
     .venv/bin/python bench/make_synthetic.py \\
         --source ../shared/data/msprobe/dumps/tf_big/statistics/baseline/step0/rank0 \\
-        --nodes 200000 --out /tmp/graphcmp_synth/200k [--perturb-layer K] [--seed S] [--indent 1] [--check]
+        --nodes 200000 --out /tmp/graphcmp_synth/200k [--perturb-layer K] [--seed S] [--indent 1 | --lines] [--check]
 
 This is a benchmark helper, not part of the ``graphcmp`` package; it only needs numpy and orjson.
 """
@@ -503,6 +503,7 @@ def make_synthetic(
     seed: int | None = None,
     layers_prefix: str | None = None,
     indent: int | None = None,
+    lines: bool = False,
 ) -> SynthSummary:
     """Write ``out/npu`` and ``out/bench`` msprobe rank folders with at least `nodes` nodes each.
 
@@ -523,6 +524,8 @@ def make_synthetic(
         with the most distinct integer children.
     indent : int, optional
         Write dump.json as ``json.dump(..., indent=indent)`` does (msprobe uses 1). Default: compact.
+    lines : bool
+        Compact records, one per line (``"data":{\n"id":{...},\n"id":{...}\n}}``); ignored with `indent`.
 
     Raises
     ------
@@ -560,10 +563,11 @@ def make_synthetic(
     npu_dir.mkdir(parents=True, exist_ok=True)
     bench_dir.mkdir(parents=True, exist_ok=True)
     dumps = _dumps_factory(src.nonfinite, indent)
-    key_pad = b"" if indent is None else b"\n" + b" " * (2 * indent)
+    lines = lines and indent is None
+    key_pad = (b"\n" if lines else b"") if indent is None else b"\n" + b" " * (2 * indent)
     key_sep = b":" if indent is None else b": "
     rec_sep = b","
-    end = b"}}" if indent is None else b"\n" + b" " * indent + b"}\n}"
+    end = (b"\n}}" if lines else b"}}") if indent is None else b"\n" + b" " * indent + b"}\n}"
     construct_bytes = orjson.dumps(construct)
     stack_bytes = orjson.dumps(stack)
     for d in (npu_dir, bench_dir):
@@ -768,6 +772,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--layers-prefix", default=None, help="e.g. Module.encoder.layers (default: detected)")
     p.add_argument("--indent", type=int, default=None,
                    help="write dump.json indented like json.dump(..., indent=N); msprobe uses 1 (default: compact)")
+    p.add_argument("--lines", action="store_true", help="write dump.json compact, one record per line")
     p.add_argument("--check", action="store_true", help="reload the output and verify it")
     return p.parse_args(argv)
 
@@ -784,6 +789,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             layers_prefix=args.layers_prefix,
             indent=args.indent,
+            lines=args.lines,
         )
     except SynthError as err:
         print(f"make_synthetic: {err}", file=sys.stderr)

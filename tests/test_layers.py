@@ -23,7 +23,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "graphcmp"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("graphcmp._version", "graphcmp.samples", "graphcmp.core", "graphcmp.core.errors", "graphcmp.core.inputs",
               "graphcmp.core.dtypes", "graphcmp.core.jsonio", "graphcmp.core.outputs", "graphcmp.core.export",
-              "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics")),
+              "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics",
+              "graphcmp.core.npzio")),
     ("records", ("graphcmp.core.records", "graphcmp.core.rules", "graphcmp.core.shards")),
     ("hierarchy", ("graphcmp.core.hierarchy", "graphcmp.core.dataflow")),
     ("readers", ("graphcmp.core.readers", "graphcmp.core.readers.*", "graphcmp.core.mapping_files",
@@ -34,7 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("judge", ("graphcmp.core.judge", "graphcmp.core.noise", "graphcmp.core.overflow")),
     ("divergence", ("graphcmp.core.divergence",)),
     ("report", ("graphcmp.core.report", "graphcmp.core.outcome", "graphcmp.core.export.vis",
-                "graphcmp.core.export.vis_db", "graphcmp.core.export.model_explorer")),
+                "graphcmp.core.export.vis_db", "graphcmp.core.export.model_explorer", "graphcmp.core.export.document")),
     ("compare", ("graphcmp.core.compare", "graphcmp.core.distributed", "graphcmp.core.distributed.*")),
     ("app", ("graphcmp.app", "graphcmp.app.*")),
     ("cli", ("graphcmp", "graphcmp.__main__", "graphcmp.cli", "graphcmp.cli.*")),
@@ -68,6 +69,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.cli.export", "graphcmp.core.export.vis"): "65 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.vis_db"): "65 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.model_explorer"): "60 ms before every other command",
+    ("graphcmp.cli.export", "graphcmp.core.export.document"): "95 ms (the report and the vis exporter it names) "
+        "before every other command",
     ("graphcmp.cli.mapping_options", "graphcmp.core.matching.specs"):
         "50 ms (every rule matcher, PyYAML): only when a rule option is given",
     ("graphcmp.cli.serve", "graphcmp.app"): "510 ms (Dash): `graphcmp compare` never loads Dash",

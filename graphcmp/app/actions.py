@@ -209,7 +209,7 @@ def manual(viewer: Viewer, state: ViewState, trigger: str, children: bool) -> tu
     state = checked(viewer, state)
     key = state.result
     if not viewer.can_match(key):
-        return state, "manual matching needs a result file: graphcmp compare NPU BENCH -o cmp.json, then serve it"
+        return state, "manual matching needs a result file: graphcmp compare NPU BENCH -o cmp.npz, then serve it"
     model = viewer.model(key)
     if trigger == "match":
         npu, bench = state.picked

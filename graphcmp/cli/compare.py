@@ -1,4 +1,8 @@
-"""`graphcmp compare NPU BENCH -o cmp.json`: match two runs, compare them, write the annotated result.
+"""`graphcmp compare NPU BENCH -o cmp.npz`: match two runs, compare them, write the annotated result.
+
+The result is one file: the npz container (columns, opened in a moment) unless ``-o`` names a
+``.json`` file, which gets the annotated JSON document (docs/format.md; `graphcmp export --to json`
+turns one into the other).
 
 When NPU or BENCH is a step/rank layout (``stepK/rankN``), every run is compared and ``-o`` names a
 folder: one result per (step, rank) plus ``index.json``. When the two jobs are laid out differently
@@ -27,8 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("compare", help="compare an npu run with its bench run", description=__doc__)
     parser.add_argument("npu", help="the run under test (msprobe rank folder, graph file ...)")
     parser.add_argument("bench", help="the baseline run")
-    parser.add_argument("-o", "--output", help="output JSON (default: cmp.json), or folder for a step/rank layout "
-                        "(default: results)")
+    parser.add_argument("-o", "--output", help="output file (default: cmp.npz; a .json name writes the JSON "
+                        "document), or folder for a step/rank layout (default: results)")
     parser.add_argument("--fuzzy", action="store_true",
                         help="also match calls whose call counters differ (an extra op early in a run)")
     parser.add_argument("--thresholds", metavar="FILE", help="TOML or JSON file overriding the default thresholds")
@@ -49,7 +53,7 @@ def handle(args: argparse.Namespace) -> int:
     if is_batch_root(args.npu) or is_batch_root(args.bench) or args.npu_layout or args.bench_layout:
         reason = wants_merge(args)
         return handle_merged(args, reason) if reason else handle_batch(args)
-    args.output = "cmp.json" if args.output is None else args.output
+    args.output = "cmp.npz" if args.output is None else args.output
     checked_output(args.output, [args.npu, args.bench, *input_files(args)])
     thresholds = load_thresholds(args.thresholds) if args.thresholds else None
     matchers = matchers_from_args(args)

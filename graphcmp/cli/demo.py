@@ -32,7 +32,7 @@ def handle(args: argparse.Namespace) -> int:
     npu, bench = sample_pair()
     if not npu.is_dir():
         raise DumpFormatError(f"{npu}: bundled samples not found; reinstall graphcmp")
-    output = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="graphcmp-demo-")) / "cmp.json"
+    output = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="graphcmp-demo-")) / "cmp.npz"
     report = compare_paths(npu, bench)
     save_report(report, output)
     analysis = report.analysis()

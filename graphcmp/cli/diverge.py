@@ -1,4 +1,4 @@
-"""`graphcmp diverge cmp.json`: the first divergent node, why, further candidates, and the advisor's findings."""
+"""`graphcmp diverge cmp.npz`: the first divergent node, why, further candidates, and the advisor's findings."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""`graphcmp export cmp.json --to vis|vis-db|model-explorer -o OUT`: hand a result to another viewer.
+"""`graphcmp export cmp.npz --to json|vis|vis-db|model-explorer -o OUT`: hand a result to another tool.
 
-``vis`` writes msprobe's JSON `.vis` (tb-graph-ascend 1.x-8.1.x), ``vis-db`` the SQLite `.vis.db`
+``json`` writes graphcmp's annotated JSON document (docs/format.md) of a result,
+
+``vis`` msprobe's JSON `.vis` (tb-graph-ascend 1.x-8.1.x), ``vis-db`` the SQLite `.vis.db`
 (tb-graph-ascend 8.2+/26.x; several inputs become one file, one graph pair per step and rank), and
 ``model-explorer`` a folder with Google Model Explorer's graph JSON and one node-data JSON per metric.
 """
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parser", "handle"]
 
-TARGETS = ("vis", "vis-db", "model-explorer")
+TARGETS = ("json", "vis", "vis-db", "model-explorer")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+", metavar="FILE",
                         help="result of graphcmp compare or build (or a .vis/.vis.db); several only with vis-db")
-    parser.add_argument("--to", required=True, choices=TARGETS, help="the viewer format to write")
+    parser.add_argument("--to", required=True, choices=TARGETS, help="the format to write")
     parser.add_argument("-o", "--output", required=True,
                         help="output file (vis, vis-db) or folder (model-explorer)")
     add_json(parser, "what was written")
@@ -44,16 +46,16 @@ def handle(args: argparse.Namespace) -> int:
         raise OutputError(f"{args.output}: --to {args.to} writes one result; pass one FILE "
                           "(only vis-db gathers several steps and ranks in one file)")
     from graphcmp.core.compare import load_document
+    from graphcmp.core.export.document import write_json
     from graphcmp.core.export.model_explorer import write_model_explorer
     from graphcmp.core.export.vis import write_vis
     from graphcmp.core.export.vis_db import write_vis_db
 
     if args.to == "vis-db":
         result = write_vis_db(_documents(args.files), args.output)
-    elif args.to == "vis":
-        result = write_vis(load_document(args.files[0]), args.output)
     else:
-        result = write_model_explorer(load_document(args.files[0]), args.output)
+        write = {"json": write_json, "vis": write_vis, "model-explorer": write_model_explorer}[args.to]
+        result = write(load_document(args.files[0]), args.output)
     emit(_summary(args.to, result), _text(args.to, result), args.json)
     return 0
 

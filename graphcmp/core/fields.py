@@ -81,13 +81,29 @@ is the file damaged? rerun graphcmp to rewrite it
         return self.value(key, list, default=default)
 
     def array(self, key: str, dtype: Any, length: int | None = None) -> np.ndarray:
-        """The list of numbers at field `key` as an array of `dtype`, `length` long when given."""
-        values = self.items(key)
-        try:
-            out = np.asarray(values, dtype)
-        except (TypeError, ValueError, OverflowError) as err:
-            raise self.error(key, f"does not hold {np.dtype(dtype).name} values ({err})") from err
+        """The list of numbers at field `key` (or a column of an npz result) as an array of `dtype`,
+        `length` long when given."""
+        values = self.value(key, list, np.ndarray)
+        if isinstance(values, np.ndarray):
+            out = self._cast(key, values, np.dtype(dtype))
+        else:
+            try:
+                out = np.asarray(values, dtype)
+            except (TypeError, ValueError, OverflowError) as err:
+                raise self.error(key, f"does not hold {np.dtype(dtype).name} values ({err})") from err
         return self._checked(key, out.reshape(-1) if out.ndim == 1 or not len(values) else out, length, 1)
+
+    def _cast(self, key: str, values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """A stored column as `dtype`: bools, integers within its range, or any real numbers for floats."""
+        kind = values.dtype.kind
+        fits = {"b": kind == "b", "i": kind in "biu", "f": kind in "biuf"}.get(dtype.kind, False)
+        if not fits:
+            raise self.error(key, f"holds {values.dtype} values, expected {dtype.name}")
+        if dtype.kind == "i" and values.size and not np.can_cast(values.dtype, dtype):
+            info = np.iinfo(dtype)
+            if int(values.min()) < info.min or int(values.max()) > info.max:
+                raise self.error(key, f"holds values outside the range of {dtype.name}")
+        return values.astype(dtype, copy=False)
 
     def ints(self, key: str, length: int | None = None, dtype: Any = np.int32) -> np.ndarray:
         """`array` of integers."""
@@ -110,7 +126,7 @@ is the file damaged? rerun graphcmp to rewrite it
     def floats(self, key: str, length: int | None = None, width: int | None = None) -> np.ndarray:
         """A float column written by `encode_floats` (``{"values", "special"}``), (length, width) when given."""
         column = self.child(key)
-        values = column.items("values")
+        values = column.value("values", list, np.ndarray)
         special = column.value("special", dict, default={})
         try:
             out = decode_floats({"values": values, "special": special})

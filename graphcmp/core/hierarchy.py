@@ -185,15 +185,19 @@ class HierarchyBuilder:
         md5: Sequence[str],
         file: Sequence[str],
         value: Sequence[str],
+        requires_grad: Sequence[int] | np.ndarray | None = None,
     ) -> None:
         """Add many tensors at once: parallel columns, stats (n, 4) in `STAT_NAMES` order.
 
-        A scalar argument has shape ``"scalar"``; a non-numeric value keeps its text in `value`.
+        A scalar argument has shape ``"scalar"``; a non-numeric value keeps its text in `value`;
+        `requires_grad` is 1, 0 or -1 (not recorded, the default) per tensor.
         """
+        n = len(slots)
+        grad = np.full(n, -1, np.int8) if requires_grad is None else np.asarray(requires_grad, np.int8)
         self._tensor_parts.append((list(node_ids), np.asarray(roles, np.int8), list(slots), list(dtype),
                                    list(shape), np.asarray(stats, np.float64).reshape(-1, 4),
                                    np.asarray(present, bool).reshape(-1, 4), list(md5), list(file),
-                                   list(value)))
+                                   list(value), grad))
 
     def build(self, info: RunInfo, *, group_apis: bool = True) -> DumpGraph:
         """Resolve parents, order, groups and micro-steps, and return the run as a `DumpGraph`.
@@ -313,7 +317,7 @@ class HierarchyBuilder:
         return TensorTable(
             node=node[by_row], role=np.concatenate(columns[1])[by_row], slot=strings(2), dtype=strings(3),
             shape=strings(4), stats=np.concatenate(columns[5])[by_row], present=np.concatenate(columns[6])[by_row],
-            md5=strings(7), file=strings(8), value=strings(9),
+            md5=strings(7), file=strings(8), value=strings(9), requires_grad=np.concatenate(columns[10])[by_row],
         )
 
 

@@ -13,6 +13,7 @@ import gc
 import json
 import math
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -172,38 +173,50 @@ class LayoutMismatch(Exception):
     """The file is not laid out as `MemberChunks` expects (or is cut short): read it whole instead."""
 
 
-_MEMBER = b'\n  "'  # a member of a depth-1 object starts a line with exactly two spaces (indent=1)
-_CLOSE = b"\n }"  # the depth-1 object closes on a line with exactly one space
 _HEAD_BYTES = 1 << 16  # the members before the chunked one must start within this many bytes
+_BLANK = b" \t\r\n"
 
 
 class MemberChunks:
-    """The members of the object under top-level `key` of an ``indent=1`` JSON file, in chunks.
+    """The members of the object under top-level `key` of a JSON file, in chunks of whole members.
 
-    Python's ``json.dump(doc, f, indent=1)`` starts every member of ``doc[key]`` on a line indented
-    by exactly two spaces, and closes ``doc[key]`` on a line indented by one: no other line looks
-    like that, since JSON strings hold no raw newline. Iterating finds those lines with
-    `bytes.find` (no per-byte Python loop) and yields one dict per run of whole members, about
-    `chunk_bytes` of text each, in file order. A chunk orjson rejects (bare ``NaN``/``Infinity``)
-    is parsed by the standard library, as `load_json` does for a whole file. Once iteration is
-    over, `rest` holds the other top-level members, with ``rest[key] == {}``.
+    Chunks are cut where one member ends and the next begins, found with `bytes.rfind` (no per-byte
+    Python loop): a ``},`` followed by the whitespace the file puts before a member of that object
+    and a key with a dot (a node id). The layout decides the whitespace, read from the text before
+    the first member:
 
-    Iteration raises `LayoutMismatch` when the layout differs (compact JSON, another indent, no
-    such key) or the file is cut short or malformed: the caller then reads the file whole, which
-    salvages or reports the damage. A member key repeated in two chunks appears in both (a whole
-    parse keeps the last value at the first position): callers that care check for it.
+    * ``json.dump(doc, indent=k)`` (msprobe writes ``indent=1``): every member starts a line
+      indented by exactly ``2k`` spaces, and the object closes on a line indented by ``k``;
+    * one member per line (``\n`` before each key), or compact JSON (any spacing, ``", "`` too):
+      the object closes with the last ``}`` before the file's own.
+
+    A cut at any other place would leave a chunk that does not parse (it would end inside a record
+    or a string), so a chunk that parses was cut right. The object's end is looked up once from the
+    end of the file, where it is when the object is the last member (msprobe's "data" is). Each chunk
+    is about `chunk_bytes` of text; one orjson rejects (bare ``NaN``/``Infinity``) is parsed by the
+    standard library, as `load_json` does for a whole file. Once iteration is over, `rest` holds the
+    other top-level members, with ``rest[key] == {}``.
+
+    Iteration raises `LayoutMismatch` when the file does not look like that (no such key, another
+    object after it, a damaged or cut-short file) or a chunk does not parse: the caller then reads
+    the file whole, which salvages or reports the damage. A member key repeated in two chunks
+    appears in both (a whole parse keeps the last value at the first position): callers that care
+    check for it.
 
     Examples
     --------
     >>> import json, tempfile, pathlib
-    >>> doc = {"task": "statistics", "data": {f"n{i}": {"v": [i, i + 1]} for i in range(5)}}
+    >>> doc = {"task": "statistics", "data": {f"n.{i}": {"v": [i, i + 1]} for i in range(5)}}
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "dump.json"
     >>> _ = path.write_text(json.dumps(doc, indent=1))
     >>> chunks = MemberChunks(path, "data", chunk_bytes=40)
     >>> [list(c) for c in chunks]
-    [['n0'], ['n1'], ['n2', 'n3'], ['n4']]
+    [['n.0'], ['n.1'], ['n.2', 'n.3'], ['n.4']]
     >>> chunks.rest
     {'task': 'statistics', 'data': {}}
+    >>> _ = path.write_text(json.dumps(doc))  # compact, as json.dumps writes it
+    >>> [list(c) for c in MemberChunks(path, "data", chunk_bytes=40)]
+    [['n.0', 'n.1'], ['n.2', 'n.3', 'n.4']]
     """
 
     def __init__(self, path: str | os.PathLike[str], key: str, *, chunk_bytes: int = 8 << 20) -> None:
@@ -220,60 +233,119 @@ class MemberChunks:
 
         `loads_object` turns one into a dict as iteration does; `rest` is set once all are read.
         """
-        opener = b'\n "' + orjson.dumps(self.key)[1:-1] + b'": {\n'
+        opener = re.compile(rb'"' + re.escape(orjson.dumps(self.key)[1:-1]) + rb'"[ \t\r\n]*:[ \t\r\n]*\{')
         with self.path.open("rb") as f:
             head = f.read(_HEAD_BYTES)
-            at = head.find(opener)
-            if at < 0 or not head[:at].lstrip().startswith(b"{"):
-                raise LayoutMismatch(f"{self.path}: no {opener!r} in the first {len(head)} bytes")
-            head = head[: at + len(opener) - 1]  # ends with the key's "{"
-            end = _last_close(f, len(head))
+            found = opener.search(head)
+            if found is None or not head[: found.start()].lstrip().startswith(b"{"):
+                raise LayoutMismatch(f"{self.path}: no {self.key!r} object in the first {len(head)} bytes")
+            head = head[: found.end()]  # ends with the key's "{"
             f.seek(len(head))
-            buf = f.read(min(self.chunk_bytes, end - len(head)))  # starts with the first member's line
+            first = f.read(256)
+            pad = first[: len(first) - len(first.lstrip(_BLANK))]
+            cuts = _Cuts(pad)
+            end = cuts.close(f, len(head))
+            f.seek(len(head))
+            buf = f.read(min(self.chunk_bytes, end - len(head)))  # starts with the first member
             read = len(head) + len(buf)
             while read < end:
                 block = f.read(min(self.chunk_bytes, end - read))
                 if not block:
                     raise LayoutMismatch(f"{self.path}: ends before {self.key!r} closes")
                 read += len(block)
-                if (cut := buf.rfind(_MEMBER)) > 0:
+                if (cut := cuts.last(buf)) > 0:
                     yield _object_text(buf[:cut], last=False)
                     buf = buf[cut:]
                 buf += block
-            buf += f.read(len(_CLOSE))
-            if (close := buf.find(_CLOSE, len(buf) - len(_CLOSE))) < 0:
-                raise LayoutMismatch(f"{self.path}: ends before {self.key!r} closes")
-            if buf[:close].strip():
-                yield _object_text(buf[:close], last=True)
-            tail = buf[close + len(_CLOSE):] + f.read()
+            if buf.strip():
+                yield _object_text(buf, last=True)
+            f.seek(end + 1)
+            tail = f.read()
         rest = _loads_or_mismatch(head + b"}" + tail)
         if not isinstance(rest, dict) or rest.get(self.key) != {}:
             raise LayoutMismatch(f"{self.path}: {self.key!r} is not the one object the layout shows")
         self.rest = rest
 
 
-def _last_close(f: Any, start: int) -> int:
-    """Offset of the last depth-1 close (``\n }``) after `start`: where the chunked object ends when
-    it is the file's last object member (msprobe's "data" is). Found from the end, since searching
-    forward is slow where every line starts with a newline and a space. If another object member
-    follows, the chunks do not parse and the caller reads the file whole."""
-    end = f.seek(0, os.SEEK_END)
+class _Cuts:
+    """Where members of the chunked object end, for the whitespace `pad` the file puts before its first key."""
+
+    def __init__(self, pad: bytes) -> None:
+        spaces = pad[1:] if pad.startswith(b"\n") else b""
+        self.indented = pad.startswith(b"\n") and spaces == b" " * len(spaces) and len(spaces) % 2 == 0
+        self.pad = pad if self.indented else None
+        # the close of an indented object is a line of its own; with no indent ("\n" alone) every close is
+        self.closing = b"\n" + b" " * (len(spaces) // 2) + b"}" if self.indented and spaces else None
+
+    def last(self, buf: bytes) -> int:
+        """Offset just past the comma that ends the last whole member in `buf` (-1: none found)."""
+        pos = len(buf)
+        while (at := buf.rfind(b"},", 0, pos)) >= 0:
+            pos = at
+            key_at = at + 2
+            if self.pad is not None:
+                if not buf.startswith(self.pad, key_at):
+                    continue
+                key_at += len(self.pad)
+            else:
+                while key_at < len(buf) and buf[key_at] in _BLANK:
+                    key_at += 1
+            if _is_node_key(buf, key_at):
+                return at + 2
+        return -1
+
+    def close(self, f: Any, start: int) -> int:
+        """Offset of the "}" that closes the chunked object: the last line indented as its close (an
+        indented file), else the last "}" before the file's own; found from the end of the file."""
+        end = f.seek(0, os.SEEK_END)
+        if self.closing is not None:
+            return _last_close(f, start, end, self.closing) + len(self.closing) - 1
+        begin = max(start, end - _HEAD_BYTES)
+        f.seek(begin)
+        window = f.read(end - begin).rstrip(_BLANK)
+        if not window.endswith(b"}"):
+            raise LayoutMismatch("the file does not end with an object")
+        inner = window[:-1].rstrip(_BLANK)
+        if not inner.endswith(b"}"):
+            raise LayoutMismatch("the chunked object is not the last member")
+        return begin + len(inner) - 1
+
+
+def _is_node_key(buf: bytes, at: int) -> bool:
+    """True when a key with a dot (a node id, no escapes) followed by ``: {`` starts at `at`."""
+    if buf[at: at + 1] != b'"':
+        return False
+    close = buf.find(b'"', at + 1)
+    if close < 0:
+        return False
+    key = buf[at + 1: close]
+    if b"." not in key or b"\\" in key:
+        return False
+    rest = buf[close + 1: close + 8].lstrip(_BLANK)
+    return rest.startswith(b":") and rest[1:].lstrip(_BLANK).startswith(b"{")
+
+
+def _last_close(f: Any, start: int, end: int, closing: bytes) -> int:
+    """Offset of the last `closing` after `start`: where the chunked object ends when it is the file's last
+    object member (msprobe's "data" is). Found from the end, since searching forward is slow where every
+    line starts with a newline and a space. If another object member follows, the chunks do not parse and
+    the caller reads the file whole."""
     while True:  # one window at a time, backwards; windows overlap by a close's length but one byte
         begin = max(start, end - _HEAD_BYTES)
         f.seek(begin)
-        at = f.read(end - begin).rfind(_CLOSE)
+        at = f.read(end - begin).rfind(closing)
         if at >= 0:
             return begin + at
         if begin == start:
             raise LayoutMismatch("the object never closes")
-        end = begin + len(_CLOSE) - 1
+        end = begin + len(closing) - 1
 
 
 def _object_text(text: bytes, *, last: bool) -> bytes:
-    """A run of whole members (``"k": v,`` lines; the last run has no trailing comma) as an object."""
+    """A run of whole members (``"k": v,``; the last run has no trailing comma) as an object."""
     if not last:
         if not text.endswith(b","):
-            raise LayoutMismatch("a member line does not follow a comma")
+            raise LayoutMismatch("a member does not follow a comma")
         text = text[:-1]
     return b"{" + text + b"}"
 

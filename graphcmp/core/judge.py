@@ -23,7 +23,8 @@ from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import STAT_NAMES, DumpGraph, FrozenColumns, NodeKind, Role, TensorTable, string_column
 from graphcmp.core.rules import ERROR, PASS, WARNING, Status, Thresholds
 
-__all__ = ["SKIP", "STATUS_NAMES", "UNMATCHED", "NodeVerdicts", "Status", "Verdict", "judge", "status_code"]
+__all__ = ["SKIP", "STATUS_NAMES", "UNMATCHED", "NodeVerdicts", "Status", "Verdict", "judge", "pair_messages",
+           "pair_notes", "status_code"]
 
 SKIP, UNMATCHED = Status.SKIP, Status.UNMATCHED
 STATUS_NAMES = {PASS: "pass", WARNING: "warning", ERROR: "error", SKIP: "skip", UNMATCHED: "unmatched"}
@@ -150,16 +151,46 @@ def _pair_levels(
     use_md5 = ~np.isnan(m["md5_diff"]) & (npu.info.task == "md5")
     level[use_md5] = _rule_levels(thresholds, "md5", m)[use_md5]
     severity[use_md5] = m["md5_diff"][use_md5]
-    a, b = nt.stats[pairs.npu], bt.stats[pairs.bench]  # inf/NaN both runs hold at the same statistic agree
-    held_by_both = (a == b) | (np.isnan(a) & np.isnan(b))
-    nonfinite = is_nonfinite(a, nt.present[pairs.npu] & ~held_by_both) | is_nonfinite(
-        b, bt.present[pairs.bench] & ~held_by_both)
+    nonfinite = _nonfinite_pairs(nt, bt, pairs)
     notes = _pair_notes(nt, bt, pairs, nonfinite, expected_dtypes)
     level[nonfinite] = ERROR
     for k, note in notes.items():
         if not nonfinite[k]:
             level[k] = ERROR if note.startswith("shape") else max(int(level[k]), WARNING)
     return level, severity, notes
+
+
+def _nonfinite_pairs(nt: TensorTable, bt: TensorTable, pairs: TensorPairs) -> np.ndarray:
+    """Pairs with an inf/NaN statistic on one side (inf/NaN both runs hold at the same statistic agree)."""
+    a, b = nt.stats[pairs.npu], bt.stats[pairs.bench]
+    held_by_both = (a == b) | (np.isnan(a) & np.isnan(b))
+    return is_nonfinite(a, nt.present[pairs.npu] & ~held_by_both) | is_nonfinite(
+        b, bt.present[pairs.bench] & ~held_by_both)
+
+
+def pair_notes(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, expected_dtypes: bool = False) -> dict[int, str]:
+    """The notes `judge` gives tensor pairs, by pair index: an overflow, a shape or layout change, a precision
+    change (left out when `expected_dtypes`: a mixed-precision comparison)."""
+    return _pair_notes(npu.tensors, bench.tensors, pairs, _nonfinite_pairs(npu.tensors, bench.tensors, pairs),
+                       expected_dtypes)
+
+
+def pair_messages(npu: DumpGraph, pairs: TensorPairs, ks: np.ndarray, levels: np.ndarray,
+                  notes: dict[int, str]) -> list[str]:
+    """One line per pair of `ks` at `levels` (its verdict): ``error: output.0: Norm rel err 0.12``, the line
+    `judge` gives a node for its worst pair (`pair_notes` for `notes`).
+
+    >>> from graphcmp.core.compare import compare_graphs
+    >>> from graphcmp.core.readers.msprobe import parse_msprobe
+    >>> t = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0,
+    ...      "Mean": 0.5, "Norm": 1.0}
+    >>> r = compare_graphs(parse_msprobe({"data": {"Torch.relu.0.forward": {"output": [dict(t, Max=2.0)]}}}),
+    ...                    parse_msprobe({"data": {"Torch.relu.0.forward": {"output": [t]}}}))
+    >>> pair_messages(r.npu, r.pairs, np.array([0]), r.verdicts.pair_level[:1], {})
+    ['error: output.0: Max rel err 1']
+    """
+    texts = _pair_reasons(npu, pairs, ks, notes)
+    return [f"{STATUS_NAMES[level]}: {texts[k]}" for k, level in zip(ks.tolist(), levels.tolist())]
 
 
 def _pair_notes(nt: TensorTable, bt: TensorTable, pairs: TensorPairs, nonfinite: np.ndarray,
@@ -235,6 +266,8 @@ def _reasons(
         return tuple(reason)
     best = _worst_output_pair(node, is_out, np.isin(node, flagged), level, severity)
     texts = _pair_reasons(npu, pairs, np.fromiter(best.values(), np.int64, len(best)), notes)
+    origin = (noise.role == NodeRole.ORIGIN).tolist() if noise is not None else [False] * len(npu)
+    same_in, unpaired, quiet = same_in.tolist(), unpaired.tolist(), quiet.tolist()  # plain bools: fast per row
     for row in flagged.tolist():
         text = texts.get(best.get(row, -1), "")
         if same_in[row]:
@@ -243,14 +276,10 @@ def _reasons(
             text = "an output has no counterpart in the bench run"
         if quiet[row]:
             text = f"within {noise.precision.kind} noise: {text}"
-        elif _is_origin(noise, row):
+        elif origin[row]:
             text = f"origin ({_margin_text(noise, row)}): {text}"
         reason[row] = text
     return tuple(reason)
-
-
-def _is_origin(noise: NoiseModel | None, row: int) -> bool:
-    return noise is not None and noise.role[row] == NodeRole.ORIGIN
 
 
 def _margin_text(noise: NoiseModel, row: int) -> str:

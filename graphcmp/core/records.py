@@ -210,6 +210,13 @@ class TensorTable(FrozenColumns):
     md5: tuple[str, ...]  # "" when absent
     file: tuple[str, ...]  # tensor file name, "" when absent
     value: tuple[str, ...]  # text of a non-numeric value, "" otherwise
+    requires_grad: np.ndarray | None = None
+    """int8 per row: 1 the dump says requires_grad true, 0 false, -1 not recorded (None when built: all -1)."""
+
+    def __post_init__(self) -> None:
+        if self.requires_grad is None:
+            object.__setattr__(self, "requires_grad", np.full(len(self.slot), -1, np.int8))
+        FrozenColumns.__post_init__(self)
 
     def __len__(self) -> int:
         return len(self.slot)
@@ -448,4 +455,4 @@ def _object_column(values: tuple[str, ...]) -> np.ndarray:
 
 def ids_to_rows(ids: Sequence[str]) -> dict[str, int]:
     """Map each id to its position."""
-    return {node_id: i for i, node_id in enumerate(ids)}
+    return dict(zip(ids, range(len(ids))))

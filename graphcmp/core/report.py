@@ -24,13 +24,14 @@ from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, RuleNote
-from graphcmp.core.noise import NoiseModel, noise_model
+from graphcmp.core.noise import Calibration, NoiseModel, Precision, noise_model
+from graphcmp.core.npzio import is_npz, read_npz, write_npz
 from graphcmp.core.outcome import report_outcome
 from graphcmp.core.outputs import write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import DumpGraph, NodeKind
-from graphcmp.core.rules import ERROR, Thresholds
+from graphcmp.core.rules import ERROR, NoiseRule, Thresholds
 
 __all__ = [
     "GRAPH_FORMAT",
@@ -39,8 +40,10 @@ __all__ = [
     "CompareOptions",
     "CompareReport",
     "graph_summary",
+    "is_json_path",
     "load_report",
     "load_saved",
+    "read_document",
     "save_graph",
     "save_report",
 ]
@@ -161,30 +164,81 @@ class CompareReport:
             bench = graph_from_dict(f.value("bench"), source, "bench")
             matches, pairs = _matches_from(f.child("matches"), len(npu), len(bench)), _pairs_from(f.child("pairs"))
             thresholds = _thresholds_from(f.child("thresholds"))
-            overflow = overflow_levels(npu)
+            overflow = f.ints("overflow", len(npu), np.int8) if f.has("overflow") else overflow_levels(npu)
+            noise = _noise_from(f.child("noise"), len(npu), len(pairs))
+            if noise is None:  # a file written before the whole model was stored: compute it again
+                noise = noise_model(npu, bench, matches, pairs, thresholds.noise, overflow)
             return cls(npu=npu, bench=bench, matches=matches, pairs=pairs,
                        verdicts=_verdicts_from(f.child("verdicts"), len(npu), len(pairs)), thresholds=thresholds,
                        options=_options_from(f.child("options")), tool_version=f.child("tool").value("version", str),
-                       noise=noise_model(npu, bench, matches, pairs, thresholds.noise, overflow),
-                       _cache={"overflow": overflow})
+                       noise=noise, _cache={"overflow": overflow})
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
             raise InternalError(f"{source}: a report that passed graphcmp's checks could not be rebuilt ({err!r}); "
                                 "this is a graphcmp bug: please report it with the traceback above") from err
 
 
+_NOISE_NODE_FLOATS = ("margin", "fresh_margin", "output_error", "input_error", "unit", "fresh_error",
+                      "argument_error", "reduction", "growth_limit")
+
+
 def _noise_to_dict(noise: NoiseModel) -> dict[str, Any]:
-    """The noise model's findings: summary, and per npu node its role, margin and errors."""
+    """The noise model: summary, per npu node its role, margins and errors, per pair its error (so loading
+    a report needs no recomputation)."""
     return {
         **sanitize_floats(noise.summary()),
         "first_origin": noise.first_origin,
         "role": noise.role,
         "dtype_pair": noise.dtype_pair,
-        "margin": encode_floats(noise.margin),
-        "fresh_margin": encode_floats(noise.fresh_margin),
-        "output_error": encode_floats(noise.output_error),
-        "input_error": encode_floats(noise.input_error),
-        "unit": encode_floats(noise.unit),
+        **{name: encode_floats(getattr(noise, name)) for name in _NOISE_NODE_FLOATS},
+        "shape_changed": noise.shape_changed,
+        "leaves": noise.leaves,
+        "origins": noise.origin_rows,
+        "pair_error": encode_floats(noise.pair_error),
+        "fresh_pair": noise.fresh_pair,
+        "producer": noise.producer,
     }
+
+
+def _noise_from(f: Fields, n: int, pairs: int) -> NoiseModel | None:
+    """The stored noise model; None for a file that holds only its summary and node findings."""
+    if not all(f.has(k) for k in ("pair_error", "fresh_pair", "producer", "leaves", "origins", "shape_changed",
+                                   *_NOISE_NODE_FLOATS)):
+        return None
+    precision = f.child("precision")
+    dtype_pairs = []
+    for item in precision.items("dtype_pairs"):
+        pair = Fields(item, f.source, f"{f.path}.precision.dtype_pairs")
+        dtype_pairs.append((pair.value("npu", str), pair.value("bench", str), pair.value("nodes", int)))
+    calibration = []
+    for item in f.items("calibration"):
+        c = Fields(item, f.source, f"{f.path}.calibration")
+        calibration.append(Calibration(c.value("direction", str), c.value("kind", str), c.value("calls", int),
+                                       _number(c, "growth_limit")))
+    rule = f.child("rule")
+    return NoiseModel(
+        pair_error=f.floats("pair_error", pairs), fresh_pair=f.bools("fresh_pair", pairs),
+        producer=f.ints("producer", pairs, np.int64), **{name: f.floats(name, n) for name in _NOISE_NODE_FLOATS},
+        shape_changed=f.bools("shape_changed", n), role=f.ints("role", n, np.int8),
+        leaves=f.ints("leaves", None, np.int64), origin_rows=f.ints("origins", None, np.int64),
+        first_origin=f.value("first_origin", int), noise_level=_number(f, "noise_level"),
+        fresh_limit=_number(f, "fresh_limit"), calibration=tuple(calibration),
+        precision=Precision(precision.value("kind", str), tuple(dtype_pairs), _number(precision, "unit_roundoff")),
+        dtype_pair=f.ints("dtype_pair", n, np.int16),
+        rule=NoiseRule(_number(rule, "origin_margin"), _number(rule, "quantile"), rule.value("min_samples", int)),
+    )
+
+
+_NUMBER_TEXT = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
+
+
+def _number(f: Fields, key: str) -> float:
+    """A number written by `sanitize_floats` (non-finite values as text)."""
+    value = f.value(key, int, float, str)
+    if isinstance(value, str):
+        if value not in _NUMBER_TEXT:
+            raise f.error(key, f"is {value!r}, expected a number, \"inf\", \"-inf\" or \"nan\"")
+        return _NUMBER_TEXT[value]
+    return float(value)
 
 
 def _overflow_counts(levels: np.ndarray) -> dict[str, int]:
@@ -313,21 +367,49 @@ def _check_format(doc: Any, expected: str, source: str) -> None:
                               f"(this graphcmp reads {SCHEMA_VERSION})")
 
 
-def save_report(report: CompareReport, path: str | os.PathLike[str]) -> None:
-    """Write `report` as JSON to `path` (parent folders are created)."""
-    write_atomic(path, dumps_strict(report.to_dict()))
+def is_json_path(path: str | os.PathLike[str]) -> bool:
+    """True when `path` names a JSON document (``.json``): results are written as JSON there, else as npz.
+
+    >>> is_json_path("out/cmp.json"), is_json_path("cmp.npz")
+    (True, False)
+    """
+    return os.fspath(path).lower().endswith(".json")
 
 
-def save_graph(graph: DumpGraph, path: str | os.PathLike[str], tool_version: str) -> None:
-    """Write one run as a graphcmp graph JSON document."""
+def _write_document(path: str | os.PathLike[str], doc: dict[str, Any], format: str | None) -> None:
+    if format not in (None, "json", "npz"):
+        raise ValueError(f"format {format!r}: expected 'json' or 'npz'")
+    if format == "json" or (format is None and is_json_path(path)):
+        write_atomic(path, dumps_strict(doc))
+    else:
+        write_npz(path, doc)
+
+
+def save_report(report: CompareReport, path: str | os.PathLike[str], *, format: str | None = None) -> None:
+    """Write `report` to `path` (parent folders are created).
+
+    `format` ``"json"`` writes the annotated JSON document, ``"npz"`` the columnar container
+    (docs/format.md); by default a ``.json`` name gets JSON and any other name npz.
+    """
+    _write_document(path, report.to_dict(), format)
+
+
+def save_graph(graph: DumpGraph, path: str | os.PathLike[str], tool_version: str, *,
+               format: str | None = None) -> None:
+    """Write one run as a graphcmp graph document (`format` as for `save_report`)."""
     doc = {"format": GRAPH_FORMAT, "schema_version": SCHEMA_VERSION,
            "tool": {"name": "graphcmp", "version": tool_version}, "enums": ENUMS, "run": graph_to_dict(graph)}
-    write_atomic(path, dumps_strict(doc))
+    _write_document(path, doc, format)
+
+
+def read_document(path: str | os.PathLike[str]) -> Any:
+    """The parsed document of a result file, JSON or npz (columns as arrays)."""
+    return read_npz(path) if is_npz(path) else read_json(path, salvage=False).value
 
 
 def load_saved(path: str | os.PathLike[str]) -> CompareReport | DumpGraph:
-    """Read a graphcmp report or graph JSON file (`save_report`, `save_graph`)."""
-    doc = read_json(path, salvage=False).value
+    """Read a graphcmp report or graph file (`save_report`, `save_graph`), JSON or npz."""
+    doc = read_document(path)
     if isinstance(doc, dict) and doc.get("format") == GRAPH_FORMAT:
         _check_format(doc, GRAPH_FORMAT, str(path))
         return graph_from_dict(Fields(doc, str(path)).value("run", dict), str(path))
@@ -336,4 +418,4 @@ def load_saved(path: str | os.PathLike[str]) -> CompareReport | DumpGraph:
 
 def load_report(path: str | os.PathLike[str]) -> CompareReport:
     """Read a comparison report written by `save_report`."""
-    return CompareReport.from_dict(read_json(path, salvage=False).value, str(path))
+    return CompareReport.from_dict(read_document(path), str(path))

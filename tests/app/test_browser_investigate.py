@@ -132,7 +132,8 @@ def test_dist4_opens_on_the_origin_rank(browser, dist4_results):  # noqa: F811
 
     out, index = dist4_results
     origin = index["analysis"]["origin"]
-    report = load_report(out / f"step{origin['step']}_rank{origin['rank']}.json")
+    entry = next(e for e in index["runs"] if (e["step"], e["rank"]) == (origin["step"], origin["rank"]))
+    report = load_report(out / entry["file"])
     server = _server([out])
     try:
         v = Viewer(browser.new_page(viewport=VIEWPORT), server.url)

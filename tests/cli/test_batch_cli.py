@@ -23,7 +23,7 @@ def test_batch_compare_info_diverge(tmp_path, capsys):
     assert main(["diverge", str(out), "--json"]) == 1
     analysis = json.loads(capsys.readouterr().out)
     assert analysis["origin"]["node"] == "Functional.linear.2.forward" and analysis["origin"]["step"] == 0
-    assert main(["diverge", str(out / "step1_rank0.json")]) == 1  # one run's result still works alone
+    assert main(["diverge", str(out / "step1_rank0.npz")]) == 1  # one run's result still works alone
 
 
 def test_unreachable_scheduler_is_a_clear_error(tmp_path, capsys):

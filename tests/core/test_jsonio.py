@@ -64,9 +64,38 @@ def test_an_object_after_the_data_object_asks_for_a_whole_read(tmp_path, chunk_b
 @pytest.mark.parametrize(
     "write",
     [
-        lambda doc: json.dumps(doc),  # compact
+        lambda doc: json.dumps(doc),  # compact, with Python's ", " and ": "
+        lambda doc: json.dumps(doc, separators=(",", ":")),  # compact, as orjson writes it
         lambda doc: json.dumps(doc, indent=2),
-        lambda doc: json.dumps({"task": "x", "data": {}}, indent=1),  # empty data: nothing to split
+        lambda doc: json.dumps(doc, indent=0),  # every key starts a line: only the dotted node ids are cuts
+        lambda doc: "{" + ",".join(f"{json.dumps(k)}:{json.dumps(v)}" for k, v in doc.items() if k != "data")
+        + ',"data":{\n' + ",\n".join(f"{json.dumps(k)}:{json.dumps(v, separators=(',', ':'))}"
+                                       for k, v in doc["data"].items()) + "\n}}",  # one record per line
+    ],
+)
+@pytest.mark.parametrize("chunk_bytes", [300, 4096])
+def test_every_layout_is_read_in_chunks(tmp_path, write, chunk_bytes):
+    doc = json.loads(OVERFLOW.read_text())
+    path = tmp_path / "dump.json"
+    path.write_text(write(doc))
+    chunks = MemberChunks(path, "data", chunk_bytes=chunk_bytes)
+    parts = list(chunks)
+    assert len(parts) > 1
+    assert json.dumps({k: v for part in parts for k, v in part.items()}) == json.dumps(doc["data"])
+    assert chunks.rest == {**{k: v for k, v in doc.items() if k != "data"}, "data": {}}
+
+
+def test_an_empty_object_gives_no_chunk(tmp_path):
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps({"task": "x", "data": {}}, indent=1))
+    chunks = MemberChunks(path, "data", chunk_bytes=300)
+    assert list(chunks) == [] and chunks.rest == {"task": "x", "data": {}}
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda doc: json.dumps({"data": doc["data"], "task": doc["task"]}),  # another member after "data"
         lambda doc: json.dumps(doc, indent=1)[:-2000],  # cut short
         lambda doc: json.dumps(doc, indent=1)[:-1] + ', "data": {"x": {}}}',  # "data" given twice
         lambda doc: json.dumps(doc, indent=1).replace("},\n  \"", "}\n  \"", 1),  # a comma missing
@@ -87,9 +116,9 @@ def test_the_close_is_found_backwards_across_window_edges(monkeypatch):
     monkeypatch.setattr(jsonio, "_HEAD_BYTES", 8)
     for at in range(5, 40):
         text = b"x" * at + b"\n }" + b"y" * (40 - at)
-        assert jsonio._last_close(io.BytesIO(text), 3) == at
+        assert jsonio._last_close(io.BytesIO(text), 3, len(text), b"\n }") == at
     with pytest.raises(LayoutMismatch):
-        jsonio._last_close(io.BytesIO(b"{" + b"\n  z" * 50), 1)
+        jsonio._last_close(io.BytesIO(b"{" + b"\n  z" * 50), 1, 201, b"\n }")
 
 
 @pytest.mark.parametrize("data", [b"[" * 2000 + b"]" * 2000, b'{"a":' * 3000 + b"1" + b"}" * 3000,

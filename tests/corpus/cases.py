@@ -679,3 +679,83 @@ def case_mindspore_against_pytorch(root: Path) -> Spec:
 @case("honest")
 def case_renamed_modules_without_mapping(root: Path) -> Spec:
     return Spec(compare(GPT / "npu", GPT / "bench", root / "cmp.json"), "inconclusive", "--layer-mapping FILE")
+
+
+# --- npz results (the default output): read as bounded as any other input ------------------------------
+
+def npz_result(root: Path, npu: Path = PERTURB, bench: Path = BASELINE) -> Path:
+    """A real comparison saved as the npz container."""
+    from graphcmp.core.compare import compare_paths
+    from graphcmp.core.report import save_report
+
+    path = root / "cmp.npz"
+    save_report(compare_paths(npu, bench), path)
+    return path
+
+
+def rezip(src: Path, dst: Path, change: Callable[[str, bytes], tuple[bytes, int]]) -> Path:
+    """A copy of the container `src` whose members `change` rewrites (data, compress type)."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            data, how = change(info.filename, zin.read(info.filename))
+            zout.writestr(zipfile.ZipInfo(info.filename), data, compress_type=how)
+    return dst
+
+
+@case("outputs")
+def case_default_output_is_npz(root: Path) -> Spec:
+    return Spec(["compare", str(PERTURB), str(BASELINE), "-q"], "ok", "verdict: differ")
+
+
+@case("special")
+def case_fifo_as_an_npz_result(root: Path) -> Spec:
+    os.mkfifo(root / "cmp.npz")
+    return Spec(["diverge", str(root / "cmp.npz")], "error", "is a FIFO", keep=[root / "cmp.npz"])
+
+
+@case("bombs")
+def case_npz_member_deflated_from_a_bomb(root: Path) -> Spec:
+    src, bomb = npz_result(root), root / "bomb.npz"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(bomb, "w") as zout:
+        for info in zin.infolist():
+            member = zipfile.ZipInfo(info.filename)
+            member.compress_type = zipfile.ZIP_DEFLATED
+            with zout.open(member, "w", force_zip64=True) as f:
+                f.write(zin.read(info.filename))
+                for _ in range(GIB // (16 << 20) if info.filename == "npu.nodes.parent.npy" else 0):
+                    f.write(b"\0" * (16 << 20))  # 1 GiB of zeros deflated to about 1 MB
+    return Spec(["info", str(bomb)], "error", "is compressed", [bomb])
+
+
+@case("bombs")
+def case_npz_column_header_claims_a_trillion_values(root: Path) -> Spec:
+    src = npz_result(root)
+
+    def grow(name: str, data: bytes) -> tuple[bytes, int]:
+        if name == "npu.tensors.stats.values.npy":
+            data = data.replace(b"'shape': (", b"'shape': (1000000000000, ", 1)
+        return data, zipfile.ZIP_STORED
+    bad = rezip(src, root / "big.npz", grow)
+    return Spec(["diverge", str(bad)], "error", "field npu.tensors.stats", [bad])
+
+
+@case("nesting")
+def case_npz_document_nested_2000_deep(root: Path) -> Spec:
+    src = npz_result(root)
+    bad = rezip(src, root / "deep.npz", lambda name, data: (
+        deep(2000).encode() if name == "document.json" else data, zipfile.ZIP_STORED))
+    return Spec(["info", str(bad)], "error", "document.json", [bad])
+
+
+@case("truncation")
+def case_npz_result_cut_short(root: Path) -> Spec:
+    src = npz_result(root)
+    cut = root / "cut.npz"
+    cut.write_bytes(src.read_bytes()[: src.stat().st_size * 2 // 3])
+    return Spec(["info", str(cut)], "error", "not a graphcmp result", [cut])
+
+
+@case("honest")
+def case_inconclusive_npz_result_stays_inconclusive(root: Path) -> Spec:
+    saved = npz_result(root, GE_TEXT, BASELINE)
+    return Spec(["diverge", str(saved)], "inconclusive", "no tensor pair was compared", [saved])

@@ -1,10 +1,10 @@
 """Comparing every (step, rank) of a job: one task per run on a process pool or a Dask cluster.
 
-Each task reads one npu/bench pair, compares it, writes ``<out>/<stepK_rankN>.json`` and a small
-entry ``<out>/entries/<stepK_rankN>.json`` (counts, first divergence, communication calls, a
-module-level heat row). Entries are written as tasks finish, so an interrupted batch resumes
-without redoing finished runs. ``index.json`` gathers the entries, the cross-rank links and the
-job-level divergence; the viewer's overview reads only it.
+Each task reads one npu/bench pair, compares it, writes ``<out>/<stepK_rankN>.npz`` (the npz result
+container, docs/format.md) and a small entry ``<out>/entries/<stepK_rankN>.json`` (counts, first
+divergence, communication calls, a module-level heat row). Entries are written as tasks finish, so
+an interrupted batch resumes without redoing finished runs. ``index.json`` gathers the entries, the
+cross-rank links and the job-level divergence; the viewer's overview reads only it.
 
 Local processes and Dask run the same code: both are `concurrent.futures` executors
 (`distributed.Client.get_executor`), tasks are submitted per run and gathered as they complete.
@@ -119,7 +119,7 @@ def compare_run(npu: str, bench: str, out_dir: str, step: int | None, rank: int 
     from graphcmp.core.report import save_report
 
     key = RunKey(step, rank)
-    entry: dict[str, Any] = {"step": step, "rank": rank, "npu": npu, "bench": bench, "file": f"{key.label}.json"}
+    entry: dict[str, Any] = {"step": step, "rank": rank, "npu": npu, "bench": bench, "file": f"{key.label}.npz"}
     try:
         thresholds = load_thresholds(options.thresholds_file) if options.thresholds_file else None
         npu_graph, bench_graph = read_graph(npu), read_graph(bench)  # tasks already run side by side

@@ -379,7 +379,7 @@ def _add_tensors(builder: HierarchyBuilder, stages: Sequence[StageRun], picked: 
     if not picked:
         return
     columns: dict[str, list] = {name: [] for name in ("role", "slot", "dtype", "shape", "md5", "file", "value")}
-    stats, present = [], []
+    stats, present, grad = [], [], []
     for index, k in picked:
         t = stages[index].graph.tensors
         columns["role"].append(int(t.role[k]))
@@ -387,9 +387,10 @@ def _add_tensors(builder: HierarchyBuilder, stages: Sequence[StageRun], picked: 
             columns[name].append(getattr(t, name)[k])
         stats.append(t.stats[k])
         present.append(t.present[k])
+        grad.append(int(t.requires_grad[k]))
     builder.add_tensors(picked_node, columns["role"], columns["slot"], dtype=columns["dtype"], shape=columns["shape"],
                         stats=np.array(stats), present=np.array(present), md5=columns["md5"], file=columns["file"],
-                        value=columns["value"])
+                        value=columns["value"], requires_grad=grad)
 
 
 def _stitched_shards(graph: DumpGraph, stages: Sequence[StageRun], picked: list[tuple[int, int]],

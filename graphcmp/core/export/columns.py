@@ -40,9 +40,12 @@ def decode_floats(doc: dict[str, Any]) -> np.ndarray:
     >>> decode_floats({"values": [1.0, None, None], "special": {"inf": [1], "nan": [2]}}).tolist()
     [1.0, inf, nan]
     """
-    out = np.array(doc["values"], dtype=np.float64)  # numpy reads null (None) as NaN
+    values, special = doc["values"], doc.get("special", {})
+    if isinstance(values, np.ndarray) and values.dtype == np.float64 and not special:
+        return values  # a column of an npz result: already floats, nothing to restore
+    out = np.array(values, dtype=np.float64)  # numpy reads null (None) as NaN
     flat = out.reshape(-1)
-    for name, where in doc.get("special", {}).items():
+    for name, where in special.items():
         flat[np.asarray(where, np.int64)] = _SPECIAL_TEXT[name]
     return out
 

@@ -38,7 +38,7 @@ def graph_to_dict(graph: DumpGraph) -> dict[str, Any]:
         "tensors": {
             "node": tensors.node, "role": tensors.role, "slot": tensors.slot, "dtype": tensors.dtype,
             "shape": tensors.shape, "stats": encode_floats(tensors.stats), "present": pack_bits(tensors.present),
-            "md5": tensors.md5, "file": tensors.file, "value": tensors.value,
+            "md5": tensors.md5, "file": tensors.file, "value": tensors.value, "requires_grad": tensors.requires_grad,
         },
         "stacks": graph.stacks,
         "edges": {"src": graph.edges.src, "dst": graph.edges.dst, "control": graph.edges.control},
@@ -114,6 +114,7 @@ def _tensor_table(f: Fields) -> TensorTable:
         node=f.ints("node", n), role=f.ints("role", n, np.int8), slot=slot, dtype=f.strings("dtype", n),
         shape=f.strings("shape", n), stats=f.floats("stats", n, 4), present=f.bit_rows("present", n, 4),
         md5=f.strings("md5", n), file=f.strings("file", n), value=f.strings("value", n),
+        requires_grad=f.ints("requires_grad", n, np.int8) if f.has("requires_grad") else None,
     )
 
 

@@ -206,15 +206,16 @@ def iter_model_explorer_nodes(graph: DumpGraph, document: CompareReport | DumpGr
     layer_of: dict[int, str] = {}  # namespace of each container row (its own layer)
     has_kids = np.zeros(len(graph), bool)
     has_kids[nodes.parent[nodes.parent >= 0]] = True
-    previous = np.full(len(graph), -1, np.int64)  # last child seen per parent row
-    tensor_order = np.argsort(graph.tensors.node, kind="stable")
-    bounds = np.searchsorted(graph.tensors.node[tensor_order], np.arange(len(graph) + 1))
+    has_kids = has_kids.tolist()
+    parents = nodes.parent.tolist()
+    previous: dict[int, int] = {}  # last child seen per parent row
+    tensors = _TensorTexts(graph, document)
     incoming = _incoming(graph)
     for row in range(len(graph)):
-        parent = int(nodes.parent[row])
+        parent = parents[row]
         own = nodes.ids[row].replace(_SEP, _SEP_STAND_IN)
         outer = layer_of.get(parent, "")
-        container = row > 0 and bool(has_kids[row])
+        container = row > 0 and has_kids[row]
         if container:
             layer_of[row] = f"{outer}{_SEP}{own}" if outer else own
         node: dict[str, Any] = {"id": nodes.ids[row], "label": nodes.ids[row],
@@ -224,13 +225,96 @@ def iter_model_explorer_nodes(graph: DumpGraph, document: CompareReport | DumpGr
         if incoming is not None:
             sources = incoming[0][incoming[1][row]:incoming[1][row + 1]].tolist()
         else:
-            sources = [int(previous[parent]) if previous[parent] >= 0 else parent] if parent >= 0 else []
+            sources = [previous.get(parent, parent)] if parent >= 0 else []
             previous[parent] = row
         node["incomingEdges"] = [{"sourceNodeId": nodes.ids[src], "sourceNodeOutputId": "0",
                                   "targetNodeInputId": str(i)} for i, src in enumerate(sources)]
-        node["attrs"] = _attrs(graph, row, document)
-        node["inputsMetadata"], node["outputsMetadata"] = _metadata(graph, tensor_order[bounds[row]:bounds[row + 1]])
+        inputs, outputs, params = tensors.metadata(row)
+        node["attrs"] = _attrs(graph, row, document, params)
+        node["inputsMetadata"], node["outputsMetadata"] = inputs, outputs
         yield node
+
+
+_BLOCK_NODES = 256
+"""Nodes whose tensor texts are made at a time (whole columns at C speed, a few MB held)."""
+_ROLE_NAMES = {int(r): r.name.lower() for r in Role}
+_OUTPUT_ROLES = (int(Role.OUTPUT), int(Role.PARAM_GRAD))
+_PARAM = int(Role.PARAM)
+
+
+class _TensorTexts:
+    """The metadata items of each node's tensors, their texts made for a block of nodes at a time."""
+
+    def __init__(self, graph: DumpGraph, document: CompareReport | DumpGraph) -> None:
+        self.graph = graph
+        t = graph.tensors
+        self.order = np.argsort(t.node, kind="stable")
+        self.bounds = np.searchsorted(t.node[self.order], np.arange(len(graph) + 1))
+        self.block = (0, 0)
+        self.texts: dict[int, list[tuple[str, str]]] = {}
+        self.pair_of = None
+        if isinstance(document, CompareReport) and graph is document.npu:
+            self.report = document
+            self.pair_of = np.full(len(t), -1, np.int64)
+            self.pair_of[document.pairs.npu] = np.arange(len(document.pairs))
+        elif isinstance(document, CompareReport) and graph is document.bench:
+            self.report = document
+            self.pair_of = np.full(len(t), -1, np.int64)
+            self.pair_of[document.pairs.bench] = np.arange(len(document.pairs))
+
+    def metadata(self, row: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, str]]]:
+        """(inputsMetadata, outputsMetadata, parameter attrs) of node `row`."""
+        if not self.block[0] <= row < self.block[1]:
+            self._make_block(row)
+        t = self.graph.tensors
+        inputs, outputs, params = [], [], []
+        for k in self.order[self.bounds[row]:self.bounds[row + 1]].tolist():
+            role, attrs = self.texts[k]
+            tag = f"{_ROLE_NAMES[role]}.{t.slot[k]}"
+            item = {"id": t.slot[k] if role in _OUTPUT_ROLES else tag,
+                    "attrs": [{"key": "__tensor_tag", "value": tag}, *({"key": key, "value": value}
+                                                                      for key, value in attrs)]}
+            (outputs if role in _OUTPUT_ROLES else inputs).append(item)
+            if role == _PARAM:  # Model Explorer lists only inputs an edge reaches: a parameter shows as an attribute
+                params.append((tag, _param_text(attrs)))
+        return inputs, outputs, params
+
+    def _make_block(self, row: int) -> None:
+        hi = min(row + _BLOCK_NODES, len(self.graph))
+        rows = self.order[self.bounds[row]:self.bounds[hi]]
+        t = self.graph.tensors
+        stats = [list(map(_text, column)) for column in t.stats[rows].T.tolist()]
+        present = t.present[rows].T.tolist()
+        roles = t.role[rows].tolist()
+        pairs = self.pair_of[rows].tolist() if self.pair_of is not None else [-1] * len(rows)
+        texts = {}
+        for i, k in enumerate(rows.tolist()):
+            attrs = [("dtype", t.dtype[k]), ("shape", t.shape[k])]
+            attrs += [(name, stats[s][i]) for s, name in enumerate(_STAT_NAMES) if present[s][i]]
+            attrs += [(name, value) for name, value in (("md5", t.md5[k]), ("value", t.value[k]), ("file", t.file[k]))
+                      if value]
+            if pairs[i] >= 0 and roles[i] == _PARAM:
+                attrs += _pair_attrs(self.report, pairs[i])
+            texts[k] = (roles[i], attrs)
+        self.texts = texts
+        self.block = (row, hi)
+
+
+_STAT_NAMES = ("max", "min", "mean", "norm")
+
+
+def _pair_attrs(report: CompareReport, pair: int) -> list[tuple[str, str]]:
+    """How a parameter compares: its largest relative error and its verdict."""
+    return [("rel_err", _text(report.pairs.metrics["rel_err"][pair])),
+            ("verdict", STATUS_NAMES[int(report.verdicts.pair_level[pair])])]
+
+
+def _param_text(attrs: list[tuple[str, str]]) -> str:
+    """A parameter's metadata as one attribute value: ``dtype [shape] max=.. min=.. mean=.. norm=..``."""
+    values = dict(attrs)
+    head = " ".join(v for v in (values.get("dtype", ""), values.get("shape", "")) if v)
+    rest = " ".join(f"{key}={value}" for key, value in attrs if key not in ("dtype", "shape"))
+    return f"{head} {rest}".strip()
 
 
 def _incoming(graph: DumpGraph) -> tuple[np.ndarray, np.ndarray] | None:
@@ -242,13 +326,19 @@ def _incoming(graph: DumpGraph) -> tuple[np.ndarray, np.ndarray] | None:
     return edges.src[order], np.searchsorted(edges.dst[order], np.arange(len(graph) + 1))
 
 
-def _attrs(graph: DumpGraph, row: int, document: CompareReport | DumpGraph) -> list[dict[str, str]]:
+_NODE_KINDS = {int(k): k.name.lower() for k in NodeKind}
+_DIRECTION_NAMES = {int(d): d.name.lower() for d in Direction}
+
+
+def _attrs(graph: DumpGraph, row: int, document: CompareReport | DumpGraph,
+           params: list[tuple[str, str]] = ()) -> list[dict[str, str]]:
     nodes = graph.nodes
-    attrs = [("kind", NodeKind(int(nodes.kind[row])).name.lower()), ("op", nodes.op[row]),
-             ("direction", Direction(int(nodes.direction[row])).name.lower()),
+    attrs = [("kind", _NODE_KINDS[int(nodes.kind[row])]), ("op", nodes.op[row]),
+             ("direction", _DIRECTION_NAMES[int(nodes.direction[row])]),
              ("micro_step", str(int(nodes.micro_step[row])))]
     if isinstance(document, CompareReport):
         attrs.extend(_compare_attrs(document, graph is document.npu, row))
+    attrs.extend(params)
     if nodes.attrs:
         attrs.extend(nodes.attrs[row])
     stack_row = int(nodes.stack[row])
@@ -277,22 +367,6 @@ def _compare_attrs(report: CompareReport, is_npu: bool, row: int) -> list[tuple[
         out += [("verdict", STATUS_NAMES[int(v.status[npu_row])]), ("worst", STATUS_NAMES[int(v.worst[npu_row])]),
                 ("severity", _text(v.severity[npu_row])), ("reason", v.reason[npu_row])]
     return out
-
-
-def _metadata(graph: DumpGraph, rows: np.ndarray) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    t = graph.tensors
-    inputs, outputs = [], []
-    for k in rows.tolist():
-        role = Role(int(t.role[k]))
-        attrs = [("__tensor_tag", f"{role.name.lower()}.{t.slot[k]}"), ("dtype", t.dtype[k]), ("shape", t.shape[k])]
-        attrs += [(name, _text(t.stats[k, s])) for s, name in enumerate(("max", "min", "mean", "norm"))
-                  if t.present[k, s]]
-        attrs += [(name, value) for name, value in (("md5", t.md5[k]), ("value", t.value[k]), ("file", t.file[k]))
-                  if value]
-        item = {"id": t.slot[k] if role in (Role.OUTPUT, Role.PARAM_GRAD) else f"{role.name.lower()}.{t.slot[k]}",
-                "attrs": [{"key": key, "value": value} for key, value in attrs]}
-        (outputs if role in (Role.OUTPUT, Role.PARAM_GRAD) else inputs).append(item)
-    return inputs, outputs
 
 
 def _text(value: float) -> str:

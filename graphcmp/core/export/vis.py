@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from graphcmp.core.judge import STATUS_NAMES
+from graphcmp.core.judge import STATUS_NAMES, pair_messages, pair_notes
 from graphcmp.core.outputs import atomic_output
 from graphcmp.core.readers.vis import ATTR_DISTRIBUTED, ATTR_OVERFLOW, VisNodeType
 from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind, Role
@@ -60,7 +61,7 @@ VIS_TOOL_TIP = {
 """Tool tips of the per-tensor comparison fields."""
 
 _TASKS = {"statistics": "summary", "md5": "md5", "tensor": "all"}
-_NODE_TYPE = {kind: int(VisNodeType.API if kind == NodeKind.API else VisNodeType.GROUP if kind == NodeKind.GROUP
+_NODE_TYPE = {int(kind): int(VisNodeType.API if kind == NodeKind.API else VisNodeType.GROUP if kind == NodeKind.GROUP
                         else VisNodeType.MODULE) for kind in NodeKind}  # plain ints: written as text too
 _ROLE_KEY = {Role.INPUT: "input.", Role.OUTPUT: "output.", Role.PARAM: "parameters.", Role.PARAM_GRAD: ""}
 _STAT_KEYS = ("Max", "Min", "Mean", "Norm")
@@ -110,8 +111,13 @@ def vis_sides(document: CompareReport | DumpGraph) -> tuple[VisSide, ...]:
     return (VisSide("NPU", document, None, None, None),)
 
 
+_BLOCK_NODES = 256
+"""Nodes whose tensor texts are made at a time: whole columns at C speed, a few MB held."""
+
+
 class _Index:
-    """Row lookups of one side, built once: children, tensor rows, pairs, ancestor paths."""
+    """Row lookups and text columns of one side, built once: children, tensor rows, pairs, ancestor paths,
+    and every tensor's and pair's fields as msprobe writes them (text made for whole columns at a time)."""
 
     def __init__(self, side: VisSide) -> None:
         g = side.graph
@@ -125,14 +131,96 @@ class _Index:
         if side.report is not None:
             self.pair_of[side.report.pairs.npu] = np.arange(len(side.report.pairs))
         self.tensor_type = "mindspore.Tensor" if g.info.framework == "mindspore" else "torch.Tensor"
+        t = g.tensors
+        self.role = _int_array(t.role, "b")
+        self.pair_list = _int_array(self.pair_of)
+        self.present_any = _int_array(t.present.any(axis=1), "b")
+        self.grad = _int_array(t.requires_grad, "b")
+        report = side.report
+        self.notes = pair_notes(report.npu, report.bench, report.pairs, report.noise.precision.mixed) \
+            if report is not None else {}
+        self.block = (0, 0)  # the node rows whose tensor texts are made (a block at a time: never all at once)
+        self.stat_text: dict[int, tuple[str, ...]] = {}
+        self.pair_text: dict[int, tuple] = {}
+        self.kinds = _int_array(g.nodes.kind, "b")
+        self.stack_rows = _int_array(g.nodes.stack, "i")
+        self.micro = _int_array(g.nodes.micro_step, "h")
+        self.parent_list = _int_array(g.nodes.parent)
+        self.status = _int_array(side.report.verdicts.status, "b") if side.report is not None else None
+        has_partner = side.partner is not None and side.partner_rows is not None
+        self.partner_list = _int_array(side.partner_rows) if has_partner else None
+        self.partner_parent = _int_array(side.partner.nodes.parent) if has_partner else None
 
     def children(self, row: int) -> list[str]:
         start, end = self.kids[0][row], self.kids[1][row]
         return [self.ids[k] for k in self.kids[2][start:end].tolist()]
 
     def tensor_rows(self, row: int) -> list[int]:
+        """The tensor rows of node `row` (and the texts of its block's tensors made, when not yet)."""
+        if not self.block[0] <= row < self.block[1]:
+            self._make_block(row)
         start, end = self.tensors[0][row], self.tensors[1][row]
         return self.tensor_order[start:end].tolist()
+
+    def _make_block(self, row: int) -> None:
+        hi = min(row + _BLOCK_NODES, len(self.ids))
+        rows = self.tensor_order[self.tensors[0][row]: self.tensors[1][hi - 1]]
+        t = self.side.graph.tensors
+        self.stat_text = dict(zip(rows.tolist(), _texts(t.stats[rows], t.present[rows], "null")))
+        pairs = self.pair_of[rows]
+        pairs = pairs[pairs >= 0]
+        self.pair_text = dict(zip(pairs.tolist(), _pair_texts(self.side.report, pairs, self.notes))) \
+            if len(pairs) else {}
+        self.block = (row, hi)
+
+
+def _int_array(values: np.ndarray, code: str = "q") -> array:
+    """A column as an `array.array` of `code`: Python ints on access, 1-8 bytes a row (a list takes 8-36)."""
+    out = array(code)
+    out.frombytes(np.ascontiguousarray(values, np.dtype(f"i{out.itemsize}")).tobytes())
+    return out
+
+
+def _texts(values: np.ndarray, shown: np.ndarray, blank: str, suffix: str = "") -> list[tuple[str, ...]]:
+    """Rows of floats as msprobe's text (``repr``, which writes ``nan``, ``inf``, ``-inf`` as it does), `blank`
+    where a value is not `shown`."""
+    width = values.shape[1]
+    flat = list(map(repr, values.ravel().tolist()))
+    if suffix:
+        flat = [v + suffix for v in flat]
+    hidden = np.flatnonzero(~shown.ravel()).tolist()
+    for k in hidden:
+        flat[k] = blank
+    return list(zip(*(flat[c::width] for c in range(width))))
+
+
+def _pair_texts(report: CompareReport, pairs: np.ndarray, notes: dict[int, str]) -> list[tuple]:
+    """Per given tensor pair: the diff and relative-error texts ("N/A" where a side lacks the statistic), the
+    real-tensor metrics that exist and whether both sides agree on requires_grad, the verdict, and msprobe's
+    ``Err_message``: the line graphcmp's judge gives a pair that is not a pass (`pair_messages`)."""
+    m = report.pairs.metrics
+    nt, bt = report.npu.tensors, report.bench.tensors
+    npu_rows, bench_rows = report.pairs.npu[pairs], report.pairs.bench[pairs]
+    both = nt.present[npu_rows] & bt.present[bench_rows]
+    diff = _texts(m["abs_diff"][pairs], both, "N/A")
+    rel = _texts(m["rel_errs"][pairs] * 100, both, "N/A", "%")
+    level = report.verdicts.pair_level[pairs]
+    result = [STATUS_NAMES[s] for s in level.tolist()]
+    extra: list[list[tuple[str, str]]] = [[] for _ in range(len(pairs))]
+    for name, key in _TENSOR_KEYS:
+        if name in m:
+            values = m[name][pairs]
+            for k in np.flatnonzero(~np.isnan(values)).tolist():
+                extra[k].append((key, _num(float(values[k]))))
+    same = (nt.requires_grad[npu_rows] == bt.requires_grad[bench_rows]).tolist()  # msprobe: not recorded == not
+    for k, consistent in enumerate(same):
+        extra[k].append(("Requires_grad Consistent", "True" if consistent else "False"))
+    errors = ["[]"] * len(pairs)
+    flagged = np.flatnonzero(level > PASS)
+    for k, line in zip(flagged.tolist(), pair_messages(report.npu, report.pairs, pairs[flagged], level[flagged],
+                                                       notes)):
+        errors[k] = orjson.dumps([line]).decode()
+    return list(zip(diff, rel, extra, result, errors))
 
 
 def _ranges(owner: np.ndarray, n: int, offset: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -145,13 +233,12 @@ def _ranges(owner: np.ndarray, n: int, offset: int = 0) -> tuple[np.ndarray, np.
     return starts, ends, members
 
 
-def _path(graph: DumpGraph, row: int) -> list[str]:
+def _path(ids: tuple[str, ...], parent: list[int], row: int) -> list[str]:
     """Ids from the root down to `row`: msprobe's ``matched_node_link``."""
     out = []
-    parent = graph.nodes.parent
     while row >= 0:
-        out.append(graph.nodes.ids[row])
-        row = int(parent[row])
+        out.append(ids[row])
+        row = parent[row]
     return out[::-1]
 
 
@@ -173,18 +260,18 @@ def iter_vis_nodes(side: VisSide) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _node(index: _Index, row: int) -> dict[str, Any]:
-    side, g = index.side, index.side.graph
+    g = index.side.graph
     nodes = g.nodes
     node_id = nodes.ids[row]
-    parent = int(nodes.parent[row])
+    parent = index.parent_list[row]
     inputs, outputs = _tensors(index, row, node_id)
-    stack_row = int(nodes.stack[row])
+    stack_row = index.stack_rows[row]
     node = {
-        "id": node_id, "node_type": _NODE_TYPE[NodeKind(int(nodes.kind[row]))], "output_data": outputs,
+        "id": node_id, "node_type": _NODE_TYPE[index.kinds[row]], "output_data": outputs,
         "input_data": inputs, "upnode": nodes.ids[parent] if parent >= 0 else "None",
-        "subnodes": index.children(row), "matched_node_link": _link(side, row), "suggestions": {},
+        "subnodes": index.children(row), "matched_node_link": _link(index, row), "suggestions": {},
         "stack_info": list(g.stacks[stack_row]) if stack_row >= 0 else [],
-        "micro_step_id": int(nodes.micro_step[row]), "data": _data(side, row),
+        "micro_step_id": index.micro[row], "data": _data(index, row),
     }
     attrs = dict(nodes.attrs[row]) if nodes.attrs else {}
     if ATTR_DISTRIBUTED in attrs:
@@ -192,19 +279,20 @@ def _node(index: _Index, row: int) -> dict[str, Any]:
     return node
 
 
-def _link(side: VisSide, row: int) -> list[str]:
-    if side.partner is None or side.partner_rows is None or side.partner_rows[row] < 0:
+def _link(index: _Index, row: int) -> list[str]:
+    partner = index.partner_list[row] if index.partner_list is not None else -1
+    if partner < 0:
         return []
-    return _path(side.partner, int(side.partner_rows[row]))
+    return _path(index.side.partner.nodes.ids, index.partner_parent, partner)
 
 
-def _data(side: VisSide, row: int) -> dict[str, Any]:
+def _data(index: _Index, row: int) -> dict[str, Any]:
     data: dict[str, Any] = {}
-    if side.report is not None:
-        status = int(side.report.verdicts.status[row])
+    if index.status is not None:
+        status = index.status[row]
         if status in PRECISION_INDEX:
             data["precision_index"] = PRECISION_INDEX[status]
-    attrs = side.graph.nodes.attrs
+    attrs = index.side.graph.nodes.attrs
     if attrs:
         overflow = dict(attrs[row]).get(ATTR_OVERFLOW)
         if overflow:
@@ -212,23 +300,27 @@ def _data(side: VisSide, row: int) -> dict[str, Any]:
     return data
 
 
+_ROLE_KEYS = {int(role): key for role, key in _ROLE_KEY.items()}
+_OUTPUT = int(Role.OUTPUT)
+
+
 def _tensors(index: _Index, row: int, node_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
     inputs: dict[str, Any] = {}
     outputs: dict[str, Any] = {}
     t = index.side.graph.tensors
     for k in index.tensor_rows(row):
-        role = Role(int(t.role[k]))
-        key = f"{node_id}.{_ROLE_KEY[role]}{t.slot[k]}"
-        leaf = _leaf(t, k, index.tensor_type)
-        pair = int(index.pair_of[k])
+        role = index.role[k]
+        key = f"{node_id}.{_ROLE_KEYS[role]}{t.slot[k]}"
+        leaf = _leaf(index, t, k)
+        pair = index.pair_list[k]
         if pair >= 0:
-            leaf.update(_pair_fields(index.side.report, pair))
-        (outputs if role == Role.OUTPUT else inputs)[key] = leaf
+            _add_pair_fields(leaf, index.pair_text[pair])
+        (outputs if role == _OUTPUT else inputs)[key] = leaf
     return inputs, outputs
 
 
 def _num(value: float) -> str:
-    """A float as msprobe writes it: repr, or nan/inf/-inf."""
+    """A float as msprobe writes it: repr, or nan/inf/-inf (which repr gives too)."""
     if value != value:
         return "nan"
     if value in (math.inf, -math.inf):
@@ -236,18 +328,19 @@ def _num(value: float) -> str:
     return repr(value)
 
 
-def _leaf(t, k: int, tensor_type: str) -> dict[str, Any]:
+def _leaf(index: _Index, t: Any, k: int) -> dict[str, Any]:
     """One tensor (or scalar argument) in msprobe's layout, every value as text."""
-    present, stats = t.present[k].tolist(), t.stats[k].tolist()
     if t.shape[k] == "scalar":
-        value = stats[0] if present[0] else math.nan
+        value = float(t.stats[k, 0]) if t.present[k, 0] else math.nan
         text = _scalar_text(t.dtype[k], value, t.value[k])
         return {"type": t.dtype[k], "value": text, "data_name": "-1", "Max": text, "Min": text, "Mean": text,
                 "Norm": text, "dtype": f"<class {t.dtype[k]}>", "shape": "[]"}
-    if not t.shape[k] and not any(present) and not t.md5[k]:
+    if not t.shape[k] and not index.present_any[k] and not t.md5[k]:
         return {"type": t.dtype[k], "value": t.value[k], "data_name": "-1"}
-    leaf = {"type": tensor_type, "dtype": t.dtype[k], "shape": t.shape[k]}
-    leaf.update({key: _num(stats[s]) if present[s] else "null" for s, key in enumerate(_STAT_KEYS)})
+    leaf = {"type": index.tensor_type, "dtype": t.dtype[k], "shape": t.shape[k]}
+    leaf.update(zip(_STAT_KEYS, index.stat_text[k]))
+    if (grad := index.grad[k]) >= 0:
+        leaf["requires_grad"] = "True" if grad else "False"
     if t.md5[k]:
         leaf["md5"] = t.md5[k]
     leaf["data_name"] = t.file[k] or "-1"
@@ -262,18 +355,13 @@ def _scalar_text(kind: str, value: float, text: str) -> str:
     return _num(value) if not math.isnan(value) else text
 
 
-def _pair_fields(report: CompareReport, pair: int) -> dict[str, str]:
-    m = report.pairs.metrics
-    nt, bt = report.npu.tensors, report.bench.tensors
-    both = (nt.present[report.pairs.npu[pair]] & bt.present[report.pairs.bench[pair]]).tolist()
-    diff, rel = m["abs_diff"][pair].tolist(), m["rel_errs"][pair].tolist()
-    fields = {key: _num(diff[s]) if both[s] else "N/A" for s, key in enumerate(_DIFF_KEYS)}
-    fields.update({key: f"{_num(rel[s] * 100)}%" if both[s] else "N/A" for s, key in enumerate(_REL_KEYS)})
-    for name, key in _TENSOR_KEYS:
-        if name in m and not math.isnan(m[name][pair]):
-            fields[key] = _num(float(m[name][pair]))
-    fields["Result"] = STATUS_NAMES[int(report.verdicts.pair_level[pair])]
-    return fields
+def _add_pair_fields(leaf: dict[str, Any], texts: tuple) -> None:
+    diff, rel, extra, result, errors = texts
+    leaf.update(zip(_DIFF_KEYS, diff))
+    leaf.update(zip(_REL_KEYS, rel))
+    leaf.update(extra)
+    leaf["Result"] = result
+    leaf["Err_message"] = errors
 
 
 def write_vis(document: CompareReport | DumpGraph, path: str | os.PathLike[str]) -> ExportResult:

@@ -126,13 +126,13 @@ def _one(ids: tuple[str, ...]) -> str | list[str]:
 
 
 def sidecar_path(report_path: str | os.PathLike[str]) -> Path:
-    """Where the manual matches of a report live: ``cmp.json`` -> ``cmp.matches.json``.
+    """Where the manual matches of a report live: ``cmp.json`` or ``cmp.npz`` -> ``cmp.matches.json``.
 
-    >>> sidecar_path("out/cmp.json").as_posix()
-    'out/cmp.matches.json'
+    >>> sidecar_path("out/cmp.json").as_posix(), sidecar_path("cmp.npz").as_posix()
+    ('out/cmp.matches.json', 'cmp.matches.json')
     """
     path = Path(report_path)
-    stem = path.name[: -len(".json")] if path.name.endswith(".json") else path.name
+    stem = next((path.name[: -len(s)] for s in (".json", ".npz") if path.name.endswith(s)), path.name)
     return path.with_name(stem + SIDECAR_SUFFIX)
 
 

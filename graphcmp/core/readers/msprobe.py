@@ -30,6 +30,7 @@ from graphcmp.core.readers.msprobe_leaves import (
     collect_record,
     collect_typed,
     md5_flag,
+    mixed_records,
     typed_records,
 )
 from graphcmp.core.readers.naming import parse_node_id
@@ -92,9 +93,10 @@ def _read_dump_chunked(
     builder = HierarchyBuilder()
     data: dict[str, None] = {}
     md5: bool | None = None
+    state: dict[str, bool] = {}
     try:
         for text in chunks.texts():
-            records = _add_chunk(builder, text, str(folder))
+            records = _add_chunk(builder, text, str(folder), state)
             known = len(data)
             data.update(dict.fromkeys(records))
             if len(data) != known + len(records):
@@ -108,12 +110,19 @@ def _read_dump_chunked(
     return builder, header, data, bool(md5)
 
 
-def _add_chunk(builder: HierarchyBuilder, text: bytes, source: str) -> dict[str, Any]:
-    """Add the tensors of one chunk of records (typed when they fit, else as plain dicts); return the records."""
-    records = typed_records(text)
+def _add_chunk(builder: HierarchyBuilder, text: bytes, source: str, state: dict[str, bool]) -> dict[str, Any]:
+    """Add the tensors of one chunk of records (typed when they fit, else record by record, else as plain dicts);
+    return the records. `state` carries what earlier chunks of the file needed."""
+    records = None if state.get("mixed") else typed_records(text)
+    plain: set[str] = set()
+    if records is None and (mixed := mixed_records(text)) is not None:
+        records, plain = mixed
+        state["mixed"] = bool(plain)  # the file's next chunks likely hold such records too: decode them so first
     if records is not None:
         leaves = Leaves()
-        collect_typed(leaves, records, source)
+        collect_typed(leaves, {k: v for k, v in records.items() if k not in plain} if plain else records, source)
+        for node_id in plain:  # leaves of plain records are read by `leaf_row`, as on the dict route
+            collect_record(leaves, node_id, records[node_id], source)
         try:
             add_leaves(builder, leaves, typed=True)
             return records

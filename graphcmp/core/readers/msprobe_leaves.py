@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from itertools import chain, repeat
-from operator import methodcaller
+from operator import attrgetter, methodcaller
 from sys import intern
 from typing import Any
 
@@ -28,12 +28,20 @@ from msgspec import UNSET, UnsetType
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
-from graphcmp.core.readers.msprobe_schema import FILE_KEY, ROLE_KEYS, SCALAR_FIELDS, Leaf, file_name, leaf_row
+from graphcmp.core.readers.msprobe_schema import (
+    FILE_KEY,
+    ROLE_KEYS,
+    SCALAR_FIELDS,
+    STAT_KEYS,
+    Leaf,
+    file_name,
+    leaf_row,
+)
 from graphcmp.core.readers.naming import parse_node_id
 from graphcmp.core.records import NodeKind, Role
 
 __all__ = ["DUMP_FILE", "Leaf", "Leaves", "Misfit", "add_leaves", "collect_record", "collect_typed", "md5_flag",
-           "typed_records"]
+           "mixed_records", "requires_grad_code", "typed_records"]
 
 DUMP_FILE = "dump.json"  # the file these records come from, for messages
 _PARAM_GRAD = int(Role.PARAM_GRAD)
@@ -46,7 +54,10 @@ class Misfit(Exception):
 
 
 _Item = Leaf | list[Leaf | list[Any] | None] | None
-_RECORDS = msgspec.json.Decoder(dict[str, dict[str, list[_Item] | dict[str, _Item] | bool | None]])
+_Record = dict[str, list[_Item] | dict[str, _Item] | bool | None]
+_RECORDS = msgspec.json.Decoder(dict[str, _Record])
+_RECORD = msgspec.json.Decoder(_Record)
+_RAW_RECORDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
 def typed_records(text: bytes) -> dict[str, dict[str, Any]] | None:
@@ -55,6 +66,28 @@ def typed_records(text: bytes) -> dict[str, dict[str, Any]] | None:
         return _RECORDS.decode(text)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
+
+
+def mixed_records(text: bytes) -> tuple[dict[str, Any], set[str]] | None:
+    """The records of a chunk that does not fit `typed_records` as a whole: each record typed when it fits,
+    else as the plain dict orjson gives (a communication call's process-group argument has fields no
+    `Leaf` declares); with the ids of the plain ones. None when the chunk is not JSON msgspec reads
+    (bare NaN/Infinity)."""
+    try:
+        raw = _RAW_RECORDS.decode(text)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    records: dict[str, Any] = {}
+    plain: set[str] = set()
+    for node_id, value in raw.items():
+        try:
+            records[node_id] = _RECORD.decode(value)
+        except msgspec.ValidationError:
+            records[node_id] = orjson.loads(bytes(value))
+            plain.add(node_id)
+        except msgspec.DecodeError:
+            return None
+    return records, plain
 
 
 class Leaves:
@@ -96,7 +129,7 @@ def collect_record(leaves: Leaves, node_id: str, record: Any, source: str) -> No
     if not isinstance(record, dict):
         raise DumpFormatError(f"{source}/{DUMP_FILE}: {node_id!r}: record is a {type(record).__name__}, "
                               "expected an object of inputs/outputs")
-    if parse_node_id(node_id)[0] == NodeKind.PARAM_GRAD:
+    if _is_param_grad(node_id):
         for key, value in record.items():
             single = value[0] if isinstance(value, list) and len(value) == 1 else value
             leaves.collect(node_id, _PARAM_GRAD, single, str(key))
@@ -110,6 +143,14 @@ def collect_record(leaves: Leaves, node_id: str, record: Any, source: str) -> No
         leaves.collect(node_id, role, value, "")
 
 
+_PARAM_GRAD_KIND = int(NodeKind.PARAM_GRAD)
+
+
+def _is_param_grad(node_id: str) -> bool:
+    """True for a module's parameter-gradient record (only such ids hold "parameters_grad": the cheap test first)."""
+    return "parameters_grad" in node_id and parse_node_id(node_id)[0] == _PARAM_GRAD_KIND
+
+
 def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
     """`collect_record` for every record of a `typed_records` chunk, role by role in bulk.
 
@@ -121,7 +162,7 @@ def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
     """
     ids = list(records)
     values = list(records.values())
-    grads = [parse_node_id(node_id)[0] == NodeKind.PARAM_GRAD for node_id in ids]
+    grads = list(map(_is_param_grad, ids))
     if any(grads):
         for node_id, record, grad in zip(ids, values, grads):
             if grad:
@@ -181,9 +222,9 @@ def add_leaves(builder: HierarchyBuilder, leaves: Leaves, *, typed: bool = False
     items = leaves.leaf
     if not items:
         return
-    dtype, shape, md5, file, value, stats, present = (_struct_columns if typed else _dict_columns)(items)
+    dtype, shape, md5, file, value, stats, present, grad = (_struct_columns if typed else _dict_columns)(items)
     builder.add_tensors(leaves.node, leaves.role, leaves.slot, dtype=dtype, shape=shape, stats=stats,
-                        present=present, md5=md5, file=file, value=value)
+                        present=present, md5=md5, file=file, value=value, requires_grad=grad)
 
 
 def _dict_columns(items: list[Any]) -> tuple:
@@ -206,7 +247,8 @@ def _dict_columns(items: list[Any]) -> tuple:
         values = np.where(present, raw, 0.0).astype(np.float64)
     except (TypeError, ValueError):
         values = np.vectorize(_float, otypes=[np.float64])(np.where(present, raw, 0.0))
-    return dtype, shape, md5, file, value, values, present.astype(bool)
+    grad = [requires_grad_code(x.get("requires_grad")) if type(x) is dict else -1 for x in items]
+    return dtype, shape, md5, file, value, values, present.astype(bool), grad
 
 
 _BLANK = Leaf(type="", dtype="", Max=None, Min=None, Mean=None, Norm=None)
@@ -230,16 +272,15 @@ def _struct_columns(items: list[Any]) -> tuple:
     recs = items.copy()
     for i in odd:
         recs[i] = _BLANK
-    dtype = list(map(intern, [x.dtype or "" for x in recs]))
-    shapes = [x.shape for x in recs]
-    texts = {s: _shape_text(s) for s in dict.fromkeys(shapes)}
-    shape = list(map(texts.__getitem__, shapes))
-    md5 = [x.md5 or "" for x in recs]
-    file = [file_name(x.data_name) for x in recs]
-    rows = [(x.Max, x.Min, x.Mean, x.Norm) for x in recs]
+    dtypes, shapes, md5s, files, grads, *stat_columns = zip(*map(_LEAF_FIELDS, recs))
+    dtype = _mapped(dtypes, lambda v: intern(v or ""))
+    shape = _mapped(shapes, _shape_text)
+    md5 = _mapped(md5s, lambda v: v or "")
+    file = _mapped(files, file_name)
     try:
-        stats = np.array(rows, np.float64).reshape(-1, 4)
+        stats = np.ascontiguousarray(np.array(stat_columns, np.float64).T)
     except TypeError:  # an absent statistic (UNSET): as null
+        rows = zip(*stat_columns)
         stats = np.array([[None if v is UNSET else v for v in row] for row in rows], np.float64).reshape(-1, 4)
     present = ~np.isnan(stats)
     value = [""] * len(items)
@@ -257,7 +298,30 @@ def _struct_columns(items: list[Any]) -> tuple:
         stats[i] = [math.nan if v is None else _float(v) for v in row]
         present[i] = [v is not None for v in row]
     stats[~present] = 0.0  # as plain dicts give: an absent statistic is a 0 that `present` masks
-    return dtype, shape, md5, file, value, stats, present
+    grad = [1 if v is True else 0 if v is False else -1 for v in grads]  # not by value: True == 1
+    for i in odd:  # read as plain dicts read them
+        x = items[i]
+        grad[i] = requires_grad_code(x.requires_grad if type(x) is Leaf else
+                                     x.get("requires_grad") if type(x) is dict else None)
+    return dtype, shape, md5, file, value, stats, present, grad
+
+
+_LEAF_FIELDS = attrgetter("dtype", "shape", "md5", "data_name", "requires_grad", *STAT_KEYS)
+
+
+def requires_grad_code(value: Any) -> int:
+    """A leaf's ``requires_grad`` as the tensor column holds it: 1 true, 0 false, -1 not recorded (or not a bool).
+
+    >>> requires_grad_code(True), requires_grad_code(False), requires_grad_code(None), requires_grad_code("x")
+    (1, 0, -1, -1)
+    """
+    return 1 if value is True else 0 if value is False else -1
+
+
+def _mapped(values: tuple[Any, ...], convert: Any) -> list[Any]:
+    """`convert` of every value, computed once per distinct value (a column holds few)."""
+    table = {v: convert(v) for v in set(values)}
+    return list(map(table.__getitem__, values))
 
 
 def _shape_text(shape: tuple[int, ...] | UnsetType | None) -> str:

@@ -23,13 +23,13 @@ _API = re.compile(r"^(?P<api>[A-Za-z_][\w]*)\.(?P<name>.+)\.(?P<n>\d+)\.(?P<dir>
 _DIRECTION = {"forward": Direction.FORWARD, "backward": Direction.BACKWARD}
 
 
-@cache
 def parse_node_id(node_id: str) -> tuple[NodeKind, str, Direction, int]:
     """Return (kind, op, direction, call counter) of an msprobe node id.
 
     The op is the class name for modules and the API's own name for API calls (the last
     dotted part, so ``Primitive.matmul.MatMul`` gives ``MatMul``). Unknown shapes are API nodes
-    named by their id, with direction NONE and counter -1.
+    named by their id, with direction NONE and counter -1. Not cached: a run's ids are parsed once,
+    and a cache would keep every id of every run read (a million-node run: ~150 MB).
 
     Examples
     --------

@@ -33,14 +33,14 @@ def test_missing_runs_are_reported_not_fatal(tmp_path):
     assert list(both) == [RunKey(0, 0)] and only_npu == [RunKey(1, 0)] and only_bench == []
     index = run_batch(SAMPLE / "perturb", bench, tmp_path / "out", workers=1)
     assert index["missing"] == {"npu_only": ["step1_rank0"], "bench_only": []}
-    assert [r["file"] for r in index["runs"]] == ["step0_rank0.json"]
+    assert [r["file"] for r in index["runs"]] == ["step0_rank0.npz"]
 
 
 def test_batch_writes_results_and_resumes(tmp_path):
     out = tmp_path / "results"
     index = run_batch(SAMPLE / "perturb", SAMPLE / "baseline", out, workers=2)
     assert {(r["step"], r["rank"]) for r in index["runs"]} == {(0, 0), (1, 0)}
-    assert (out / "step0_rank0.json").is_file() and (out / "step1_rank0.json").is_file()
+    assert (out / "step0_rank0.npz").is_file() and (out / "step1_rank0.npz").is_file()
     origin = index["analysis"]["origin"]
     assert (origin["step"], origin["node"]) == (0, "Functional.linear.2.forward")
     entry = out / "entries" / "step0_rank0.json"

@@ -125,3 +125,23 @@ def test_validators_reject_what_model_explorer_cannot_load(report, tmp_path):
         validate_node_data(bad)
     with pytest.raises(DumpFormatError, match="no graph with this id"):
         validate_node_data({"other": data["verdict"]["npu"]}, {"npu": set()})
+
+
+def test_parameters_show_as_node_attributes(perturb_pair, tmp_path):
+    """Model Explorer lists only inputs an edge reaches, and no edge reaches a weight: each parameter is a node
+    attribute too, with its statistics and verdict (tf_small's perturbed linear1 weight is the divergence)."""
+    from graphcmp.core.compare import compare_paths
+
+    report = compare_paths(*perturb_pair)
+    write_model_explorer(report, tmp_path / "me")
+    graphs, _ = _validated(tmp_path / "me")
+    node_id = "Module.encoder.layers.1.linear1.Linear.forward.0"
+    for graph in graphs["graphs"]:
+        node = next(n for n in graph["nodes"] if n["id"] == node_id)
+        attrs = {a["key"]: a["value"] for a in node["attrs"]}
+        t = (report.npu if graph["id"] == "npu" else report.bench).tensors
+        row = (report.npu if graph["id"] == "npu" else report.bench).row(node_id)
+        weight = next(k for k in np.flatnonzero(t.node == row) if t.role[k] == 2 and t.slot[k] == "weight")
+        expected = f"{t.dtype[weight]} {t.shape[weight]} max={float(t.stats[weight, 0])!r} "
+        assert attrs["param.weight"].startswith(expected)
+        assert attrs["param.weight"].endswith(" verdict=error") and "param.bias" in attrs

@@ -100,7 +100,8 @@ def test_export_streams(tmp_path):
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert result.nodes == 2 * 9709 and result.bytes > 40_000_000
-    # 1 MiB write buffer + row-index arrays (a few int64 per node and per tensor) + one node record;
-    # a second copy of the graph as dicts would take more than the file itself
+    # 1 MiB write buffer + row-index columns (about a dozen small ints per node and per tensor, a list of
+    # them as compact arrays) + the texts of one block of 256 nodes + one node record; a second copy of
+    # the graph as dicts would take more than the file itself
     rows = len(report.npu) + len(report.npu.tensors)
-    assert peak < 1_100_000 + 48 * rows + 200_000 and peak < result.bytes / 15, (peak, result.bytes)
+    assert peak < 1_100_000 + 100 * rows + 500_000 and peak < result.bytes / 10, (peak, result.bytes)

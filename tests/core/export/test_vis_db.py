@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import gzip
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -219,3 +220,55 @@ def test_tb_graph_ascend_opens_the_file(reports, perturb_pair, tmp_path):
             "npuMatchNodes": 178, "benchMatchNodes": 178, "npuUnMatchNodes": 0, "benchUnMatchNodes": 0,
             "npuNodeList": 178, "benchNodeList": 178}
     assert found["build"]["single"] and found["build"]["graphs"][(0, 0)] == {"npuNodeList": 178}
+
+
+def _leaves(path: Path, source: str = "NPU") -> dict[str, dict]:
+    """Every input/output leaf of one side of step 0 in a ``.vis.db``, by its name."""
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro&immutable=1", uri=True)
+    found: dict[str, dict] = {}
+    for inputs, outputs in conn.execute(
+            "SELECT input_data, output_data FROM tb_nodes WHERE step = 0 AND data_source = ?", (source,)):
+        for text in (inputs, outputs):
+            found.update(json.loads(text or "{}"))
+    conn.close()
+    return found
+
+
+def test_requires_grad_and_err_message_columns_are_msprobes(reports, tmp_path):
+    """msprobe 26.2's columns for the same dumps: requires_grad per leaf, Requires_grad Consistent per pair, and an
+    Err_message that is ``[]`` on a pass and graphcmp's reason otherwise."""
+    write_vis_db(reports[0], tmp_path / "ours.vis.db")
+    reference = tmp_path / "ref.vis.db"
+    with gzip.open(DATA / "vis_tf_small" / "compare_v26.vis.db.gz") as src, reference.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    ours, theirs = _leaves(tmp_path / "ours.vis.db"), _leaves(reference)
+    assert len(ours) == 492 and ours.keys() <= theirs.keys()
+    grads = collections.Counter(leaf.get("requires_grad") for leaf in ours.values())
+    assert grads == {"True": 231, "False": 184, None: 77}  # the dump's 231 true and 184 false; 77 scalars
+    for name, leaf in ours.items():
+        if "requires_grad" in leaf:
+            assert leaf["requires_grad"] == theirs[name]["requires_grad"], name
+        assert leaf["Requires_grad Consistent"] == theirs[name]["Requires_grad Consistent"], name
+        messages = json.loads(leaf["Err_message"])
+        if leaf["Result"] == "pass":
+            assert messages == [], name
+        else:
+            assert len(messages) == 1 and messages[0].startswith(f"{leaf['Result']}: "), name
+    weight = ours["Module.encoder.layers.1.linear1.Linear.forward.0.parameters.weight"]
+    assert weight["Err_message"] == '["error: param.weight: Mean rel err 4.57"]'
+    assert all("Err_message" not in leaf for leaf in _leaves(tmp_path / "ours.vis.db", "Bench").values())
+
+
+def test_tb_graph_ascend_shows_the_pair_columns(reports, tmp_path):
+    write_vis_db(reports[0], tmp_path / "logs" / "compare" / "cmp.vis.db")
+    assert plugin_load(tmp_path / "logs")["compare"]["type"] == "db"  # leaves the plugin's state on this logdir
+    from server.app.service.graph_service_db import DbGraphService
+
+    service = DbGraphService("compare", "cmp")
+    assert service.load_graph_data()["success"]
+    meta = {"rank": 0, "step": 0, "microStep": -1, "run": "compare", "tag": "cmp", "type": "db"}
+    node = "Module.encoder.layers.1.linear1.Linear.forward.0"
+    shown = service.get_node_info({"nodeType": "NPU", "nodeName": node}, meta)["data"]["npu"]["input_data"]
+    weight = shown[f"{node}.parameters.weight"]
+    assert (weight["requires_grad"], weight["Requires_grad Consistent"], weight["Result"]) == ("True", "True", "error")
+    assert json.loads(weight["Err_message"]) == ["error: param.weight: Mean rel err 4.57"]

@@ -125,6 +125,22 @@ def test_scalar_arguments_and_missing_stats():
     assert (Role.INPUT, "1") not in by_slot  # a None argument is not a tensor
 
 
+def test_requires_grad_is_read_by_both_routes():
+    """The typed route (files) and the plain-dict route (documents) record the dump's requires_grad per tensor."""
+    folder = DATA / "pytorch_cnn" / "npu"
+    text = (folder / "dump.json").read_text()
+    for graph in (read_msprobe(folder), parse_msprobe(json.loads(text))):
+        column = graph.tensors.requires_grad
+        assert column.dtype == np.int8 and len(column) == len(graph.tensors)
+        assert (column == 1).sum() == text.count('"requires_grad": true') == 70
+        assert (column == 0).sum() == text.count('"requires_grad": false') == 81
+        conv = {(t.role, t.slot): k for k, t in zip(np.flatnonzero(graph.tensors.node == graph.row(
+            "Functional.conv2d.0.forward")), graph.view("Functional.conv2d.0.forward").tensors)}
+        assert column[[conv[(Role.INPUT, "0")], conv[(Role.INPUT, "1")]]].tolist() == [0, 1]
+        scalars = np.array([s == "scalar" for s in graph.tensors.shape])
+        assert (column[scalars] == -1).all()  # msprobe records no requires_grad for a scalar argument
+
+
 def test_truncated_dump_loads_what_is_there(tmp_path, perturb_pair):
     run = tmp_path / "run"
     shutil.copytree(perturb_pair[0], run)

@@ -48,7 +48,7 @@ def _reference(leaf) -> tuple:
 
 def _rows(columns: tuple) -> list[tuple]:
     """Rows of a route's columns (dtype, shape, md5, file, value, stats, present), in `COLUMNS` order."""
-    dtype, shape, md5, file, value, stats, present = columns
+    dtype, shape, md5, file, value, stats, present, _ = columns
     return [(dtype[i], shape[i], md5[i], file[i], value[i],
              *(float(stats[i, k]) if present[i, k] else None for k in range(4))) for i in range(len(dtype))]
 
@@ -85,6 +85,35 @@ def test_typed_route_gives_the_schema_rows(case):
     got = dict(zip(zip(leaves.node, leaves.role, leaves.slot), rows))
     assert got.keys() == expected.keys()
     assert _same([got[k] for k in expected], list(expected.values()))
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("rank", [0, 3])
+def test_mixed_route_gives_the_schema_rows(rank):
+    """A communication call's process-group argument has fields no `Leaf` declares: its record is read as a plain
+    dict and the others typed (route 3), with the rows of the reference, and the graph of a whole-file read."""
+    from graphcmp.core.readers.msprobe import read_msprobe
+    from graphcmp.core.readers.msprobe_leaves import mixed_records
+    from tests.conftest import shared
+
+    folder = shared(f"msprobe/dumps/dist4/statistics/baseline/step0/rank{rank}")  # a real 4-rank gloo job
+    records = read_json(folder / "dump.json", salvage=False).value["data"]
+    plain = _plain_leaves(records)
+    expected = dict(zip(zip(plain.node, plain.role, plain.slot), (_reference(leaf) for leaf in plain.leaf)))
+    text = (folder / "dump.json").read_bytes()
+    chunk = text[text.index(b'"data": {') + 8: text.rindex(b"}", 0, text.rindex(b"}"))] + b"}"
+    assert typed_records(chunk) is None
+    mixed, odd = mixed_records(chunk)
+    assert mixed.keys() == records.keys() and odd and all(node_id.startswith("Distributed.") for node_id in odd)
+    leaves = Leaves()
+    collect_typed(leaves, {k: v for k, v in mixed.items() if k not in odd}, "test")
+    for node_id in odd:
+        collect_record(leaves, node_id, mixed[node_id], "test")
+    rows = _rows(msprobe_leaves._struct_columns(leaves.leaf))
+    got = dict(zip(zip(leaves.node, leaves.role, leaves.slot), rows))
+    assert got.keys() == expected.keys() and _same([got[k] for k in expected], list(expected.values()))
+    chunked, whole = read_msprobe(folder, chunk_bytes=4096), read_msprobe(folder, chunk_bytes=None)
+    assert chunked.nodes == whole.nodes and chunked.tensors == whole.tensors
 
 
 @pytest.mark.parametrize("node_id", list(_ODD_LEAVES))

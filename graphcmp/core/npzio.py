@@ -1,0 +1,302 @@
+"""graphcmp's binary result container: a document's columns as ``.npy`` members of one uncompressed zip.
+
+A report (or graph) document is a tree of small values and large columns (docs/format.md). The
+container keeps the tree in one JSON member, ``document.json``, where every column is replaced by a
+reference, and each column in ``.npy`` members (numpy's own format) stored uncompressed and aligned
+to 64 bytes, so reading maps the file once and every column is a view of it: nothing is parsed or
+copied but the string columns. It is a plain zip that ``numpy.load`` opens (``np.load("cmp.npz")``).
+
+References in ``document.json``:
+
+* ``{"$npy": NAME}``: the array in member ``NAME.npy``.
+* ``{"$str": NAME, "n": N}``: N strings, UTF-8, ``NAME.utf8.npy`` (uint8: the strings joined by a NUL
+  byte) and ``NAME.ends.npy`` (int64: each string's end offset in that text; the truth when a
+  string holds a NUL itself).
+* ``{"$cat": NAME, "n": N}``: N strings drawn from few values: ``NAME.codes.npy`` (int32) indexes the
+  strings ``{"$str": NAME + ".values"}``.
+
+`write_npz` writes such a file from a document whose columns are numpy arrays or tuples of
+strings, `read_npz` gives the document back with arrays (read-only views) and lists of strings,
+the shapes `graphcmp.core.fields.Fields` reads, so a damaged member is a `DumpFormatError` naming it.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import struct
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.export.columns import decode_floats
+from graphcmp.core.inputs import open_regular
+from graphcmp.core.outputs import atomic_path
+
+__all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "is_npz", "read_npz", "write_npz"]
+
+DOCUMENT_MEMBER = "document.json"
+MIN_COLUMN = 64
+"""Lists of strings at least this long are stored as columns; shorter ones stay in the JSON."""
+_ALIGN = 64
+_MAGIC = b"PK\x03\x04"
+_PAD_ID = 0xD935  # a zip extra field that only pads (the id zipalign uses)
+_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+
+
+def is_npz(path: str | os.PathLike[str]) -> bool:
+    """True when `path` is a regular file that starts like a zip file (graphcmp's binary container).
+
+    Never blocks: a FIFO or a device is not one (its reader names what it is).
+    """
+    try:
+        with open_regular(path) as f:
+            return f.read(4) == _MAGIC
+    except (OSError, DumpFormatError):
+        return False
+
+
+class _Writer:
+    """Members of one container, written as they come (each column once, never the whole file in memory)."""
+
+    def __init__(self, zf: zipfile.ZipFile) -> None:
+        self.zf = zf
+        self.names: set[str] = set()
+
+    def array(self, name: str, values: np.ndarray) -> None:
+        values = np.ascontiguousarray(values)
+        if values.dtype.hasobject:
+            raise TypeError(f"{name}: object arrays are not stored")
+        header = _npy_header(values)
+        info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+        info.compress_type = zipfile.ZIP_STORED
+        size = len(header) + values.nbytes
+        zip64 = size > zipfile.ZIP64_LIMIT
+        fixed = _LOCAL_HEADER.size + len(info.filename.encode()) + (20 if zip64 else 0)
+        pad = -(self.zf.fp.tell() + fixed + 4) % _ALIGN  # data starts on a 64-byte boundary
+        info.extra = struct.pack("<HH", _PAD_ID, pad) + b"\0" * pad
+        with self.zf.open(info, "w", force_zip64=zip64) as f:
+            f.write(header)
+            f.write(memoryview(values.reshape(-1)).cast("B"))
+        self.names.add(name)
+
+    def strings(self, name: str, values: tuple[str, ...] | list[str]) -> dict[str, Any]:
+        encoded = [v.encode() for v in values]
+        ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)) + 1) - 1
+        self.array(f"{name}.utf8", np.frombuffer(b"\0".join(encoded), np.uint8))
+        self.array(f"{name}.ends", ends)
+        return {"$str": name, "n": len(values)}
+
+    def categories(self, name: str, values: tuple[str, ...] | list[str], distinct: list[str]) -> dict[str, Any]:
+        table = {v: i for i, v in enumerate(distinct)}
+        self.array(f"{name}.codes", np.fromiter(map(table.__getitem__, values), np.int32, len(values)))
+        self.strings(f"{name}.values", distinct)
+        return {"$cat": name, "n": len(values), "k": len(distinct)}
+
+
+def _npy_header(values: np.ndarray) -> bytes:
+    """The ``.npy`` header of `values` (numpy pads it so the data starts 64-byte aligned)."""
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, np.lib.format.header_data_from_array_1_0(values))
+    return buf.getvalue()
+
+
+def write_npz(path: str | os.PathLike[str], document: dict[str, Any]) -> None:
+    """Write `document` (arrays, tuples of strings, JSON values) as a container at `path`.
+
+    Arrays become ``.npy`` members, tuples or lists of at least `MIN_COLUMN` strings string
+    columns (categories when they repeat), the rest stays in ``document.json``.
+    """
+    with atomic_path(path) as tmp, tmp.open("wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED) as zf:
+        writer = _Writer(zf)
+        tree = _split(document, "", writer)
+        info = zipfile.ZipInfo(DOCUMENT_MEMBER, date_time=(1980, 1, 1, 0, 0, 0))
+        zf.writestr(info, orjson.dumps(tree, option=orjson.OPT_SERIALIZE_NUMPY))
+
+
+def _split(value: Any, name: str, writer: _Writer) -> Any:
+    """`value` with its columns written as members and replaced by references."""
+    if isinstance(value, np.ndarray):
+        writer.array(name, value)
+        return {"$npy": name}
+    if isinstance(value, dict):
+        if value.keys() == {"values", "special"} and isinstance(value["values"], np.ndarray):
+            value = {"values": decode_floats(value), "special": {}}  # a float column: npy holds inf and NaN
+        return {k: _split(v, f"{name}.{k}" if name else str(k), writer) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        if len(value) >= MIN_COLUMN and type(value[0]) is str:
+            try:
+                distinct = dict.fromkeys(value)
+            except TypeError:  # something unhashable: an ordinary list
+                distinct = {}
+            if distinct and all(type(v) is str for v in distinct):
+                if len(distinct) * 2 <= len(value):
+                    return writer.categories(name, value, list(distinct))
+                return writer.strings(name, value)
+        return [_split(v, f"{name}.{k}", writer) for k, v in enumerate(value)]
+    return value
+
+
+def read_npz(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The document of a container written by `write_npz`: arrays (read-only views of the file), lists of strings.
+
+    Raises
+    ------
+    DumpFormatError
+        If the file is missing, not a zip, lacks ``document.json`` or a member it names, or a member
+        is not a readable ``.npy`` column.
+    """
+    path = Path(path)
+    try:
+        with open_regular(path) as f:  # never a FIFO or a device
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as err:
+        raise DumpFormatError(f"{path}: cannot read ({getattr(err, 'strerror', None) or err})") from err
+    reader = _Reader(path, mapped)
+    tree = reader.document()
+    return _join(tree, reader, "")
+
+
+class _Reader:
+    def __init__(self, path: Path, mapped: mmap.mmap) -> None:
+        self.path = path
+        self.mapped = mapped
+        try:
+            with zipfile.ZipFile(_MappedFile(mapped)) as zf:
+                self.members = {info.filename: info for info in zf.infolist()}
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
+            raise DumpFormatError(f"{path}: not a graphcmp result (not a readable zip: {err})") from err
+
+    def error(self, field: str, what: str) -> DumpFormatError:
+        return DumpFormatError(f"{self.path}: field {field} {what}; is the file damaged? rerun graphcmp to rewrite it")
+
+    def _data(self, member: str, field: str) -> tuple[int, int]:
+        """(offset, size) of a stored member's bytes."""
+        info = self.members.get(member)
+        if info is None:
+            raise self.error(field, f"is missing (no member {member})")
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise self.error(field, f"is compressed (member {member}); graphcmp writes columns uncompressed")
+        at = info.header_offset
+        header = self.mapped[at: at + _LOCAL_HEADER.size]
+        if len(header) != _LOCAL_HEADER.size or header[:4] != _MAGIC:
+            raise self.error(field, f"has a damaged zip header (member {member})")
+        fields = _LOCAL_HEADER.unpack(header)
+        start = at + _LOCAL_HEADER.size + fields[9] + fields[10]
+        if start + info.file_size > len(self.mapped):
+            raise self.error(field, f"is cut short (member {member})")
+        return start, info.file_size
+
+    def document(self) -> Any:
+        start, size = self._data(DOCUMENT_MEMBER, "document.json")
+        try:
+            return orjson.loads(self.mapped[start: start + size])
+        except orjson.JSONDecodeError as err:
+            raise self.error("document.json", f"is not valid JSON ({err})") from err
+
+    def array(self, name: str, field: str) -> np.ndarray:
+        start, size = self._data(f"{name}.npy", field)
+        view = memoryview(self.mapped)[start: start + size]
+        try:
+            version = np.lib.format.read_magic(_BytesReader(view))
+            reader = _BytesReader(view, 8)
+            shape, fortran, dtype = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                     else np.lib.format.read_array_header_2_0)(reader)
+        except (ValueError, SyntaxError) as err:
+            raise self.error(field, f"is not a numpy column ({err})") from err
+        count = int(np.prod(shape, dtype=np.int64))
+        if fortran or dtype.hasobject or reader.pos + count * dtype.itemsize != size:
+            raise self.error(field, f"is not a column of {count} {dtype} values")
+        values = np.frombuffer(self.mapped, dtype, count, start + reader.pos).reshape(shape)
+        return values
+
+    def strings(self, ref: dict[str, Any], field: str) -> list[str]:
+        name, n = ref.get("$str"), ref.get("n")
+        if not isinstance(name, str) or type(n) is not int:
+            raise self.error(field, "is a damaged string column reference")
+        blob = self.array(f"{name}.utf8", field)
+        ends = self.array(f"{name}.ends", field)
+        if blob.ndim != 1 or blob.dtype != np.uint8 or ends.shape != (n,) or ends.dtype != np.int64:
+            raise self.error(field, f"is not a column of {n} strings")
+        try:
+            text = blob.tobytes().decode()
+        except UnicodeDecodeError as err:
+            raise self.error(field, f"is not UTF-8 text ({err})") from err
+        values = text.split("\0") if n else []
+        if len(values) != n or (n and int(ends[-1]) != len(blob)):
+            values = self._sliced(blob, ends, field)
+        return values
+
+    def _sliced(self, blob: np.ndarray, ends: np.ndarray, field: str) -> list[str]:
+        """Strings by their end offsets (slow path: a string holds a NUL)."""
+        data = blob.tobytes()
+        starts = np.concatenate([[0], ends[:-1] + 1]) if len(ends) else ends
+        if len(ends) and (np.any(starts > ends) or int(ends[-1]) != len(data)):
+            raise self.error(field, "has string offsets outside its text")
+        return [data[a:b].decode() for a, b in zip(starts.tolist(), ends.tolist())]
+
+    def categories(self, ref: dict[str, Any], field: str) -> list[str]:
+        name, n, k = ref.get("$cat"), ref.get("n"), ref.get("k")
+        if not isinstance(name, str) or type(n) is not int or type(k) is not int:
+            raise self.error(field, "is a damaged string column reference")
+        codes = self.array(f"{name}.codes", field)
+        values = self.strings({"$str": f"{name}.values", "n": k}, field)
+        if codes.shape != (n,) or codes.dtype.kind not in "iu":
+            raise self.error(field, f"is not a column of {n} codes")
+        if n and (int(codes.min()) < 0 or int(codes.max()) >= len(values)):
+            raise self.error(field, "has codes outside its values")
+        return np.array(values, dtype=object)[codes].tolist() if n else []
+
+
+def _join(value: Any, reader: _Reader, field: str) -> Any:
+    if isinstance(value, dict):
+        if "$npy" in value:
+            return reader.array(str(value["$npy"]), field)
+        if "$str" in value:
+            return reader.strings(value, field)
+        if "$cat" in value:
+            return reader.categories(value, field)
+        return {k: _join(v, reader, f"{field}.{k}" if field else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_join(v, reader, field) for v in value]
+    return value
+
+
+class _MappedFile:
+    """A read-only file object over a mmap, for `zipfile` (which seeks and reads the directory)."""
+
+    def __init__(self, mapped: mmap.mmap) -> None:
+        self.mapped, self.pos = mapped, 0
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = {0: 0, 1: self.pos, 2: len(self.mapped)}[whence] + offset
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = len(self.mapped) if n is None or n < 0 else min(self.pos + n, len(self.mapped))
+        data = self.mapped[self.pos: end]
+        self.pos = end
+        return data
+
+    def seekable(self) -> bool:
+        return True
+
+
+class _BytesReader:
+    """`read` over a memoryview, for numpy's npy header readers."""
+
+    def __init__(self, view: memoryview, pos: int = 0) -> None:
+        self.view, self.pos = view, pos
+
+    def read(self, n: int) -> bytes:
+        data = self.view[self.pos: self.pos + n].tobytes()
+        self.pos += len(data)
+        return data

@@ -1,0 +1,157 @@
+"""The npz result container: same report as the JSON document, numpy opens it, damage names the field."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import orjson
+import pytest
+
+from graphcmp.core.compare import compare_paths
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.npzio import DOCUMENT_MEMBER, is_npz, read_npz, write_npz
+from graphcmp.core.readers.msprobe import read_msprobe
+from graphcmp.core.report import load_report, load_saved, save_graph, save_report
+from tests.conftest import DATA
+
+PARTS = ("npu", "bench", "matches", "pairs", "verdicts", "noise", "thresholds", "options")
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """The real overflow pair (inf and NaN statistics) compared, saved as npz and as JSON."""
+    report = compare_paths(DATA / "msprobe_overflow_tokens" / "npu", DATA / "msprobe_overflow_tokens" / "bench")
+    folder = tmp_path_factory.mktemp("npz")
+    save_report(report, folder / "cmp.npz")
+    save_report(report, folder / "cmp.json")
+    return report, folder / "cmp.npz", folder / "cmp.json"
+
+
+def test_npz_and_json_hold_the_same_report(saved):
+    report, npz, js = saved
+    assert is_npz(npz) and not is_npz(js)
+    for back in (load_report(npz), load_saved(js)):
+        for part in PARTS:
+            assert getattr(back, part) == getattr(report, part), part
+        assert back.summary() == report.summary()
+        assert back.analysis().to_dict() == report.analysis().to_dict()
+        np.testing.assert_array_equal(back.overflow_levels(), report.overflow_levels())
+    assert np.isinf(load_report(npz).npu.tensors.stats).any()
+
+
+def test_numpy_opens_the_columns_aligned(saved):
+    report, npz, _ = saved
+    with np.load(npz) as columns:
+        np.testing.assert_array_equal(columns["npu.nodes.parent"], report.npu.nodes.parent)
+        np.testing.assert_array_equal(columns["verdicts.status"], report.verdicts.status)
+    with zipfile.ZipFile(npz) as zf:
+        doc = json.loads(zf.read(DOCUMENT_MEMBER))
+        assert doc["format"] == "graphcmp.compare" and doc["npu"]["nodes"]["parent"] == {"$npy": "npu.nodes.parent"}
+        for info in zf.infolist():
+            assert info.compress_type == zipfile.ZIP_STORED
+            if info.filename.endswith(".npy"):  # every column starts on a 64-byte boundary: mapped, not copied
+                start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+                header_len = 10 + int.from_bytes(zf.read(info.filename)[8:10], "little")
+                assert (start + header_len) % 64 == 0, info.filename
+    back = load_report(npz)
+    assert not back.npu.nodes.parent.flags.writeable
+
+
+def test_graph_file_as_npz(perturb_pair, tmp_path):
+    graph = read_msprobe(perturb_pair[0])
+    save_graph(graph, tmp_path / "run.npz", "test")
+    back = load_saved(tmp_path / "run.npz")
+    assert back.nodes == graph.nodes and back.tensors == graph.tensors and back.stacks == graph.stacks
+
+
+def test_string_columns_keep_any_text(tmp_path):
+    ids = [f"Functional.linear.{i}.forward" for i in range(100)]
+    odd = ["", "a\0b", "é ü 中文", "\0", "x"] * 20  # NUL inside a string: the offsets decide
+    repeated = ["torch.float32", "torch.bfloat16"] * 50
+    write_npz(tmp_path / "s.npz", {"ids": tuple(ids), "odd": odd, "rep": tuple(repeated), "short": ["a", "b"]})
+    back = read_npz(tmp_path / "s.npz")
+    assert back["ids"] == ids and back["odd"] == odd and back["rep"] == repeated and back["short"] == ["a", "b"]
+    with zipfile.ZipFile(tmp_path / "s.npz") as zf:
+        names = set(zf.namelist())
+    assert "rep.codes.npy" in names and "ids.utf8.npy" in names  # few values: codes; unique ids: text
+
+
+def _rewrite(src, dst, change_doc=None, drop=(), replace=None):
+    """Copy a container, changing its document or members."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            if info.filename in drop:
+                continue
+            data = zin.read(info.filename)
+            if info.filename == DOCUMENT_MEMBER and change_doc:
+                doc = json.loads(data)
+                change_doc(doc)
+                data = orjson.dumps(doc)
+            if replace and info.filename in replace:
+                data = replace[info.filename]
+            zout.writestr(info.filename, data)
+
+
+def _npy(values):
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, values)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    ({"drop": ("npu.nodes.kind.npy",)}, r"field npu\.nodes\.kind is missing \(no member npu\.nodes\.kind\.npy\)"),
+    ({"replace": {"npu.nodes.kind.npy": _npy(np.zeros(3, np.int8))}},
+     r"field npu\.nodes\.kind holds 3 values, expected \d+"),
+    ({"replace": {"verdicts.status.npy": _npy(np.zeros(5, np.float64))}},
+     r"field verdicts\.status holds float64 values, expected int8"),
+    ({"replace": {"matches.npu_to_bench.npy": _npy(np.array([2**40]))}},
+     r"field matches\.npu_to_bench holds values outside the range of int32"),
+    ({"replace": {"npu.nodes.parent.npy": b"not numpy"}}, r"field npu\.nodes\.parent is not a numpy column"),
+    ({"change_doc": lambda d: d.__delitem__("pairs")}, r"field pairs is missing"),
+    ({"drop": (DOCUMENT_MEMBER,)}, r"field document\.json is missing"),
+])
+def test_a_damaged_container_names_the_field(saved, tmp_path, damage, message):
+    _, npz, _ = saved
+    bad = tmp_path / "bad.npz"
+    _rewrite(npz, bad, **damage)
+    with pytest.raises(DumpFormatError, match=rf"bad\.npz: {message}"):
+        load_report(bad)
+
+
+def test_a_file_cut_short_is_one_clear_error(saved, tmp_path):
+    _, npz, _ = saved
+    bad = tmp_path / "cut.npz"
+    bad.write_bytes(npz.read_bytes()[: npz.stat().st_size // 2])
+    with pytest.raises(DumpFormatError, match=r"cut\.npz: not a graphcmp result \(not a readable zip"):
+        load_report(bad)
+
+
+def test_a_report_without_the_stored_noise_model_computes_it(saved, tmp_path):
+    """Files written before the whole noise model was stored load with the model computed again."""
+    report, _, js = saved
+    doc = json.loads(js.read_text())
+    for key in ("pair_error", "fresh_pair", "producer", "leaves", "origins", "shape_changed", "growth_limit"):
+        del doc["noise"][key]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    assert load_report(old).noise == report.noise
+
+
+def test_requires_grad_is_kept_and_older_files_load_without_it(saved, tmp_path):
+    report, npz, js = saved
+    grad = report.npu.tensors.requires_grad
+    assert (grad == 1).any() and (grad == 0).any()
+    for back in (load_report(npz), load_saved(js)):
+        np.testing.assert_array_equal(back.npu.tensors.requires_grad, grad)
+        np.testing.assert_array_equal(back.bench.tensors.requires_grad, report.bench.tensors.requires_grad)
+    doc = json.loads(js.read_text())
+    del doc["npu"]["tensors"]["requires_grad"]  # written before the column existed: not recorded
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    back = load_report(old)
+    assert back.npu.tensors.requires_grad.tolist() == [-1] * len(grad)
+    np.testing.assert_array_equal(back.bench.tensors.requires_grad, report.bench.tensors.requires_grad)
