@@ -20,11 +20,16 @@ digits, escaped punctuation such as ``\.``, optionally anchored by ``^``/``$``) 
 ``re`` on the lower-cased ids instead: a literal cannot backtrack (``re`` scans for it in linear
 time), and ``re`` steps from hit to hit faster than RE2's bindings. A pattern about the whole text
 (``\A``, ``\z``, turning multi-line mode off) and ids holding a newline are searched id by id.
+
+Linear is not always short: ``.{1000}`` thirty times is a program of some 100,000 states that RE2 runs
+at a few MB/s. RE2 cannot be interrupted, so it matches ~64 KB of ids at a time and the search gives up
+with a message after `SEARCH_SECONDS`.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -37,7 +42,11 @@ from graphcmp.core.errors import GraphcmpError
 from graphcmp.core.judge import ERROR, PASS, SKIP, UNMATCHED, WARNING
 from graphcmp.core.overflow import OverflowLevel
 
-__all__ = ["IdText", "SearchError", "SearchPattern", "compile_search", "find_hits", "id_text"]
+__all__ = ["SEARCH_SECONDS", "IdText", "SearchError", "SearchPattern", "compile_search", "find_hits", "id_text"]
+
+SEARCH_SECONDS = 2.0
+"""Longest a search may match before it is given up with a message: a page waits for its answer."""
+_CHUNK = 1 << 16  # bytes of ids RE2 matches between two looks at the clock (about 1,000 ids, ~20 ms at worst)
 
 _STATUS = {"error": ERROR, "warning": WARNING, "pass": PASS, "skip": SKIP, "unmatched": UNMATCHED}
 _LITERAL = re.compile(r"(?P<start>\^?)(?P<text>(?:[^\\.^$*+?{}\[\]|()\n\r]|\\[^0-9A-Za-z\n\r])*)(?P<end>\$?)")
@@ -214,36 +223,57 @@ class IdText:
         """True when no id holds a newline (the joined text has one line per id)."""
         return self._text[0].count(b"\n") == len(self.ids) - 1
 
-    def matching(self, pattern: SearchPattern) -> np.ndarray:
-        """Rows whose id matches `pattern`, ascending."""
+    def matching(self, pattern: SearchPattern, seconds: float | None = None) -> np.ndarray:
+        """Rows whose id matches `pattern`, ascending.
+
+        Raises
+        ------
+        SearchError
+            If RE2 is still matching after `seconds` (default `SEARCH_SECONDS`): linear time can still be long
+            for a pattern of thousands of states (``.{1000}`` thirty times).
+        """
         text, starts, lowered = self._text
+        deadline = time.monotonic() + (SEARCH_SECONDS if seconds is None else seconds)
         if pattern.whole or not self._one_line_each:
-            return self._one_by_one(pattern)
+            return self._one_by_one(pattern, deadline)
         if pattern.literal is not None and lowered:
             at = [m.start() for m in pattern.literal.finditer(text)]
         else:
-            at = self._each_line(pattern, text)
+            at = self._each_line(pattern, text, deadline)
         rows = np.searchsorted(starts, np.array(at, np.int64), side="right") - 1  # ascending: matches come in order
         return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows
 
-    @staticmethod
-    def _each_line(pattern: SearchPattern, text: bytes) -> list[int]:
-        """Start of the first match in each id that has one (RE2 goes on at the next id)."""
+    def _each_line(self, pattern: SearchPattern, text: bytes, deadline: float) -> list[int]:
+        """Start of the first match in each id that has one: RE2 goes on at the next id, over `_CHUNK` bytes of
+        whole ids at a time (no match spans two ids), so the deadline is checked at least that often."""
         at: list[int] = []
         pos, end, search = 0, len(text), pattern.lines.search
         while pos <= end:
-            found = search(text, pos)
+            stop = text.find(b"\n", min(pos + _CHUNK, end))
+            stop = end if stop < 0 else stop
+            found = search(text, pos, stop)
             if found is None:
-                break
-            start = found.start()
-            at.append(start)
-            newline = text.find(b"\n", start)
-            pos = end + 1 if newline < 0 else newline + 1
+                pos = stop + 1
+            else:
+                at.append(found.start())
+                newline = text.find(b"\n", found.start())
+                pos = end + 1 if newline < 0 else newline + 1
+            if time.monotonic() > deadline:
+                raise self._too_long(pattern)
         return at
 
-    def _one_by_one(self, pattern: SearchPattern) -> np.ndarray:
-        search = pattern.single.search
-        return np.array([r for r, i in enumerate(self.ids) if search(i.encode("utf-8", "replace"))], np.int64)
+    def _one_by_one(self, pattern: SearchPattern, deadline: float) -> np.ndarray:
+        search, rows = pattern.single.search, []
+        for row, node in enumerate(self.ids):
+            if search(node.encode("utf-8", "replace")):
+                rows.append(row)
+            if row % 1024 == 0 and time.monotonic() > deadline:
+                raise self._too_long(pattern)
+        return np.array(rows, np.int64)
+
+    def _too_long(self, pattern: SearchPattern) -> SearchError:
+        return SearchError(f"search: {pattern.query[:80]!r} took too long over {len(self.ids):,} ids (linear, but "
+                           "with too many states): simplify the pattern")
 
 
 def _filter_mask(model: ViewModel, side: str, filters: tuple[str, ...]) -> np.ndarray:

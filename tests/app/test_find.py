@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import pytest
 
+from graphcmp.app import find
 from graphcmp.app.find import IdText, SearchError, compile_search, find_hits
 from graphcmp.app.model import ViewModel
 from graphcmp.core.compare import compare_paths
@@ -131,3 +132,21 @@ def test_structure_filters(data_dir, perturb_pair):
     assert [r for _, r in only] == (np.flatnonzero(n2b[1:] < 0) + 1).tolist()
     assert find_hits(model, "", ("only-bench",), None) == tuple(
         ("bench", int(r)) for r in np.flatnonzero(report.matches.bench_to_npu[1:] < 0) + 1)
+
+
+def test_a_pattern_of_too_many_states_is_given_up_with_a_message(sample_model):
+    """Linear, but about 100,000 states: RE2 runs it at a few MB/s; the search stops at its deadline."""
+    text = IdText(_realistic_ids(sample_model))
+    with pytest.raises(SearchError, match=r"took too long over 9[0-9],[0-9]{3} ids"):
+        text.matching(compile_search(".{1000}" * 30), seconds=0.2)
+    assert len(text.matching(compile_search(r"layers\.1\d\."), seconds=60)) > 0
+
+
+@pytest.mark.parametrize("query", [r"forward\.0$", r"^module", r"\bfunctional\b", r"x*", r"^$", r"linear1\.", r"$"])
+def test_matching_in_chunks_of_a_few_ids_changes_nothing(sample_model, monkeypatch, query):
+    ids = sample_model.graphs["npu"].nodes.ids
+    whole = IdText(ids).matching(compile_search(query)).tolist()
+    monkeypatch.setattr(find, "_CHUNK", 7)  # ids are cut into chunks of one id or two
+    assert IdText(ids).matching(compile_search(query)).tolist() == whole
+    single = compile_search(query).single
+    assert whole == [r for r, i in enumerate(ids) if single.search(i)]
