@@ -17,11 +17,17 @@ from typing import Any
 from dash import Dash
 from flask import Response, request
 
-__all__ = ["guard_callbacks", "malformed"]
+__all__ = ["MAX_BODY", "guard_callbacks", "malformed"]
+
+
+MAX_BODY = 1 << 20
+"""Largest request body the viewer reads (bytes): the page's callbacks send ids, clicks and a URL, a few KB."""
 
 
 def guard_callbacks(app: Dash) -> None:
-    """Answer ``400`` (one line of text) to a callback request of `app` whose body is malformed."""
+    """Answer ``400`` (one line of text) to a callback request of `app` whose body is malformed, and ``413`` to
+    any request with a body over `MAX_BODY`."""
+    app.server.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     path = app.config.routes_pathname_prefix + "_dash-update-component"
 
     def check() -> Response | None:

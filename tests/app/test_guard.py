@@ -203,3 +203,8 @@ def test_the_page_s_own_request_passes(page):
 def test_shape_check_leaves_other_routes_alone(page):
     assert page.client.get("/_dash-layout").status_code == 200
     assert page.client.post("/_dash-layout", json=[1]).status_code == 405
+
+
+def test_a_body_over_a_megabyte_is_refused_unread(page):
+    body = {**_view_body(page), "changedPropIds": ["url.search"], "padding": "x" * (2 << 20)}
+    assert page.client.post("/_dash-update-component", json=body).status_code == 413
