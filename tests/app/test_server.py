@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import pytest
 
 from graphcmp.app import create_app, open_results
-from graphcmp.app.server import HostCheck, start_server
+from graphcmp.app.server import HostCheck, ServeError, start_server
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_all_interfaces_accept_ip_addresses_and_this_machines_names():
 def test_ipv6_loopback(app):
     try:
         running = start_server(app, "::1", 0).start()
-    except Exception as err:  # no IPv6 on this machine
+    except ServeError as err:  # no IPv6 on this machine
         pytest.skip(f"cannot bind ::1: {err}")
     try:
         port = _port(running)
