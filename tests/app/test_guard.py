@@ -16,6 +16,20 @@ from tests.app.conftest import TF_SMALL
 NODE = "Module.encoder.layers.1.linear1.Linear.forward.0"
 
 
+def callback_body(deps: list[dict], output: str, values: dict, changed: list[str] | None = None) -> dict:
+    """The body the page posts for the callback whose output key starts with `output` (`deps`: the app's
+    /_dash-dependencies), with inputs and state from `values` ("id.property" -> value, missing ones None)."""
+    dep = next(d for d in deps if d["output"].startswith(output))
+    outputs = [dict(zip(("id", "property"), p.rsplit(".", 1))) for p in dep["output"].strip(".").split("...")]
+
+    def items(specs: list[dict]) -> list:
+        return [values.get(f"{s['id']}.{s['property']}", []) if s["id"].startswith("{")
+                else {**s, "value": values.get(f"{s['id']}.{s['property']}")} for s in specs]
+
+    return {"output": dep["output"], "outputs": outputs, "inputs": items(dep["inputs"]), "state": items(dep["state"]),
+            "changedPropIds": changed if changed is not None else list(values)}
+
+
 class Page:
     """Posts callbacks as the page's renderer does (bodies built from the app's own /_dash-dependencies)."""
 
@@ -25,16 +39,7 @@ class Page:
         self.deps = self.client.get("/_dash-dependencies").get_json()
 
     def body(self, output: str, values: dict, changed: list[str] | None = None) -> dict:
-        """The body of the callback whose output key starts with `output`, inputs and state from `values`."""
-        dep = next(d for d in self.deps if d["output"].startswith(output))
-        outputs = [dict(zip(("id", "property"), p.rsplit(".", 1))) for p in dep["output"].strip(".").split("...")]
-
-        def items(specs: list[dict]) -> list:
-            return [values.get(f"{s['id']}.{s['property']}", []) if s["id"].startswith("{")
-                    else {**s, "value": values.get(f"{s['id']}.{s['property']}")} for s in specs]
-
-        return {"output": dep["output"], "outputs": outputs, "inputs": items(dep["inputs"]),
-                "state": items(dep["state"]), "changedPropIds": changed if changed is not None else list(values)}
+        return callback_body(self.deps, output, values, changed)
 
     def view(self, search: str, trigger: str, value) -> dict:
         """The view callback after `trigger` ("id.property") took `value`, on the page at URL `search`."""

@@ -14,6 +14,7 @@ import pytest
 
 from graphcmp.app import create_app, open_results
 from graphcmp.app.server import HostCheck, ServeError, start_server
+from tests.app.test_guard import callback_body
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +120,4 @@ def _view_request(server, search: str) -> dict:
     """The body a page posts for the view callback when its URL is `search` (every other input empty)."""
     port = _port(server)
     deps = json.loads(_request(port, f"127.0.0.1:{port}", path="/_dash-dependencies")[1])
-    view = next(d for d in deps if d["output"].startswith("..url.search..."))
-    outputs = [dict(zip(("id", "property"), part.rsplit(".", 1))) for part in view["output"].strip(".").split("...")]
-    inputs = [{**i, "value": search if (i["id"], i["property"]) == ("url", "search") else None}
-              for i in view["inputs"]]
-    return {"output": view["output"], "outputs": outputs, "inputs": inputs, "state": [],
-            "changedPropIds": ["url.search"]}
+    return callback_body(deps, "..url.search...", {"url.search": search})
