@@ -57,7 +57,6 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.cli.diverge", "graphcmp.core.report"): "40 ms before every other command",
     ("graphcmp.cli.diverge", "graphcmp.core.distributed.batch"): "5.5 ms before every other command",
     ("graphcmp.cli.info", "graphcmp.core.compare"): "45 ms before every other command",
-    ("graphcmp.cli.info", "graphcmp.core.report"): "40 ms before every other command",
     ("graphcmp.cli.info", "graphcmp.core.distributed.batch"): "5.5 ms before every other command",
     ("graphcmp.cli.batch", "graphcmp.core.distributed.batch"): "5.5 ms before every other command",
     ("graphcmp.cli.compare", "graphcmp.core.outcome"): "3.7 ms before every other command (none: core.report loads it)",

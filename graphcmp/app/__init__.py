@@ -9,6 +9,7 @@ from __future__ import annotations
 from dash import Dash
 
 from graphcmp.app.callbacks import register_callbacks
+from graphcmp.app.guard import guard_callbacks
 from graphcmp.app.page import page_layout
 from graphcmp.app.paths import assets_dir
 from graphcmp.app.results import ResultSet, open_results
@@ -35,5 +36,6 @@ def create_app(results: ResultSet) -> Dash:
     app.layout = page_layout(start.title if len(results.entries) > 1 else start.source, job=results.job is not None,
                              paired=viewer.model(start.key).paired)
     register_callbacks(app, viewer)
+    guard_callbacks(app)
     app.server.config["GRAPHCMP_VIEWER"] = viewer
     return app

@@ -16,11 +16,21 @@ from urllib.parse import parse_qs
 
 from graphcmp.app.elements import parse_element_id
 from graphcmp.app.model import SIDES, ViewModel
-from graphcmp.app.state import ViewState, pick, reveal, select, selected_rows, toggle, turn_page
+from graphcmp.app.state import (
+    ViewState,
+    as_index,
+    known_filters,
+    pick,
+    reveal,
+    select,
+    selected_rows,
+    toggle,
+    turn_page,
+)
 from graphcmp.app.viewer import Viewer
 from graphcmp.core.errors import GraphcmpError
 
-__all__ = ["ACTIONS", "Action", "act", "checked", "initial", "is_fresh", "manual", "origin_row"]
+__all__ = ["ACTIONS", "Action", "MalformedInput", "act", "checked", "initial", "is_fresh", "manual", "origin_row"]
 
 Action = Callable[[Viewer, ViewState, Mapping[str, Any]], ViewState]
 
@@ -55,19 +65,62 @@ def origin_row(model: ViewModel) -> int | None:
     return model.row_of("npu", first.node) if first is not None else None
 
 
-def is_fresh(search: str | None) -> bool:
+def is_fresh(search: object) -> bool:
     """True for a URL that says nothing about the view but which result (a page opened afresh).
 
     >>> is_fresh(""), is_fresh("?res=s0r2"), is_fresh("?res=0&sync=1")
     (True, True, False)
     """
-    return set(parse_qs((search or "").lstrip("?"), keep_blank_values=True)) <= {"res"}
+    text = search if isinstance(search, str) else ""
+    return set(parse_qs(text.lstrip("?"), keep_blank_values=True)) <= {"res"}
 
 
 def act(viewer: Viewer, state: ViewState, trigger: str, inputs: Mapping[str, Any]) -> ViewState:
-    """The state after the action of `trigger` (the state unchanged for a trigger without one)."""
+    """The state after the action of `trigger` (unchanged for a trigger without one, or for an input value of a
+    kind the page never sends: a hand-made request)."""
     action = ACTIONS.get(trigger)
-    return action(viewer, checked(viewer, state), inputs) if action is not None else checked(viewer, state)
+    state = checked(viewer, state)
+    if action is None:
+        return state
+    try:
+        return action(viewer, state, inputs)
+    except MalformedInput:
+        return state
+
+
+class MalformedInput(ValueError):
+    """A callback input holds a value of a kind its control never sends."""
+
+
+def _text(inputs: Mapping[str, Any], name: str, limit: int) -> str:
+    """A text box's value (nothing: ""), cut to `limit` characters."""
+    value = inputs.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise MalformedInput(name)
+    return value[:limit]
+
+
+def _choice(inputs: Mapping[str, Any], name: str, none: str) -> int | None:
+    """A number picked in a dropdown (3 or "3"); None for the option `none` ("all", "-") or nothing.
+
+    >>> _choice({"step": "3"}, "step", "-"), _choice({"micro": "all"}, "micro", "all"), _choice({}, "rank", "-")
+    (3, None, None)
+    >>> _choice({"step": -1}, "step", "-")
+    Traceback (most recent call last):
+    ...
+    graphcmp.app.actions.MalformedInput: step
+    """
+    value = inputs.get(name)
+    if value is None or value == none:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    number = as_index(value)
+    if number is None:
+        raise MalformedInput(name)
+    return number
 
 
 # ---- the panes --------------------------------------------------------------------------------------
@@ -143,35 +196,35 @@ def _finding(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> Vie
 
 
 def _search(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
-    query, filters = inputs.get("query"), inputs.get("filters")
-    state = replace(state, query=(query if isinstance(query, str) else "")[:_MAX_QUERY],
-                    filters=tuple(f for f in filters if isinstance(f, str)) if isinstance(filters, list) else (),
-                    hit=0)
+    filters = inputs.get("filters")
+    if not isinstance(filters, list | None):  # a checklist sends a list: never split "error" into letters
+        raise MalformedInput("filters")
+    state = replace(state, query=_text(inputs, "query", _MAX_QUERY), filters=known_filters(filters or []), hit=0)
     hits, _ = viewer.hits(state)
     return _go_hit(viewer, state, 0) if hits else state
 
 
 def _metric(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
-    metric = inputs.get("metric")
-    return replace(state, metric=metric if isinstance(metric, str) else "", bins="")
+    return replace(state, metric=_text(inputs, "metric", _MAX_QUERY), bins="")
 
 
 def _bins(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
-    bins = inputs.get("bins")
-    return replace(state, bins=(bins if isinstance(bins, str) else "")[:_MAX_BINS])
+    return replace(state, bins=_text(inputs, "bins", _MAX_BINS))
 
 
 def _sync(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
-    return replace(state, sync=bool(inputs.get("sync")))
+    ticked = inputs.get("sync")
+    if not isinstance(ticked, list | None):
+        raise MalformedInput("sync")
+    return replace(state, sync="on" in (ticked or []))
 
 
 def _micro(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
-    micro = _opt_int(inputs.get("micro"))
-    return replace(state, micro=micro)
+    return replace(state, micro=_choice(inputs, "micro", "all"))
 
 
 def _switch_result(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
-    step, rank = _opt_int(inputs.get("step")), _opt_int(inputs.get("rank"))
+    step, rank = _choice(inputs, "step", "-"), _choice(inputs, "rank", "-")
     results = viewer.results
     entry = results.find(step, rank) or next((e for e in results.entries if e.step == step), results.default)
     if entry.key == state.result:
@@ -179,13 +232,6 @@ def _switch_result(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) 
     fresh = replace(ViewState(), result=entry.key, selected=state.selected, sync=state.sync, metric=state.metric,
                     bins=state.bins, query=state.query, filters=state.filters)
     return initial(viewer, fresh, at_origin=True)
-
-
-def _opt_int(value: Any) -> int | None:
-    """A dropdown's number ("3"), or None for "all", "-", nothing or anything else."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
 ACTIONS: dict[str, Action] = {

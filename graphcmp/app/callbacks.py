@@ -25,7 +25,7 @@ from graphcmp.app.actions import act, checked, initial, is_fresh, manual
 from graphcmp.app.elements import pane_edges
 from graphcmp.app.job import TREND_METRICS, column_node
 from graphcmp.app.page import PANE_IDS
-from graphcmp.app.state import ViewState
+from graphcmp.app.state import ViewState, as_index
 from graphcmp.app.svg import pane_svg
 from graphcmp.app.viewer import Viewer
 from graphcmp.app.views import VIEWS, Turn, job_outputs, show
@@ -136,25 +136,32 @@ def jump_search(viewer: Viewer, state: ViewState, trigger: Any, click: dict | No
     if job is None:
         return None
     if isinstance(trigger, dict):  # {"type": "peer", "index": "<rank>:<row>"}
-        rank, _, position = str(trigger.get("index", "")).partition(":")
-        if not (rank.isdigit() and position.isdigit()):
+        rank_text, _, position_text = str(trigger.get("index", "")).partition(":")
+        rank, position = as_index(rank_text), as_index(position_text)
+        if rank is None or position is None:
             return None
-        node = job.call_node(step, int(rank), int(position))
+        node = job.call_node(step, rank, position)
     else:
-        point = ((click or {}).get("points") or [{}])[0]
+        point = _first_point(click)
         row, node = str(point.get("y", "")), point.get("x")
         node = column_node(node) if isinstance(node, str) else None
         if row.startswith("step "):  # the trend: another step of this rank
-            picked = row.removeprefix("step ").strip()
-            step = int(picked) if picked.isdigit() else None
-            rank = str(here.rank or 0) if picked.isdigit() else ""
+            step = as_index(row.removeprefix("step ").strip())
+            rank = (here.rank or 0) if step is not None else None
         else:
-            rank = row.removeprefix("rank ").strip()
-    entry = results.find(step, int(rank)) if rank.isdigit() else None
+            rank = as_index(row.removeprefix("rank ").strip())
+    entry = results.find(step, rank) if rank is not None else None
     if entry is None or not isinstance(node, str):
         return None
     fresh = ViewState(result=entry.key, selected=("npu", node), sync=state.sync, metric=state.metric, bins=state.bins)
     return fresh.to_query()
+
+
+def _first_point(click: Any) -> dict[str, Any]:
+    """The first point of a plotly ``clickData`` (``{"points": [{"x": .., "y": ..}]}``); {} for anything else."""
+    points = click.get("points") if isinstance(click, dict) else None
+    point = points[0] if isinstance(points, list) and points else None
+    return point if isinstance(point, dict) else {}
 
 
 def _register_job(app: Dash, viewer: Viewer) -> None:

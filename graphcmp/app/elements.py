@@ -14,6 +14,7 @@ A node with inputs folded into it (constants, weights) carries their count, show
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,8 @@ from graphcmp.core.rules import Status
 
 __all__ = ["MAX_EDGES", "STYLESHEET", "DrawnEdge", "PaneStyle", "node_element_id", "pane_edges", "pane_elements",
            "parse_element_id"]
+
+_ELEMENT_ID = re.compile(r"[nb](?P<node>[0-9]{1,18})|p(?P<pager>[0-9]{1,18}):(?P<step>-?1)")
 
 MAX_EDGES = 4000
 
@@ -46,21 +49,22 @@ def node_element_id(row: int, is_box: bool = False) -> str:
     return f"b{row}" if is_box else f"n{row}"
 
 
-def parse_element_id(element_id: str | None) -> tuple[int, int] | None:
+def parse_element_id(element_id: object) -> tuple[int, int] | None:
     """(row, pager step) of an element id: ``n12`` -> (12, 0), ``p4:1`` -> (4, 1); None when malformed.
+
+    Only the ids the panes draw are read: a row is ASCII digits (``n-1`` is not the last row, ``n１`` not row 1).
 
     >>> parse_element_id("n12"), parse_element_id("b3"), parse_element_id("p4:-1"), parse_element_id("x")
     ((12, 0), (3, 0), (4, -1), None)
+    >>> parse_element_id("n-1"), parse_element_id("n１"), parse_element_id(" n1"), parse_element_id(7)
+    (None, None, None, None)
     """
-    try:
-        if element_id and element_id[0] in "nb":
-            return int(element_id[1:]), 0
-        if element_id and element_id[0] == "p":
-            row, step = element_id[1:].split(":")
-            return int(row), 1 if int(step) > 0 else -1
-    except ValueError:
+    found = _ELEMENT_ID.fullmatch(element_id) if isinstance(element_id, str) else None
+    if found is None:
         return None
-    return None
+    if found["node"] is not None:
+        return int(found["node"]), 0
+    return int(found["pager"]), int(found["step"])
 
 
 def pane_colors(model: ViewModel, side: str, rows: np.ndarray, open_rows: np.ndarray,

@@ -5,33 +5,136 @@ Hits are (side, row) pairs: npu rows in execution order, then bench rows that ha
 The regex and the filters combine with AND; several filters combine with OR. Results are cached per
 (query, filters, micro-step) with the model, so stepping through them costs nothing.
 
-Python's ``re`` is slow case-insensitively (it cannot jump to a literal), and a loop over a million
-ids costs a second. So a pattern is run once over all ids of a side joined by newlines and lower-cased
-(`IdText`, kept with the model), with its letters lower-cased (escapes such as ``\W`` kept) and
-``re.MULTILINE`` (``^``/``$`` per id); a match is mapped back to its id by the line offsets. A
-pattern this cannot run exactly (one that may match an empty string, ``\A``/``\Z``, letters beyond
-ASCII, or a match that spans two ids) is run id by id, case-insensitively, as before.
+A search text comes from the page or from a shared link (``?q=``), so no pattern may take the server
+down. Python's ``re`` backtracks: ``(.|.)*!`` tries 2**n ways on an id of n characters and holds the
+interpreter lock while it does, which froze the whole viewer. Patterns therefore run on RE2
+(`google-re2`), whose matching time is linear in the text for every pattern it accepts, and which
+lets other requests run while it matches. RE2 refuses what it cannot run in linear time
+(back-references, look-ahead and look-behind, atomic groups) and repetition counts above 1000; such a
+pattern gets a one-line message, as a malformed one does. Matching is case-insensitive.
+
+All ids of a side are searched in one pass (`IdText`): joined by newlines, with the byte offset of
+each, a pattern in multi-line mode (``^``/``$`` per id) that never matches a newline, each hit mapped
+back to its id by the offsets, and the search going on at the next id. A literal text (letters,
+digits, escaped punctuation such as ``\.``, optionally anchored by ``^``/``$``) is found by Python's
+``re`` on the lower-cased ids instead: a literal cannot backtrack (``re`` scans for it in linear
+time), and ``re`` steps from hit to hit faster than RE2's bindings. A pattern about the whole text
+(``\A``, ``\z``, turning multi-line mode off) and ids holding a newline are searched id by id.
+
+Linear is not always short: ``.{1000}`` thirty times is a program of some 100,000 states that RE2 runs
+at a few MB/s. RE2 cannot be interrupted, so it matches ~64 KB of ids at a time and the search gives up
+with a message after `SEARCH_SECONDS`.
 """
 
 from __future__ import annotations
 
 import re
+import time
+from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
+import re2
 
 from graphcmp.app.model import ViewModel
 from graphcmp.core.errors import GraphcmpError
 from graphcmp.core.judge import ERROR, PASS, SKIP, UNMATCHED, WARNING
 from graphcmp.core.overflow import OverflowLevel
 
-__all__ = ["IdText", "SearchError", "find_hits", "id_text", "lower_pattern"]
+__all__ = ["SEARCH_SECONDS", "IdText", "SearchError", "SearchPattern", "compile_search", "find_hits", "id_text"]
+
+SEARCH_SECONDS = 2.0
+"""Longest a search may match before it is given up with a message: a page waits for its answer."""
+_CHUNK = 1 << 16  # bytes of ids RE2 matches between two looks at the clock (about 1,000 ids, ~20 ms at worst)
 
 _STATUS = {"error": ERROR, "warning": WARNING, "pass": PASS, "skip": SKIP, "unmatched": UNMATCHED}
+_LITERAL = re.compile(r"(?P<start>\^?)(?P<text>(?:[^\\.^$*+?{}\[\]|()\n\r]|\\[^0-9A-Za-z\n\r])*)(?P<end>\$?)")
+_WHOLE_TEXT = re.compile(r"\\[AZz]|\(\?[a-zA-Z]*-[a-zA-Z]*m")  # \A, \Z, \z, (?-m ...): not per line
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 
 class SearchError(GraphcmpError):
-    """The search text is not a valid regular expression."""
+    """The search text is not a regular expression the search can run."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPattern:
+    """A search text compiled for `IdText.matching`.
+
+    Attributes
+    ----------
+    query : str
+        The text as given.
+    lines : re2._Regexp
+        RE2, case-insensitive, multi-line and never matching a newline: for ids joined by newlines.
+    single : re2._Regexp
+        RE2, case-insensitive: for one id at a time.
+    literal : re.Pattern[bytes] | None
+        For a literal text: ``re`` over lower-cased ASCII ids, multi-line; None otherwise.
+    whole : bool
+        True when the pattern must see one id at a time (``\\A``, ``\\z``, multi-line mode turned off).
+    """
+
+    query: str
+    lines: Any  # re2's compiled pattern (its class is private)
+    single: Any
+    literal: re.Pattern[bytes] | None
+    whole: bool
+
+
+def compile_search(query: str) -> SearchPattern:
+    r"""Compile a search text (a regular expression, matched case-insensitively anywhere in an id).
+
+    Raises
+    ------
+    SearchError
+        If `query` is malformed, or needs backtracking (back-references, look-around), or is too large.
+
+    Examples
+    --------
+    >>> compile_search(r"layers\.1\.").literal.pattern
+    b'(?m)layers\\.1\\.'
+    >>> compile_search(r"(.|.)*!").literal is None
+    True
+    >>> try:
+    ...     compile_search(r"(a)\1")
+    ... except SearchError as err:
+    ...     print(str(err).split(";")[0])
+    search: '(a)\\1' is not a regular expression the search can run (invalid escape sequence: \1)
+    """
+    rewritten = _rewrite_python_only(query)
+    try:
+        lines = re2.compile("(?m)" + rewritten, _options(never_nl=True))
+        single = re2.compile(rewritten, _options(never_nl=False))
+    except re2.error as err:
+        why = err.args[0].decode("utf-8", "replace") if err.args and isinstance(err.args[0], bytes) else str(err)
+        raise SearchError(f"search: {query!r} is not a regular expression the search can run ({why}); "
+                          "look-around and back-references are not supported") from err
+    return SearchPattern(query, lines, single, _literal(query), bool(_WHOLE_TEXT.search(query)))
+
+
+def _options(never_nl: bool) -> re2.Options:
+    options = re2.Options()
+    options.case_sensitive = False
+    options.never_nl = never_nl
+    options.never_capture = True
+    options.log_errors = False  # a bad pattern is the user's, said in the page, not a line in the server's log
+    return options
+
+
+def _rewrite_python_only(query: str) -> str:
+    r"""`query` with Python's ``\Z`` (end of text) spelled as RE2 spells it, ``\z``; other escapes kept."""
+    return re.sub(r"\\(.)", lambda m: r"\z" if m.group(1) == "Z" else m.group(0), query, flags=re.DOTALL)
+
+
+def _literal(query: str) -> re.Pattern[bytes] | None:
+    """``re`` for a literal `query` over lower-cased ASCII ids; None when `query` is more than a literal."""
+    parts = _LITERAL.fullmatch(query)
+    if parts is None or not query.isascii():
+        return None
+    text = _ESCAPE.sub(r"\1", parts["text"]).lower()
+    return re.compile(f"(?m){parts['start']}{re.escape(text)}{parts['end']}".encode())
 
 
 def find_hits(model: ViewModel, query: str, filters: tuple[str, ...], micro: int | None) -> tuple[tuple[str, int], ...]:
@@ -40,7 +143,7 @@ def find_hits(model: ViewModel, query: str, filters: tuple[str, ...], micro: int
     Raises
     ------
     SearchError
-        If `query` is not a valid regular expression.
+        If `query` is not a regular expression the search can run (`compile_search`).
 
     Examples
     --------
@@ -57,10 +160,7 @@ def find_hits(model: ViewModel, query: str, filters: tuple[str, ...], micro: int
 
 
 def _search(model: ViewModel, query: str, filters: tuple[str, ...], micro: int | None) -> tuple[tuple[str, int], ...]:
-    try:
-        rx = re.compile(query, re.IGNORECASE) if query else None
-    except re.error as err:
-        raise SearchError(f"search: {query!r} is not a regular expression ({err})") from err
+    pattern = compile_search(query) if query else None
     hits: list[tuple[str, int]] = []
     for side in model.sides:
         mask = _filter_mask(model, side, filters)
@@ -70,13 +170,9 @@ def _search(model: ViewModel, query: str, filters: tuple[str, ...], micro: int |
         mask[0] = False
         if micro is not None:
             mask &= nodes.micro_step == micro
-        if rx is not None:
-            found = id_text(model, side).matching(query)
-            if found is None:
-                ids = nodes.ids
-                rows = [r for r in np.flatnonzero(mask).tolist() if rx.search(ids[r])]
-            else:
-                rows = found[mask[found]].tolist()
+        if pattern is not None:
+            found = id_text(model, side).matching(pattern)
+            rows = found[mask[found]].tolist()
         else:
             rows = np.flatnonzero(mask).tolist()
         hits.extend((side, r) for r in rows)
@@ -88,30 +184,16 @@ def id_text(model: ViewModel, side: str) -> IdText:
     return model.keep(("ids", side), lambda: IdText(model.graphs[side].nodes.ids))
 
 
-def lower_pattern(query: str) -> str:
-    r"""`query` with every letter lower-cased except those of escapes (``\\W`` stays a non-word class).
-
-    >>> lower_pattern(r"Linear\.2\W[A-Z]")
-    'linear\\.2\\W[a-z]'
-    """
-    out = []
-    escaped = False
-    for ch in query:
-        out.append(ch if escaped else ch.lower())
-        escaped = not escaped and ch == "\\"
-    return "".join(out)
-
-
 class IdText:
-    r"""The ids of one run joined by newlines and lower-cased, with the offset of each, for one-pass searches.
+    r"""The ids of one run joined by newlines, with the byte offset of each, for one-pass searches.
 
     Examples
     --------
     >>> text = IdText(("DefaultModel", "Module.fc.Linear.forward.0", "Functional.linear.0.forward"))
-    >>> text.matching(r"LINEAR\.\d").tolist(), text.matching(r"^functional").tolist()
+    >>> text.matching(compile_search(r"LINEAR\.\d")).tolist(), text.matching(compile_search(r"^functional")).tolist()
     ([2], [2])
-    >>> text.matching("x*") is None  # may match an empty string: run id by id
-    True
+    >>> text.matching(compile_search("(.|.)*!")).tolist(), text.matching(compile_search("x*")).tolist()
+    ([], [0, 1, 2])
     """
 
     def __init__(self, ids: tuple[str, ...]) -> None:
@@ -122,28 +204,76 @@ class IdText:
         _ = self._text
 
     @cached_property
-    def _text(self) -> tuple[str, np.ndarray]:
-        lowered = [i.lower() for i in self.ids]
-        text = "\n".join(lowered)
-        lengths = np.fromiter(map(len, lowered), np.int64, len(lowered)) + 1
-        return text, np.concatenate([[0], np.cumsum(lengths)])
+    def _text(self) -> tuple[bytes, np.ndarray, bool]:
+        """(the ids joined by newlines, offset of each id plus one past the end, ASCII ids lower-cased)."""
+        joined = "\n".join(self.ids)
+        if joined.isascii():
+            text = joined.lower().encode("ascii")
+            lengths = np.fromiter(map(len, self.ids), np.int64, len(self.ids))
+            lowered = True
+        else:  # RE2 folds case itself; lower() of non-ASCII may change lengths and meanings
+            encoded = [i.encode("utf-8", "replace") for i in self.ids]
+            text = b"\n".join(encoded)
+            lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+            lowered = False
+        return text, np.concatenate([[0], np.cumsum(lengths + 1)]), lowered
 
-    def matching(self, query: str) -> np.ndarray | None:
-        """Rows whose id matches `query` case-insensitively, ascending; None when one pass cannot tell exactly."""
-        if "\\A" in query or "\\Z" in query or not query.isascii() or not self._text[0].isascii():
-            return None  # str.lower() and re's case folding agree on ASCII only
-        try:
-            rx = re.compile(lower_pattern(query), re.MULTILINE)
-        except re.error:
-            return None
-        if rx.search("") is not None:
-            return None
-        text, starts = self._text
-        spans = np.array([m.span() for m in rx.finditer(text)], np.int64).reshape(-1, 2)
-        rows = np.searchsorted(starts, spans[:, 0], side="right") - 1
-        if len(rows) and (spans[:, 1] > starts[rows + 1] - 1).any():  # a match ran into the next id
-            return None
-        return np.unique(rows)
+    @cached_property
+    def _one_line_each(self) -> bool:
+        """True when no id holds a newline (the joined text has one line per id)."""
+        return self._text[0].count(b"\n") == len(self.ids) - 1
+
+    def matching(self, pattern: SearchPattern, seconds: float | None = None) -> np.ndarray:
+        """Rows whose id matches `pattern`, ascending.
+
+        Raises
+        ------
+        SearchError
+            If RE2 is still matching after `seconds` (default `SEARCH_SECONDS`): linear time can still be long
+            for a pattern of thousands of states (``.{1000}`` thirty times).
+        """
+        text, starts, lowered = self._text
+        deadline = time.monotonic() + (SEARCH_SECONDS if seconds is None else seconds)
+        if pattern.whole or not self._one_line_each:
+            return self._one_by_one(pattern, deadline)
+        if pattern.literal is not None and lowered:
+            at = [m.start() for m in pattern.literal.finditer(text)]
+        else:
+            at = self._each_line(pattern, text, deadline)
+        rows = np.searchsorted(starts, np.array(at, np.int64), side="right") - 1  # ascending: matches come in order
+        return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows
+
+    def _each_line(self, pattern: SearchPattern, text: bytes, deadline: float) -> list[int]:
+        """Start of the first match in each id that has one: RE2 goes on at the next id, over `_CHUNK` bytes of
+        whole ids at a time (no match spans two ids), so the deadline is checked at least that often."""
+        at: list[int] = []
+        pos, end, search = 0, len(text), pattern.lines.search
+        while pos <= end:
+            stop = text.find(b"\n", min(pos + _CHUNK, end))
+            stop = end if stop < 0 else stop
+            found = search(text, pos, stop)
+            if found is None:
+                pos = stop + 1
+            else:
+                at.append(found.start())
+                newline = text.find(b"\n", found.start())
+                pos = end + 1 if newline < 0 else newline + 1
+            if time.monotonic() > deadline:
+                raise self._too_long(pattern)
+        return at
+
+    def _one_by_one(self, pattern: SearchPattern, deadline: float) -> np.ndarray:
+        search, rows = pattern.single.search, []
+        for row, node in enumerate(self.ids):
+            if search(node.encode("utf-8", "replace")):
+                rows.append(row)
+            if row % 1024 == 0 and time.monotonic() > deadline:
+                raise self._too_long(pattern)
+        return np.array(rows, np.int64)
+
+    def _too_long(self, pattern: SearchPattern) -> SearchError:
+        return SearchError(f"search: {pattern.query[:80]!r} took too long over {len(self.ids):,} ids (linear, but "
+                           "with too many states): simplify the pattern")
 
 
 def _filter_mask(model: ViewModel, side: str, filters: tuple[str, ...]) -> np.ndarray:

@@ -15,8 +15,8 @@ from graphcmp.app.layout import PAGE, page_of, visible_children
 from graphcmp.app.model import SIDES, ViewModel
 
 __all__ = [
-    "FILTERS", "MAX_VISIBLE", "ViewState", "pick", "reveal", "select", "selected_rows", "toggle", "turn_page",
-    "visible_count",
+    "FILTERS", "MAX_VISIBLE", "ViewState", "as_index", "known_filters", "pick", "reveal", "select", "selected_rows",
+    "toggle", "turn_page", "visible_count",
 ]
 
 MAX_VISIBLE = 1500
@@ -59,9 +59,14 @@ class ViewState:
         return "?" + urlencode({k: v for k, v in q.items() if v != ""})
 
     @classmethod
-    def from_query(cls, search: str | None) -> ViewState:
-        """Parse a URL query string; unknown or malformed values fall back to the defaults."""
-        q = {k: v[-1] for k, v in parse_qs((search or "").lstrip("?"), keep_blank_values=True).items()}
+    def from_query(cls, search: object) -> ViewState:
+        """Parse a URL query string; unknown or malformed values (or anything but a string) fall back to the defaults.
+
+        >>> ViewState.from_query(5) == ViewState.from_query(["?q=a"]) == ViewState()
+        True
+        """
+        text = search if isinstance(search, str) else ""
+        q = {k: v[-1] for k, v in parse_qs(text.lstrip("?"), keep_blank_values=True).items()}
         sel = q.get("sel", "")
         side, _, node = sel.partition(":")
         return cls(
@@ -70,7 +75,7 @@ class ViewState:
             pages={"npu": _pages(q.get("pg")), "bench": _pages(q.get("pgb"))},
             selected=(side, node) if side in SIDES and node else None, sync=q.get("sync", "1") != "0",
             metric=q.get("metric", ""), bins=q.get("bins", ""), query=q.get("q", "")[:_MAX_QUERY],
-            filters=tuple(f for f in q.get("f", "").split(",") if f in FILTERS), hit=max(_int(q.get("hit")) or 0, 0),
+            filters=known_filters(q.get("f", "").split(",")), hit=max(_int(q.get("hit")) or 0, 0),
             picked=(q.get("pn", ""), q.get("pb", "")),
         )
 
@@ -82,6 +87,26 @@ class ViewState:
         selected = self.selected if self.selected and model.row_of(*self.selected) is not None else None
         picked = tuple(p if p and model.row_of(s, p) is not None else "" for s, p in zip(SIDES, self.picked))
         return replace(self, open=opened, pages=pages, selected=selected, picked=picked)
+
+
+def as_index(text: object) -> int | None:
+    """A non-negative number written in ASCII digits (at most 18 of them), else None.
+
+    >>> as_index("12"), as_index("-1"), as_index("１"), as_index("9" * 5000), as_index(3)
+    (12, None, None, None, None)
+    """
+    if isinstance(text, str) and 0 < len(text) <= 18 and text.isascii() and text.isdigit():
+        return int(text)
+    return None
+
+
+def known_filters(names: list[str]) -> tuple[str, ...]:
+    """The names among `names` that are filters (`FILTERS`), each once, in the order given.
+
+    >>> known_filters(["error", "e", "r", "error", "overflow"])
+    ('error', 'overflow')
+    """
+    return tuple(dict.fromkeys(n for n in names if n in FILTERS))
 
 
 def _pages_text(pages: dict[int, int]) -> str:

@@ -1,4 +1,4 @@
-"""`graphcmp info FILE`: counts of a comparison result (or of a built run)."""
+"""`graphcmp info FILE`: counts of a comparison result (or of a built run; of every graph of a `.vis.db`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 from graphcmp.cli.options import add_json
 from graphcmp.cli.output import emit
-from graphcmp.cli.render import render_batch, render_graph_summary, render_outcome, render_summary
+from graphcmp.cli.render import render_batch, render_graph_summary, render_graphs, render_outcome, render_summary
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,10 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from graphcmp.core.compare import load_document
+    from graphcmp.core.compare import file_summary
     from graphcmp.core.distributed.batch import batch_summary, is_batch_result, load_index
     from graphcmp.core.outcome import job_outcome
-    from graphcmp.core.report import CompareReport, graph_summary
 
     if is_batch_result(args.file):
         index = load_index(args.file)
@@ -28,12 +27,12 @@ def handle(args: argparse.Namespace) -> int:
         summary = {**batch_summary(index), "verdict": outcome["verdict"], "outcome": outcome}
         emit(summary, render_batch(summary) + "\n" + render_outcome(outcome), args.json)
         return 0
-    document = load_document(args.file)
-    if isinstance(document, CompareReport):
-        summary = document.summary()
-        summary = {**summary, "verdict": summary["outcome"]["verdict"]}
-        emit(summary, render_summary(summary) + "\n" + render_outcome(summary["outcome"]), args.json)
+    summary = file_summary(args.file)
+    if "graphs" in summary:
+        text = render_graphs(summary)
+    elif "outcome" in summary:
+        text = render_summary(summary) + "\n" + render_outcome(summary["outcome"])
     else:
-        summary = graph_summary(document)
-        emit(summary, render_graph_summary(summary), args.json)
+        text = render_graph_summary(summary)
+    emit(summary, text, args.json)
     return 0

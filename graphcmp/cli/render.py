@@ -44,6 +44,21 @@ def render_graph_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_graphs(summary: dict[str, Any]) -> str:
+    """Text of a file of several graphs (`file_summary`): each graph's counts under its step and rank, then the
+    verdict of them all."""
+    lines = [f"{summary['path']}: {len(summary['graphs'])} graphs"]
+    for graph in summary["graphs"]:
+        compared = "outcome" in graph
+        text = render_summary(graph) + "\n" + render_outcome(graph["outcome"]) if compared else \
+            render_graph_summary(graph)
+        lines.append(f"step {graph['step']} rank {graph['rank']}:")
+        lines.extend(f"  {line}" for line in text.splitlines())
+    if "outcome" in summary:
+        lines.append(render_outcome(summary["outcome"]))
+    return "\n".join(lines)
+
+
 def render_outcome(outcome: dict[str, Any]) -> str:
     """The verdict line of an `Outcome` (as a dict) and its hints, one per line."""
     return "\n".join([f"verdict: {outcome['reason']}", *(f"  hint: {h}" for h in outcome.get("hints", ()))])

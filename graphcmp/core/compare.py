@@ -3,26 +3,28 @@
 `compare_graphs` is the comparison every entry point makes: `compare_paths` on two dump paths,
 `compare_vis` on a tb-graph-ascend document (msprobe's links as the given matches), and
 `apply_manual_matches` when a person's matches come first. `load_document` opens any file graphcmp
-shows: its report or graph JSON, or a `.vis`/`.vis.db`, compared here.
+shows: its report or graph JSON, or a `.vis`/`.vis.db`, compared here; `load_documents` every graph of a
+`.vis.db`, and `file_summary` the counts `graphcmp info` prints.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from graphcmp._version import __version__
 from graphcmp.core.judge import judge
 from graphcmp.core.matching import ChildMatcher, RuleMatcher, default_matchers, match_graphs
 from graphcmp.core.matching.given import GivenMatcher, GivenMatches
 from graphcmp.core.noise import noise_model
+from graphcmp.core.outcome import job_outcome
 from graphcmp.core.overflow import overflow_levels
 from graphcmp.core.pairing import TensorMetricsFn, pair_metrics, pair_tensors
 from graphcmp.core.readers.detect import VIS_SUFFIXES
 from graphcmp.core.readers.pair import read_pair
 from graphcmp.core.records import DumpGraph
-from graphcmp.core.report import CompareOptions, CompareReport, load_saved
+from graphcmp.core.report import CompareOptions, CompareReport, graph_summary, load_saved
 from graphcmp.core.rules import DEFAULT_THRESHOLDS, Thresholds
 from graphcmp.core.tensorcmp import tensor_metrics_for
 
@@ -30,7 +32,8 @@ if TYPE_CHECKING:
     from graphcmp.core.matching.manual import ManualMatches
     from graphcmp.core.readers.vis import VisDocument
 
-__all__ = ["apply_manual_matches", "compare_graphs", "compare_paths", "compare_vis", "load_document"]
+__all__ = ["apply_manual_matches", "compare_graphs", "compare_paths", "compare_vis", "file_summary", "load_document",
+           "load_documents"]
 
 
 def compare_graphs(
@@ -143,6 +146,74 @@ def load_document(path: str | os.PathLike[str]) -> CompareReport | DumpGraph:
 
         return compare_vis(read_vis(path))
     return load_saved(path)
+
+
+def load_documents(path: str | os.PathLike[str]) -> Iterator[CompareReport | DumpGraph]:
+    """Every graph a file holds, read one at a time: each (step, rank) of a `.vis.db` (msprobe writes every step
+    and rank of a job into one file), else the one document `load_document` reads.
+
+    Raises
+    ------
+    DumpFormatError
+        If the file is missing, damaged, or not one of these (when the generator is advanced).
+    """
+    if not _is_vis_db(path):
+        yield load_document(path)
+        return
+    from graphcmp.core.readers.vis import list_vis_graphs, read_vis  # see tests/test_layers.py: LAZY_IMPORTS
+
+    for key in list_vis_graphs(path):
+        yield compare_vis(read_vis(path, key.step, key.rank))
+
+
+def file_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """What `graphcmp info` says about a result or graph file: the counts of its graph (and, for a comparison, its
+    verdict); for a `.vis.db` of several graphs, the counts and verdict of each and the verdict of them all.
+
+    Returns
+    -------
+    dict
+        One graph: `CompareReport.summary` with ``verdict``, or `graph_summary` of a run. Several:
+        ``{"path", "graphs": [each with its step and rank], "verdict", "outcome"}``, the verdict the worst of
+        the compared graphs' (`job_outcome`; a file of runs only has none).
+
+    Raises
+    ------
+    DumpFormatError
+        If the file is missing, damaged, or not a file graphcmp reads.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from graphcmp.core.report import save_report
+    >>> from graphcmp.samples import sample_pair
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "cmp.json"
+    >>> save_report(compare_paths(*sample_pair()), path)
+    >>> summary = file_summary(path)
+    >>> summary["verdict"], summary["matched"], "graphs" in summary
+    ('differ', 178, False)
+    """
+    graphs = [_document_summary(doc) for doc in load_documents(path)]
+    if len(graphs) == 1:
+        return graphs[0]
+    out: dict[str, Any] = {"path": str(path), "graphs": graphs}
+    runs = [{"step": g["step"], "rank": g["rank"], "error": None, "summary": g} for g in graphs if "outcome" in g]
+    if runs:
+        outcome = job_outcome({"runs": runs, "missing": {}, "analysis": {"origin": None}}).to_dict()
+        out.update(verdict=outcome["verdict"], outcome=outcome)
+    return out
+
+
+def _document_summary(document: CompareReport | DumpGraph) -> dict[str, Any]:
+    if isinstance(document, DumpGraph):
+        return graph_summary(document)
+    summary = document.summary()
+    info = document.npu.info
+    return {**summary, "step": info.step, "rank": info.rank, "verdict": summary["outcome"]["verdict"]}
+
+
+def _is_vis_db(path: str | os.PathLike[str]) -> bool:
+    return str(path).endswith((".vis.db", ".vis.db.gz"))
 
 
 def apply_manual_matches(

@@ -1,4 +1,5 @@
-"""The viewer in a real headless chromium (playwright): open, twin, details, search, filter, sync, step, URL, export.
+"""The viewer in a real headless chromium (playwright): open, twin, details, search, filter, sync, step, URL, export,
+a backtracking search, a page reached through another host name.
 
 Skipped when /usr/bin/chromium or the playwright package is missing (`pip install -e ".[test]"` and
 `apt-get install chromium` provide both; .ci/run does).
@@ -342,3 +343,40 @@ def test_linked_call_jumps_to_the_peer_rank(browser, tmp_path):
         v.page.close()
     finally:
         server.stop()
+
+
+def test_a_backtracking_search_answers_and_the_page_goes_on(viewer, browser, sample_url, sample_report):
+    """(.|.)*! typed or in a shared link: "no matches" (Python's re froze the server on it), and the next search
+    answers as usual; a pattern that needs backtracking (a back-reference) gets its message under the box."""
+    viewer.page.fill("#query", "(.|.)*!")
+    viewer.page.press("#query", "Enter")
+    assert viewer.settle("#hit-info", "no matches") == "no matches"
+    viewer.page.fill("#query", "linear1")
+    viewer.page.press("#query", "Enter")
+    expected = sum(1 for i in sample_report.npu.nodes.ids[1:] if re.search("linear1", i, re.I))
+    assert viewer.settle("#hit-info", "1 of") == f"1 of {expected}"
+    viewer.page.fill("#query", r"(linear)\1")
+    viewer.page.press("#query", "Enter")
+    assert "back-references are not supported" in viewer.settle("#hit-info", "not a regular expression")
+    shared_link = Viewer(browser.new_page(viewport={"width": 1500, "height": 950}), sample_url + "?sync=1&q=(.|.)*!")
+    assert shared_link.settle("#hit-info", "no matches") == "no matches"
+    assert shared_link.page.input_value("#query") == "(.|.)*!"
+    shared_link.page.close()
+
+
+def test_a_page_reached_through_another_name_is_refused(browser, sample_url):
+    """DNS rebinding: rebind.example resolves to 127.0.0.1 (as an attacker's DNS would make it); the viewer
+    refuses the page's requests, while localhost reaches it."""
+    port = sample_url.rstrip("/").rsplit(":", 1)[1]
+    rebinding = browser.browser_type.launch(executable_path=str(CHROMIUM),
+                                            args=[*FLAGS, "--host-resolver-rules=MAP rebind.example 127.0.0.1"])
+    try:
+        page = rebinding.new_page()
+        response = page.goto(f"http://rebind.example:{port}/")
+        assert response.status == 400 and "names another host" in page.inner_text("body")
+        status = page.evaluate(f"fetch('http://rebind.example:{port}/_dash-layout').then(r => r.status)")
+        assert status == 400
+        ok = Viewer(rebinding.new_page(viewport={"width": 1500, "height": 950}), f"http://localhost:{port}/?sync=1")
+        assert ok.ids("npu") and not ok.errors
+    finally:
+        rebinding.close()
