@@ -6,6 +6,7 @@ import dataclasses
 import importlib.util
 import json
 import math
+import re
 import shutil
 import sys
 
@@ -315,7 +316,7 @@ def test_truncated_indented_dump_is_salvaged_as_before(tmp_path, perturb_pair):
         _same_graph(graph, read_msprobe(run, chunk_bytes=None))
 
 
-def test_node_id_repeated_in_two_chunks_reads_as_a_whole_parse(tmp_path, perturb_pair):
+def test_node_id_repeated_in_two_chunks_is_an_error(tmp_path, perturb_pair):
     run = tmp_path / "run"
     shutil.copytree(perturb_pair[0], run)
     dump = json.loads((run / "dump.json").read_text())
@@ -325,7 +326,6 @@ def test_node_id_repeated_in_two_chunks_reads_as_a_whole_parse(tmp_path, perturb
                                                "Max": 7.0, "Min": 7.0, "Mean": 7.0, "Norm": 7.0}]}}, indent=1)
     inner = "\n".join(" " + line for line in repeated.splitlines()[1:-1])
     (run / "dump.json").write_text(text[: text.rindex("\n }")] + ",\n" + inner + text[text.rindex("\n }"):])
-    graph = read_msprobe(run, chunk_bytes=512)
-    _same_graph(graph, read_msprobe(run, chunk_bytes=None))
-    assert [t.dtype for t in graph.view(first).tensors] == ["torch.float16"]  # last value, first position
-    assert graph.row(first) == read_msprobe(perturb_pair[0]).row(first)
+    for chunk_bytes in (512, CHUNK_BYTES):  # in two chunks, and in one
+        with pytest.raises(DumpFormatError, match=rf"dump.json: '{re.escape(first)}' is recorded twice"):
+            read_msprobe(run, chunk_bytes=chunk_bytes)
