@@ -265,13 +265,18 @@ class MemberChunks:
         self.rest: dict[str, Any] | None = None
         self._cuts: _Cuts | None = None
 
-    def members(self, text: bytes) -> int:
+    def members(self, text: bytes, parsed: int) -> int:
         """How many members a chunk of `texts` holds as written, a duplicate key included (a parser keeps
-        one of two). Exact in a layout with a line per member (msprobe's): every member starts the line
-        with the object's indent; otherwise keys with a dot opening an object (an upper bound: a nested
-        key with a dot counts too), so a caller confirms a surplus with `repeated_keys`."""
+        one of two), given that `parsed` were read from it. Exact in a layout with a line per member
+        (msprobe's): every member starts the line with the object's indent (the first count, cheaper, sees
+        the members whose object opens a line of the next indent: all of them but empty ones); otherwise
+        keys with a dot opening an object (an upper bound: a nested key with a dot counts too), so a
+        caller confirms a surplus with `repeated_keys`."""
         cuts = self._cuts
         if cuts is not None and cuts.pad is not None:
+            indent = len(cuts.pad) - 1
+            if indent and text.count(b'": {\n' + b" " * (indent + indent // 2) + b'"') == parsed:
+                return parsed
             return text.count(cuts.pad + b'"')
         return len(_NODE_KEY.findall(text))
 

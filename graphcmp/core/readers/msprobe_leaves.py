@@ -267,7 +267,7 @@ def _dict_columns(items: list[Any]) -> tuple:
     except (TypeError, ValueError):  # a text statistic ("inf" reads, "abc" does not), a list
         values = np.array([[_number(i, k, v) for k, v in zip(STAT_KEYS, row)] for i, row in enumerate(stats)],
                           np.float64).reshape(-1, 4)
-    _check_bools(values, present, lambda i: stats[i], dtype)
+    _check_bools(values, present, lambda i: stats[i], dtype, bool in set(map(type, raw.ravel().tolist())))
     grad = [requires_grad_code(x.get("requires_grad")) if type(x) is dict else -1 for x in items]
     return dtype, shape, md5, file, value, values, present.astype(bool), grad
 
@@ -319,7 +319,8 @@ def _struct_columns(items: list[Any]) -> tuple:
         stats[i] = [math.nan if v is None else _number(i, k, v) for k, v in zip(STAT_KEYS, row)]
         present[i] = [v is not None for v in row]
     stats[~present] = 0.0  # as plain dicts give: an absent statistic is a 0 that `present` masks
-    _check_bools(stats, present, lambda i: [None if v is UNSET else v for v in (c[i] for c in stat_columns)], dtype)
+    _check_bools(stats, present, lambda i: [None if v is UNSET else v for v in (c[i] for c in stat_columns)], dtype,
+                 any(bool in set(map(type, column)) for column in stat_columns))
     grad = [1 if v is True else 0 if v is False else -1 for v in grads]  # not by value: True == 1
     for i in odd:  # read as plain dicts read them
         x = items[i]
@@ -380,9 +381,12 @@ def _number(index: int, key: str, value: Any) -> float:
         raise _BadStatistic(index, key, value) from None
 
 
-def _check_bools(stats: np.ndarray, present: np.ndarray, row: Any, dtype: list[str]) -> None:
+def _check_bools(stats: np.ndarray, present: np.ndarray, row: Any, dtype: list[str], has_bools: bool) -> None:
     """`_BadStatistic` for a true/false statistic of a tensor that is not bool (msprobe writes them for bool
-    tensors only). Read as 1.0/0.0, so only rows holding such a value are looked at, by `row(i)` (the raw values)."""
+    tensors only). Read as 1.0/0.0, so only when `has_bools` (the raw values hold one) are the rows holding such a
+    value looked at, by `row(i)` (their raw values)."""
+    if not has_bools:
+        return
     candidates = np.flatnonzero(((stats == 0.0) | (stats == 1.0)) & present)
     for i in np.unique(candidates // stats.shape[1]).tolist():
         values = row(i)
