@@ -434,18 +434,18 @@ _LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])
 
 
 def text_fault(data: bytes) -> tuple[int, str] | None:
-    """Where JSON bytes hold text that is not Unicode, and what: bytes that are not UTF-8, or an escaped
-    lone surrogate (``\\ud800``: half of a UTF-16 pair, no character). None when the text is sound.
+    r"""Where JSON bytes hold text that is not Unicode, and what: bytes that are not UTF-8, or an escaped
+    lone surrogate (``\ud800``: half of a UTF-16 pair, no character). None when the text is sound.
 
     orjson and msgspec reject both; the standard library would read the first as U+FFFD and keep the
     second as a string nothing can encode, so a fallback parse checks here first.
 
     >>> text_fault(b'{"a.b": 1}') is None, text_fault(b'{"\\ud83d\\ude00": 1}') is None
     (True, True)
-    >>> text_fault(b'{"a\\xff": 1}')
+    >>> text_fault(b'{"a\xff": 1}')
     (3, 'bytes that are not UTF-8 (ff)')
-    >>> text_fault(b'{"a\\\\ud800b": 1}')
-    (3, 'a lone UTF-16 surrogate (\\\\ud800: no character)')
+    >>> text_fault(b'{"a\\ud800b": 1}')
+    (3, 'a lone UTF-16 surrogate (\\ud800: no character)')
     """
     if not data.isascii():
         try:
