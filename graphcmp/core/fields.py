@@ -8,7 +8,7 @@ after that is a graphcmp bug, which callers report as `InternalError`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -108,6 +108,33 @@ is the file damaged? rerun graphcmp to rewrite it
     def ints(self, key: str, length: int | None = None, dtype: Any = np.int32) -> np.ndarray:
         """`array` of integers."""
         return self.array(key, dtype, length)
+
+    def codes(self, key: str, length: int | None, codes: Iterable[int], dtype: Any = np.int8) -> np.ndarray:
+        """`ints` that must each be one of `codes` (an enum's values).
+
+        >>> Fields({"status": [0, 2, 300]}, "cmp.json").codes("status", 3, (-2, -1, 0, 1, 2), np.int16)
+        Traceback (most recent call last):
+        ...
+        graphcmp.core.errors.DumpFormatError: cmp.json: field status holds 300 (row 2), expected one of -2, -1, 0, \
+1, 2; is the file damaged? rerun graphcmp to rewrite it
+        """
+        out = self.ints(key, length, np.int64)  # read wide: a value beyond `dtype` is named like any other
+        allowed = np.array(sorted(codes), np.int64)
+        bad = np.flatnonzero(~np.isin(out, allowed))
+        if bad.size:
+            raise self.error(key, f"holds {out[bad[0]]} (row {bad[0]}), expected one of "
+                                  f"{', '.join(map(str, allowed.tolist()))}")
+        return out.astype(dtype)
+
+    def rows(self, key: str, length: int | None, size: int, *, none: bool = True, dtype: Any = np.int32) -> np.ndarray:
+        """`ints` that index a table of `size` rows (-1 for none, when `none`)."""
+        out = self.ints(key, length, dtype)
+        low = -1 if none else 0
+        bad = np.flatnonzero((out < low) | (out >= size)) if out.size else out[:0]
+        if bad.size:
+            raise self.error(key, f"holds {out[bad[0]]} (row {bad[0]}), outside the {size} rows it indexes"
+                                  f"{' (or -1: none)' if none else ''}")
+        return out
 
     def bools(self, key: str, length: int | None = None) -> np.ndarray:
         return self.array(key, bool, length)

@@ -34,7 +34,9 @@ __all__ = [
     "load_json",
     "loads_object",
     "read_json",
+    "repeated_keys",
     "sanitize_floats",
+    "text_fault",
 ]
 
 _DECODER = json.JSONDecoder()
@@ -66,13 +68,17 @@ class JsonLoad:
     truncated: str = ""  # one line describing the salvage, "" when the file was whole
 
 
-def read_json(path: str | os.PathLike[str], *, salvage: bool = True) -> JsonLoad:
+def read_json(path: str | os.PathLike[str], *, salvage: bool = True, flat_keys: bool = False) -> JsonLoad:
     """Read a JSON file, tolerating bare NaN/Infinity and (with `salvage`) a truncated end.
+
+    `flat_keys`: the file is one object of ``key: string or null`` members (construct.json), whose keys must
+    be unique: a parser keeps the last of two silently.
 
     Raises
     ------
     DumpFormatError
-        If the file is missing, unreadable, or not JSON (and nothing can be salvaged).
+        If the file is missing, unreadable, or not JSON (and nothing can be salvaged), or (`flat_keys`)
+        names a key twice.
     """
     path = Path(path)
     try:
@@ -80,7 +86,40 @@ def read_json(path: str | os.PathLike[str], *, salvage: bool = True) -> JsonLoad
             data = f.read()
     except OSError as err:
         raise DumpFormatError(f"{path}: cannot read ({err.strerror})") from err
-    return load_json(data, str(path), salvage=salvage)
+    loaded = load_json(data, str(path), salvage=salvage)
+    # every key of such an object ends with '":' (its values cannot hold one): more of them than keys read
+    # means a key came twice, or an odd key text; the exact look tells
+    if flat_keys and isinstance(loaded.value, dict) and data.count(b'":') > len(loaded.value) and (
+            twice := repeated_keys(data)):
+        raise DumpFormatError(f"{path}: {twice[0]!r} is a key {'twice' if len(twice) == 1 else 'more than once'}"
+                              f"{f' (and {len(twice) - 1} other key(s) too)' if len(twice) > 1 else ''}; "
+                              "each node may be listed once (a JSON parser would keep the last silently)")
+    return loaded
+
+
+def repeated_keys(data: bytes) -> list[str]:
+    """Keys the top-level object of JSON `data` holds more than once, in order (slow: the standard library
+    with a hook on every object; for the rare text that a cheap count flags).
+
+    >>> repeated_keys(b'{"a": {"x": 1, "x": 2}, "b": 1, "a": 2}')
+    ['a']
+    """
+    seen: list[list[str]] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in items]
+        seen.append(keys)
+        return dict(items)
+
+    try:
+        json.loads(data.decode("utf-8", errors="replace"), object_pairs_hook=pairs)
+    except (json.JSONDecodeError, RecursionError):
+        return []
+    keys = seen[-1] if seen else []  # the top level's hook runs last
+    counts: dict[str, int] = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    return [k for k, n in counts.items() if n > 1]
 
 
 def load_json(data: bytes, source: str, *, salvage: bool = True) -> JsonLoad:
@@ -99,7 +138,7 @@ def load_json(data: bytes, source: str, *, salvage: bool = True) -> JsonLoad:
             return JsonLoad(orjson.loads(data))
     except orjson.JSONDecodeError:
         pass
-    text = data.decode("utf-8", errors="replace")
+    text = _text(data, source)
     try:
         return JsonLoad(json.loads(text))
     except json.JSONDecodeError as err:
@@ -224,6 +263,22 @@ class MemberChunks:
         self.key = key
         self.chunk_bytes = max(int(chunk_bytes), 64)
         self.rest: dict[str, Any] | None = None
+        self._cuts: _Cuts | None = None
+
+    def members(self, text: bytes, parsed: int) -> int:
+        """How many members a chunk of `texts` holds as written, a duplicate key included (a parser keeps
+        one of two), given that `parsed` were read from it. Exact in a layout with a line per member
+        (msprobe's): every member starts the line with the object's indent (the first count, cheaper, sees
+        the members whose object opens a line of the next indent: all of them but empty ones); otherwise
+        keys with a dot opening an object (an upper bound: a nested key with a dot counts too), so a
+        caller confirms a surplus with `repeated_keys`."""
+        cuts = self._cuts
+        if cuts is not None and cuts.pad is not None:
+            indent = len(cuts.pad) - 1
+            if indent and text.count(b'": {\n' + b" " * (indent + indent // 2) + b'"') == parsed:
+                return parsed
+            return text.count(cuts.pad + b'"')
+        return len(_NODE_KEY.findall(text))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return map(loads_object, self.texts())
@@ -243,7 +298,7 @@ class MemberChunks:
             f.seek(len(head))
             first = f.read(256)
             pad = first[: len(first) - len(first.lstrip(_BLANK))]
-            cuts = _Cuts(pad)
+            cuts = self._cuts = _Cuts(pad)
             end = cuts.close(f, len(head))
             f.seek(len(head))
             buf = f.read(min(self.chunk_bytes, end - len(head)))  # starts with the first member
@@ -265,6 +320,9 @@ class MemberChunks:
         if not isinstance(rest, dict) or rest.get(self.key) != {}:
             raise LayoutMismatch(f"{self.path}: {self.key!r} is not the one object the layout shows")
         self.rest = rest
+
+
+_NODE_KEY = re.compile(rb'"[^"\\]*\.[^"\\]*"[ \t\r\n]*:[ \t\r\n]*\{')
 
 
 class _Cuts:
@@ -363,10 +421,58 @@ def _loads_or_mismatch(data: bytes) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         pass
+    if text_fault(data) is not None:
+        raise LayoutMismatch("a chunk holds text that is not UTF-8")  # the whole-file read reports where
     try:
         return json.loads(data.decode("utf-8", errors="replace"))
     except json.JSONDecodeError as err:
         raise LayoutMismatch(f"a chunk is not valid JSON ({err.msg})") from err
+
+
+_LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|"
+                             rb"(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def text_fault(data: bytes) -> tuple[int, str] | None:
+    r"""Where JSON bytes hold text that is not Unicode, and what: bytes that are not UTF-8, or an escaped
+    lone surrogate (``\ud800``: half of a UTF-16 pair, no character). None when the text is sound.
+
+    orjson and msgspec reject both; the standard library would read the first as U+FFFD and keep the
+    second as a string nothing can encode, so a fallback parse checks here first.
+
+    >>> text_fault(b'{"a.b": 1}') is None, text_fault(b'{"\\ud83d\\ude00": 1}') is None
+    (True, True)
+    >>> text_fault(b'{"a\xff": 1}')
+    (3, 'bytes that are not UTF-8 (ff)')
+    >>> text_fault(b'{"a\\ud800b": 1}')
+    (3, 'a lone UTF-16 surrogate (\\ud800: no character)')
+    """
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            return err.start, f"bytes that are not UTF-8 ({data[err.start:err.end].hex(' ')})"
+    if b"\\u" in data and (m := _LONE_SURROGATE.search(data)):
+        return m.start(), f"a lone UTF-16 surrogate ({m.group().decode()}: no character)"
+    return None
+
+
+def _text(data: bytes, source: str) -> str:
+    """`data` as text for the standard library's parser; a fault of `text_fault` is a `DumpFormatError` naming
+    the line and the string it is in (a file cut inside a character keeps what precedes it: the salvage says
+    the file ends early)."""
+    fault = text_fault(data)
+    if fault is not None and fault[0] >= len(data) - 3 and not data.rstrip().endswith((b"}", b"]")):
+        data, fault = data[: fault[0]], None  # cut inside a multi-byte character
+    if fault is None:
+        return data.decode("utf-8")
+    at, what = fault
+    begin = data.rfind(b'"', 0, at) + 1
+    end = data.find(b'"', at)
+    near = data[begin: end if 0 <= end - at < 80 else at + 40].decode("utf-8", "backslashreplace")
+    line = data.count(b"\n", 0, at) + 1
+    raise DumpFormatError(f"{source}: line {line}: {what} in \"{near}\"; "
+                          "the file is damaged (names and values must be Unicode text)")
 
 
 def sanitize_floats(value: Any) -> Any:

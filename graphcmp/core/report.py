@@ -24,14 +24,14 @@ from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, RuleNote
-from graphcmp.core.noise import Calibration, NoiseModel, Precision, noise_model
+from graphcmp.core.noise import Calibration, NodeRole, NoiseModel, Precision, noise_model
 from graphcmp.core.npzio import is_npz, read_npz, write_npz
 from graphcmp.core.outcome import report_outcome
 from graphcmp.core.outputs import write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import DumpGraph, NodeKind
-from graphcmp.core.rules import ERROR, NoiseRule, Thresholds
+from graphcmp.core.rules import ERROR, NoiseRule, Status, Thresholds
 
 __all__ = [
     "GRAPH_FORMAT",
@@ -162,9 +162,11 @@ class CompareReport:
         try:  # every read below goes through `Fields`, which raises DumpFormatError for bad input
             npu = graph_from_dict(f.value("npu"), source, "npu")
             bench = graph_from_dict(f.value("bench"), source, "bench")
-            matches, pairs = _matches_from(f.child("matches"), len(npu), len(bench)), _pairs_from(f.child("pairs"))
+            matches = _matches_from(f.child("matches"), len(npu), len(bench))
+            pairs = _pairs_from(f.child("pairs"), len(npu.tensors), len(bench.tensors))
             thresholds = _thresholds_from(f.child("thresholds"))
-            overflow = f.ints("overflow", len(npu), np.int8) if f.has("overflow") else overflow_levels(npu)
+            overflow = (f.codes("overflow", len(npu), map(int, OverflowLevel)) if f.has("overflow")
+                        else overflow_levels(npu))
             noise = _noise_from(f.child("noise"), len(npu), len(pairs))
             if noise is None:  # a file written before the whole model was stored: compute it again
                 noise = noise_model(npu, bench, matches, pairs, thresholds.noise, overflow)
@@ -217,15 +219,25 @@ def _noise_from(f: Fields, n: int, pairs: int) -> NoiseModel | None:
     rule = f.child("rule")
     return NoiseModel(
         pair_error=f.floats("pair_error", pairs), fresh_pair=f.bools("fresh_pair", pairs),
-        producer=f.ints("producer", pairs, np.int64), **{name: f.floats(name, n) for name in _NOISE_NODE_FLOATS},
-        shape_changed=f.bools("shape_changed", n), role=f.ints("role", n, np.int8),
-        leaves=f.ints("leaves", None, np.int64), origin_rows=f.ints("origins", None, np.int64),
-        first_origin=f.value("first_origin", int), noise_level=_number(f, "noise_level"),
+        producer=f.rows("producer", pairs, n, dtype=np.int64),
+        **{name: f.floats(name, n) for name in _NOISE_NODE_FLOATS},
+        shape_changed=f.bools("shape_changed", n), role=f.codes("role", n, map(int, NodeRole)),
+        leaves=f.rows("leaves", None, n, none=False, dtype=np.int64),
+        origin_rows=f.rows("origins", None, n, none=False, dtype=np.int64),
+        first_origin=_row(f, "first_origin", n), noise_level=_number(f, "noise_level"),
         fresh_limit=_number(f, "fresh_limit"), calibration=tuple(calibration),
         precision=Precision(precision.value("kind", str), tuple(dtype_pairs), _number(precision, "unit_roundoff")),
-        dtype_pair=f.ints("dtype_pair", n, np.int16),
+        dtype_pair=f.rows("dtype_pair", n, len(dtype_pairs), dtype=np.int16),
         rule=NoiseRule(_number(rule, "origin_margin"), _number(rule, "quantile"), rule.value("min_samples", int)),
     )
+
+
+def _row(f: Fields, key: str, size: int) -> int:
+    """A single row number of a table of `size` rows, or -1 for none."""
+    row = f.value(key, int)
+    if not -1 <= row < size:
+        raise f.error(key, f"is {row}, outside the {size} rows it indexes (or -1: none)")
+    return row
 
 
 _NUMBER_TEXT = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
@@ -283,9 +295,9 @@ def _matches_to_dict(m: MatchTable) -> dict[str, Any]:
 
 
 def _matches_from(f: Fields, npu_len: int, bench_len: int) -> MatchTable:
-    npu_to_bench = f.ints("npu_to_bench", npu_len)
+    npu_to_bench = f.rows("npu_to_bench", npu_len, bench_len)
     if f.has("bench_to_npu"):
-        bench_to_npu = f.ints("bench_to_npu", bench_len)
+        bench_to_npu = f.rows("bench_to_npu", bench_len, npu_len)
     else:
         bench_to_npu = np.full(bench_len, -1, np.int32)
         matched = np.flatnonzero(npu_to_bench >= 0)
@@ -302,7 +314,8 @@ def _matches_from(f: Fields, npu_len: int, bench_len: int) -> MatchTable:
                 and _ints(item[3:4])):
             raise f.error("notes", "holds an item that is not [rule, where, text, matched, problem]")
         notes.append(RuleNote(*item))
-    return MatchTable(npu_to_bench, bench_to_npu, f.ints("rule", npu_len, np.int8), f.strings("rules"),
+    rules = f.strings("rules")
+    return MatchTable(npu_to_bench, bench_to_npu, f.rows("rule", npu_len, len(rules), dtype=np.int8), rules,
                       groups=tuple(groups), notes=tuple(notes), conflicts=f.strings("conflicts") if f.has(
                           "conflicts") else ())
 
@@ -315,23 +328,24 @@ def _int_lists(values: list[Any]) -> bool:
     return all(isinstance(v, list) and _ints(v) for v in values)
 
 
-def _pairs_from(f: Fields) -> TensorPairs:
-    npu = f.ints("npu")
+def _pairs_from(f: Fields, npu_tensors: int, bench_tensors: int) -> TensorPairs:
+    npu = f.rows("npu", None, npu_tensors, none=False)
     n = len(npu)
     metrics_f = f.child("metrics")
     metrics = {}
     for name, column in metrics_f.doc.items():
         width = 4 if name in ("rel_errs", "abs_diff") else None
         metrics[name] = metrics_f.floats(name, n, width) if isinstance(column, dict) else metrics_f.bools(name, n)
-    return TensorPairs(npu, f.ints("bench", n), metrics)
+    return TensorPairs(npu, f.rows("bench", n, bench_tensors, none=False), metrics)
 
 
 def _verdicts_from(f: Fields, n: int, pairs: int) -> NodeVerdicts:
     return NodeVerdicts(
-        status=f.ints("status", n, np.int8), severity=f.floats("severity", n),
+        status=f.codes("status", n, map(int, Status)), severity=f.floats("severity", n),
         input_severity=f.floats("input_severity", n), inputs_identical=f.bools("inputs_identical", n),
-        reason=f.strings("reason", n), worst=f.ints("worst", n, np.int8), worst_severity=f.floats("worst_severity", n),
-        unmatched_below=f.ints("unmatched_below", n), pair_level=f.ints("pair_level", pairs, np.int8),
+        reason=f.strings("reason", n), worst=f.codes("worst", n, map(int, Status)),
+        worst_severity=f.floats("worst_severity", n), unmatched_below=f.ints("unmatched_below", n),
+        pair_level=f.codes("pair_level", pairs, map(int, Status)),
         pair_severity=f.floats("pair_severity", pairs),
     )
 

@@ -88,3 +88,22 @@ def test_scoreboard_commands_on_the_shared_pp2_perturb(tmp_path, capsys):
     origin = _json(capsys)["origin"]
     assert origin["module"] == "Module.module.decoder.layers.3.mlp.linear_fc1.ColumnParallelLinear.forward.0"
     assert (origin["rank"], origin["source_id"]) == (1, "Tensor.t.6.forward")
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("npu", ["tp2", "tp2_perturb"])
+def test_tp2_against_tp1_prints_no_numpy_warning(tmp_path, npu):
+    """Issue 14: a numpy RuntimeWarning leaked to the terminal on a TP2 vs TP1 run; warnings as errors prove none
+    is raised (compare, then diverge and info on its results)."""
+    import subprocess
+    import sys
+
+    root = shared("msprobe/dumps/parallel")
+    out = tmp_path / "r"
+    runs = [["compare", str(root / npu), str(root / "tp1"), "-o", str(out), "-q"], ["diverge", str(out)],
+            ["info", str(out)]]
+    for argv in runs:
+        done = subprocess.run([sys.executable, "-W", "error", "-m", "graphcmp", *argv], capture_output=True, text=True,
+                              check=False)
+        assert done.returncode == (0 if npu == "tp2" or argv[0] == "info" else 1), done.stderr[-2000:]
+        assert done.stderr == "", done.stderr[-2000:]

@@ -107,7 +107,7 @@ def _npy(values):
     ({"replace": {"npu.nodes.kind.npy": _npy(np.zeros(3, np.int8))}},
      r"field npu\.nodes\.kind holds 3 values, expected \d+"),
     ({"replace": {"verdicts.status.npy": _npy(np.zeros(5, np.float64))}},
-     r"field verdicts\.status holds float64 values, expected int8"),
+     r"field verdicts\.status holds float64 values, expected int64"),
     ({"replace": {"matches.npu_to_bench.npy": _npy(np.array([2**40]))}},
      r"field matches\.npu_to_bench holds values outside the range of int32"),
     ({"replace": {"npu.nodes.parent.npy": b"not numpy"}}, r"field npu\.nodes\.parent is not a numpy column"),

@@ -110,7 +110,7 @@ def test_rule_notes_and_fused_groups_survive_the_file(tmp_path):
      r"field npu\.nodes\.kind holds \d+ values, expected \d+"),
     (lambda d: d["bench"]["nodes"]["id"].__setitem__(0, 7),
      r"field bench\.nodes\.id holds an integer, expected strings"),
-    (lambda d: d["verdicts"]["status"].__setitem__(0, "error"), r"field verdicts\.status does not hold int8 values"),
+    (lambda d: d["verdicts"]["status"].__setitem__(0, "error"), r"field verdicts\.status does not hold int64 values"),
     (lambda d: d["options"].__setitem__("colour", True), r"field options\.colour is not a comparison option"),
     (lambda d: d["matches"].__setitem__("groups", [[1, 2]]), r"field matches\.groups holds an item that is not"),
     (lambda d: d["thresholds"].__setitem__("rules", {"statistics": [1]}),
@@ -133,7 +133,7 @@ def test_a_bug_while_rebuilding_is_an_internal_error(overflow_report, monkeypatc
 
     _, path = overflow_report
 
-    def broken(f):
+    def broken(f, *sizes):
         raise KeyError("a key graphcmp forgot")
 
     monkeypatch.setattr(report_module, "_pairs_from", broken)

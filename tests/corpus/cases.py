@@ -14,12 +14,15 @@ tensors, honest results.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import gzip
 import io
 import json
 import os
 import shutil
 import sqlite3
+import tempfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -759,3 +762,241 @@ def case_npz_result_cut_short(root: Path) -> Spec:
 def case_inconclusive_npz_result_stays_inconclusive(root: Path) -> Spec:
     saved = npz_result(root, GE_TEXT, BASELINE)
     return Spec(["diverge", str(saved)], "inconclusive", "no tensor pair was compared", [saved])
+
+
+# --- dumps: msprobe dump content that must not read as something it is not ----------------------------
+
+def damaged_dump(root: Path, change: Callable[[str], str | bytes] | None = None, *, compact: bool = False,
+                 construct: Callable[[dict], None] | None = None) -> Path:
+    """A copy of the real baseline dump (msprobe's indent=1 layout, or compact) with dump.json's text changed
+    by `change` (str -> str or bytes) and construct.json by `construct`."""
+    run = copy(BASELINE, root / "bench")
+    text = json.dumps(json.loads((run / "dump.json").read_text()), indent=None if compact else 1)
+    changed = change(text) if change else text
+    (run / "dump.json").write_bytes(changed if isinstance(changed, bytes) else changed.encode("utf-8", "surrogatepass"))
+    if construct is not None:
+        parents = json.loads((run / "construct.json").read_text())
+        construct(parents)
+        (run / "construct.json").write_text(json.dumps(parents, indent=1))
+    return run
+
+
+EMBEDDING = "Functional.embedding.0.forward"
+ADD = "Tensor.__add__.0.forward"
+FIRST_MAX = '"Max": 3.902043104171753'  # the embedding weight's Max, the first float32 statistic of the dump
+
+
+def _dump_case(says: str, change: Callable[[str], str | bytes] | None = None, *, expect: str = "error",
+               compact: bool = False, construct: Callable[[dict], None] | None = None) -> Callable[[Path], Spec]:
+    def make(root: Path) -> Spec:
+        run = damaged_dump(root, change, compact=compact, construct=construct)
+        return Spec(compare(BASELINE, run, root / "cmp.npz"), expect, says, [run])
+    return make
+
+
+def _renamed(new: str | bytes) -> Callable[[str], str | bytes]:
+    if isinstance(new, bytes):
+        return lambda text: text.encode().replace(EMBEDDING.encode(), new)
+    return lambda text: text.replace(EMBEDDING, new)
+
+
+def _twice_in_data(text: str) -> str:
+    """The first record of "data" again as the last (msprobe's indent=1 layout)."""
+    start = text.index(f'"{EMBEDDING}"')
+    record = text[start: text.index('\n  "', start)].rstrip(",")
+    last = text.rindex('\n  "')
+    return text[: last + 3] + record + ",\n  " + text[last + 3:]
+
+
+_DUMP_CASES = {
+    "name_not_utf8_indented": _dump_case("line 7: bytes that are not UTF-8 (ff)",
+                                         _renamed(b"Functional.emb\xff\xfe.0.forward")),
+    "name_not_utf8_compact": _dump_case("line 1: bytes that are not UTF-8", _renamed(b"Functional.emb\xff.0.forward"),
+                                        compact=True),
+    "name_with_a_lone_surrogate_indented": _dump_case("lone UTF-16 surrogate (\\ud800",
+                                                      _renamed("Functional.emb\\ud800.0.forward")),
+    "name_with_a_lone_surrogate_compact": _dump_case("lone UTF-16 surrogate (\\udc00",
+                                                     _renamed("Functional.emb\\udc00.0.forward"), compact=True),
+    "name_with_surrogate_bytes": _dump_case("bytes that are not UTF-8", _renamed("Functional.emb\ud800.0.forward")),
+    "statistic_is_text": _dump_case(f"'{EMBEDDING}' input 1: Max is \"abc\", expected a number",
+                                    lambda t: t.replace(FIRST_MAX, '"Max": "abc"', 1)),
+    "statistic_is_text_compact": _dump_case("Max is \"abc\"", lambda t: t.replace(FIRST_MAX, '"Max": "abc"', 1),
+                                            compact=True),
+    "statistic_is_true_on_a_float_tensor": _dump_case("Max is true, expected a number",
+                                                      lambda t: t.replace(FIRST_MAX, '"Max": true', 1)),
+    "statistic_is_a_list": _dump_case("Max is [1,2]", lambda t: t.replace(FIRST_MAX, '"Max": [1, 2]', 1)),
+    "statistic_is_an_object": _dump_case("Mean is {\"v\":1}",
+                                         lambda t: t.replace('"Mean": -0.020885473117232323', '"Mean": {"v": 1}', 1)),
+    "node_id_twice_in_data": _dump_case(f"'{EMBEDDING}' is recorded twice in \"data\"", _twice_in_data),
+    "node_id_twice_in_data_compact": _dump_case("'Tensor.__add__.0.forward' is recorded twice",
+                                                lambda t: t.replace('"data": {', f'"data": {{"{ADD}": {{}}, ', 1),
+                                                compact=True),
+    "parent_not_listed": _dump_case("parent 'Module.nowhere.Foo.forward.0' named but not listed", expect="inconclusive",
+                                    construct=lambda c: c.__setitem__(EMBEDDING, "Module.nowhere.Foo.forward.0")),
+    "parent_cycle": _dump_case("construct.json: parent links form a cycle",
+                               construct=lambda c: c.__setitem__("Module.embedding.Embedding.forward.0", EMBEDDING)),
+    "parent_is_itself": _dump_case("construct.json: parent links form a cycle through 'Tensor.__add__.0.forward'",
+                                   construct=lambda c: c.__setitem__(*["Tensor.__add__.0.forward"] * 2)),
+}
+for _name, _make in _DUMP_CASES.items():
+    _make.__name__ = _name
+    case("dumps")(_make)
+
+
+@case("dumps")
+def case_node_id_twice_in_construct_json(root: Path) -> Spec:
+    run = copy(BASELINE, root / "bench")
+    text = (run / "construct.json").read_text()
+    (run / "construct.json").write_text(text.replace("{\n", '{\n "Tensor.__add__.0.forward": null,\n', 1))
+    return Spec(compare(BASELINE, run, root / "cmp.npz"), "error",
+                "construct.json: 'Tensor.__add__.0.forward' is a key twice", [run])
+
+
+@case("dumps")
+def case_bool_tensor_statistics_are_read(root: Path) -> Spec:  # sanity: msprobe writes true/false for bool tensors
+    pair = DATA / "noise_softmax_scale_bf16"
+    return Spec(compare(pair / "bench", pair / "bench", root / "cmp.npz"), "ok", "verdict: agree")
+
+
+# --- results: damaged result files (npz, JSON, .vis.db), each a one-line error naming file and field ------
+
+@functools.cache
+def _good_result(fmt: str) -> Path:
+    """A real comparison of the small transformer (perturbed against baseline), saved once per session."""
+    from graphcmp.core.compare import compare_paths
+    from graphcmp.core.report import save_report
+
+    path = Path(tempfile.mkdtemp(prefix="graphcmp_corpus_")) / f"cmp.{fmt}"
+    save_report(compare_paths(PERTURB, BASELINE), path)
+    return path
+
+
+def _cell(doc: dict, dotted: str, row: int, value: int) -> None:
+    """Set one value of a column (an npz array widened to hold it, or a JSON list)."""
+    *head, last = dotted.split(".")
+    for key in head:
+        doc = doc[key]
+    column = doc[last]
+    if isinstance(column, list):
+        column[row] = value
+        return
+    import numpy as np
+    dtype = column.dtype
+    if not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+        dtype = np.int64
+    column = np.array(column, dtype)
+    column[row] = value
+    doc[last] = column
+
+
+def _shortened(doc: dict, dotted: str) -> None:
+    *head, last = dotted.split(".")
+    for key in head:
+        doc = doc[key]
+    doc[last] = doc[last][:-1]
+
+
+def damaged_result(root: Path, fmt: str, damage: Callable[[dict], None]) -> Path:
+    """The real result as npz or JSON with `damage` applied to its document."""
+    from graphcmp.core.npzio import read_npz, write_npz
+
+    good = _good_result(fmt)
+    path = root / f"bad.{fmt}"
+    if fmt == "json":
+        doc = json.loads(good.read_text())
+        damage(doc)
+        path.write_text(json.dumps(doc))
+    else:
+        doc = read_npz(good)
+        damage(doc)
+        write_npz(path, doc)
+    return path
+
+
+def _result_case(fmt: str, command: str, damage: Callable[[dict], None], says: str) -> Callable[[Path], Spec]:
+    def make(root: Path) -> Spec:
+        bad = damaged_result(root, fmt, damage)
+        argv = {"export": ["export", str(bad), "--to", "vis", "-o", str(root / "out.vis")],
+                "serve": ["serve", str(bad), "--port", "0"]}.get(command, [command, str(bad)])
+        return Spec(argv, "error", f"bad.{fmt}: field {says}", [bad])
+    return make
+
+
+_RESULT_CASES = {
+    "status_300": ("npz", "diverge", lambda d: _cell(d, "verdicts.status", 5, 300),
+                   "verdicts.status holds 300 (row 5)"),
+    "status_7_json": ("json", "info", lambda d: _cell(d, "verdicts.status", 5, 7), "verdicts.status holds 7 (row 5)"),
+    "kind_out_of_range": ("npz", "export", lambda d: _cell(d, "npu.nodes.kind", 3, 9), "npu.nodes.kind holds 9"),
+    "role_300_json": ("json", "serve", lambda d: _cell(d, "bench.tensors.role", 0, 300),
+                      "bench.tensors.role holds 300"),
+    "parent_2_pow_40": ("npz", "info", lambda d: _cell(d, "npu.nodes.parent", 5, 2 ** 40), "npu.nodes.parent holds"),
+    "parent_2_pow_40_json": ("json", "diverge", lambda d: _cell(d, "npu.nodes.parent", 5, 2 ** 40), "npu.nodes.parent"),
+    "parent_negative": ("npz", "export", lambda d: _cell(d, "npu.nodes.parent", 5, -7), "npu.nodes.parent holds -7"),
+    "tensor_node_2_pow_40": ("json", "info", lambda d: _cell(d, "npu.tensors.node", 0, 2 ** 40), "npu.tensors.node"),
+    "match_negative": ("npz", "diverge", lambda d: _cell(d, "matches.bench_to_npu", 3, -9),
+                       "matches.bench_to_npu holds -9 (row 3)"),
+    "match_beyond_the_other_run": ("json", "export", lambda d: _cell(d, "matches.npu_to_bench", 3, 178),
+                                   "matches.npu_to_bench holds 178 (row 3)"),
+    "stack_row_beyond_the_stacks": ("npz", "serve", lambda d: _cell(d, "bench.nodes.stack", 2, 10 ** 6),
+                                    "bench.nodes.stack holds 1000000"),
+    "pair_row_beyond_the_tensors": ("npz", "info", lambda d: _cell(d, "pairs.bench", 0, 10 ** 6), "pairs.bench holds"),
+    "short_column_of_ints": ("npz", "diverge", lambda d: _shortened(d, "npu.nodes.kind"), "npu.nodes.kind holds 177"),
+    "short_column_of_strings_json": ("json", "export", lambda d: _shortened(d, "bench.tensors.dtype"),
+                                     "bench.tensors.dtype holds 491"),
+    "result_parent_cycle": ("npz", "export",
+                     lambda d: (_cell(d, "npu.nodes.parent", 1, 2), _cell(d, "npu.nodes.parent", 2, 1)),
+                     "npu.nodes.parent forms a cycle"),
+    "result_parent_self_json": ("json", "serve", lambda d: _cell(d, "bench.nodes.parent", 3, 3),
+                          "bench.nodes.parent forms a cycle"),
+    "noise_role_out_of_range": ("npz", "diverge", lambda d: _cell(d, "noise.role", 2, 4), "noise.role holds 4"),
+    "overflow_level_out_of_range_json": ("json", "info", lambda d: _cell(d, "overflow", 2, 30), "overflow holds 30"),
+}
+for _name, (_fmt, _command, _damage, _says) in _RESULT_CASES.items():
+    _make = _result_case(_fmt, _command, _damage, _says)
+    _make.__name__ = _name
+    case("results")(_make)
+
+
+VIS_DB = DATA / "vis_tf_small" / "compare_v26.vis.db.gz"
+_NODE = "NPU_0_0_Functional.embedding.0.forward"
+
+
+def _vis_db_case(command: str, sql: str, says: str, params: tuple = (_NODE,)) -> Callable[[Path], Spec]:
+    def make(root: Path) -> Spec:
+        path = root / "bad.vis.db"
+        path.write_bytes(gzip.decompress(VIS_DB.read_bytes()))
+        with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+            conn.execute(sql, params)
+        argv = ["export", str(path), "--to", "json", "-o", str(root / "out.json")] if command == "export" else [
+            command, str(path)]
+        return Spec(argv, "error", says, [path])
+    return make
+
+
+_VIS_DB_CASES = {
+    "vis_db_node_type_text": ("info", "UPDATE tb_nodes SET node_type = 'abc' WHERE id = ?",
+                              "tb_nodes column node_type of node 'Functional.embedding.0.forward' holds 'abc'"),
+    "vis_db_rank_text": ("diverge", "UPDATE tb_nodes SET rank = 'abc' WHERE id = ?",
+                         "tb_nodes column rank holds 'abc'"),
+    "vis_db_link_a_number": ("export", "UPDATE tb_nodes SET matched_node_link = '5' WHERE id = ?",
+                             "column matched_node_link of node 'Functional.embedding.0.forward': holds a number"),
+    "vis_db_input_data_a_list": ("info", "UPDATE tb_nodes SET input_data = '[1, 2]' WHERE id = ?",
+                                 "column input_data of node 'Functional.embedding.0.forward': holds a list"),
+    "vis_db_input_data_cut": ("diverge", "UPDATE tb_nodes SET input_data = '{\"a\": ' WHERE id = ?",
+                              "column input_data of node 'Functional.embedding.0.forward': not valid JSON"),
+    "vis_db_statistic_text": ("export", "UPDATE tb_nodes SET input_data = replace(input_data, '\"Max\": ', "
+                              "'\"Max\": \"abc\", \"x\": ') WHERE id = ?", "Max is 'abc', expected a number"),
+    "vis_db_micro_step_text": ("info", "UPDATE tb_nodes SET micro_step_id = 'abc' WHERE id = ?",
+                               "column micro_step_id of node 'Functional.embedding.0.forward' holds 'abc'"),
+    "vis_db_precision_text": ("diverge", "UPDATE tb_nodes SET precision_index = 'x' WHERE id = ?",
+                              "column precision_index of node 'Functional.embedding.0.forward' is 'x'"),
+    "vis_db_colors_cut": ("info", "UPDATE tb_config SET node_colors = '{\"#fff\": ['",
+                          "tb_config column node_colors: not valid JSON", ()),
+    "vis_db_sub_nodes_an_object": ("export", "UPDATE tb_nodes SET sub_nodes = '{\"a\": 1}' WHERE id = ?",
+                                   "column sub_nodes of node 'Module.embedding.Embedding.forward.0': holds an object",
+                                   ("NPU_0_0_Module.embedding.Embedding.forward.0",)),
+}
+for _name, (_command, _sql, _says, *_params) in _VIS_DB_CASES.items():
+    _make = _vis_db_case(_command, _sql, _says, *_params)
+    _make.__name__ = _name
+    case("results")(_make)

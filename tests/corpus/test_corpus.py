@@ -65,5 +65,5 @@ def test_case(case: Case, tmp_path: Path) -> None:
 def test_every_class_of_the_issue_has_cases() -> None:
     kinds = {c.kind for c in CASES}
     assert kinds == {"outputs", "bombs", "special", "nesting", "bigints", "thresholds", "atc_json", "truncation",
-                     "tensors", "honest"}
+                     "tensors", "honest", "dumps", "results"}
     assert len({c.name for c in CASES}) == len(CASES)

@@ -9,7 +9,7 @@ import numpy as np
 
 from graphcmp.core.export.columns import encode_floats, pack_bits
 from graphcmp.core.fields import Fields
-from graphcmp.core.hierarchy import rebuild_graph
+from graphcmp.core.hierarchy import _jump_to_roots, rebuild_graph
 from graphcmp.core.records import Direction, DumpGraph, EdgeTable, NodeKind, NodeTable, Role, RunInfo, TensorTable
 from graphcmp.core.shards import ShardTable
 
@@ -65,8 +65,9 @@ def graph_from_dict(doc: dict[str, Any], source: str = "<document>", path: str =
     """
     f = Fields(doc, source, path)
     nodes = _node_table(f.child("nodes"))
-    tensors = _tensor_table(f.child("tensors"))
+    tensors = _tensor_table(f.child("tensors"), len(nodes))
     stacks = tuple(_string_tuple(f, "stacks", s) for s in f.items("stacks", default=[]))
+    f.child("nodes").rows("stack", len(nodes), len(stacks))  # each node's stack: a row of `stacks` or -1
     edges = _edge_table(f.child("edges"), len(nodes)) if f.has("edges") else None
     shards = _shard_table(f.child("shards"), len(tensors)) if f.has("shards") else None
     graph = rebuild_graph(_run_info(f.child("info")), nodes, tensors, stacks, edges)
@@ -100,21 +101,32 @@ def _node_table(f: Fields) -> NodeTable:
     if attrs and len(attrs) != n:
         raise f.error("attrs", f"holds {len(attrs)} values, expected {n}")
     return NodeTable(
-        ids=ids, parent=f.ints("parent", n), kind=f.ints("kind", n, np.int8), op=f.strings("op", n),
-        direction=f.ints("direction", n, np.int8), micro_step=f.ints("micro_step", n, np.int16),
+        ids=ids, parent=_parents(f, n), kind=f.codes("kind", n, map(int, NodeKind)), op=f.strings("op", n),
+        direction=f.codes("direction", n, map(int, Direction)), micro_step=f.ints("micro_step", n, np.int16),
         stack=f.ints("stack", n), has_data=f.bools("has_data", n),
         attrs=tuple(tuple(_pair(f, "attrs", kv) for kv in _list(f, "attrs", a)) for a in attrs),
     )
 
 
-def _tensor_table(f: Fields) -> TensorTable:
+def _parents(f: Fields, n: int) -> np.ndarray:
+    """Parent rows: each a row of the graph or -1, and a tree (a cycle would loop every walk up to the root)."""
+    parent = f.rows("parent", n, n)
+    if n:
+        _, top = _jump_to_roots(parent)
+        if (looped := np.flatnonzero(parent[top] >= 0)).size:
+            raise f.error("parent", f"forms a cycle through row {looped[0]}; a node cannot contain itself")
+    return parent
+
+
+def _tensor_table(f: Fields, nodes: int) -> TensorTable:
     slot = f.strings("slot")
     n = len(slot)
     return TensorTable(
-        node=f.ints("node", n), role=f.ints("role", n, np.int8), slot=slot, dtype=f.strings("dtype", n),
+        node=f.rows("node", n, nodes, none=False), role=f.codes("role", n, map(int, Role)), slot=slot,
+        dtype=f.strings("dtype", n),
         shape=f.strings("shape", n), stats=f.floats("stats", n, 4), present=f.bit_rows("present", n, 4),
         md5=f.strings("md5", n), file=f.strings("file", n), value=f.strings("value", n),
-        requires_grad=f.ints("requires_grad", n, np.int8) if f.has("requires_grad") else None,
+        requires_grad=f.codes("requires_grad", n, (-1, 0, 1)) if f.has("requires_grad") else None,
     )
 
 

@@ -19,9 +19,9 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.errors import DumpFormatError, GraphCycleError
 from graphcmp.core.hierarchy import HierarchyBuilder
-from graphcmp.core.jsonio import LayoutMismatch, MemberChunks, gc_paused, loads_object, read_json
+from graphcmp.core.jsonio import LayoutMismatch, MemberChunks, gc_paused, loads_object, read_json, repeated_keys
 from graphcmp.core.readers.msprobe_leaves import (
     DUMP_FILE,
     Leaves,
@@ -97,17 +97,29 @@ def _read_dump_chunked(
     try:
         for text in chunks.texts():
             records = _add_chunk(builder, text, str(folder), state)
-            known = len(data)
+            if chunks.members(text, len(records)) != len(records) and (twice := repeated_keys(text)):
+                raise _Twice(folder / DUMP_FILE, twice)
+            if not data.keys().isdisjoint(records):
+                raise _Twice(folder / DUMP_FILE, [k for k in records if k in data])
             data.update(dict.fromkeys(records))
-            if len(data) != known + len(records):
-                return None
             if md5 is None:
                 md5 = md5_flag(records, str(folder))
             del records  # free this chunk's records before the next one is parsed
+    except _Twice:
+        raise
     except (LayoutMismatch, DumpFormatError):
         return None
     header = chunks.rest or {}
     return builder, header, data, bool(md5)
+
+
+class _Twice(DumpFormatError):
+    """dump.json records a node id twice in "data"."""
+
+    def __init__(self, path: Path, ids: list[str]) -> None:
+        more = f" (and {len(ids) - 1} other id(s))" if len(ids) > 1 else ""
+        super().__init__(f"{path}: {ids[0]!r}{more} is recorded twice in \"data\"; a node id names one call "
+                         "(a JSON parser would keep the last record silently)")
 
 
 def _add_chunk(builder: HierarchyBuilder, text: bytes, source: str, state: dict[str, bool]) -> dict[str, Any]:
@@ -124,7 +136,7 @@ def _add_chunk(builder: HierarchyBuilder, text: bytes, source: str, state: dict[
         for node_id in plain:  # leaves of plain records are read by `leaf_row`, as on the dict route
             collect_record(leaves, node_id, records[node_id], source)
         try:
-            add_leaves(builder, leaves, typed=True)
+            add_leaves(builder, leaves, typed=True, source=f"{source}/{DUMP_FILE}")
             return records
         except Misfit:
             pass
@@ -137,14 +149,14 @@ def _add_records(builder: HierarchyBuilder, records: Mapping[str, Any], source: 
     leaves = Leaves()
     for node_id, record in records.items():
         collect_record(leaves, node_id, record, source)
-    add_leaves(builder, leaves)
+    add_leaves(builder, leaves, source=f"{source}/{DUMP_FILE}")
 
 
 def _read_part(path: Path, missing: list[str], *, required: bool = False) -> dict[str, Any]:
     if not path.is_file() and not required:
         missing.append(f"{path.name}: file not found")
         return {}
-    loaded = read_json(path)
+    loaded = read_json(path, flat_keys=path.name == CONSTRUCT_FILE)
     if loaded.truncated:
         missing.append(loaded.truncated)
     if not isinstance(loaded.value, dict):
@@ -223,20 +235,31 @@ def _assemble(
     if add_tensors is not None:
         add_tensors(builder)
     _attach_stacks(builder, stack or {}, source, notes)
-    _add_implicit_parents(builder)
+    _add_implicit_parents(builder, notes)
     step, rank = _step_rank(source)
     info = RunInfo(
         path=source, format="msprobe", framework=str(header.get("framework") or ""),
         task=_task(header, md5()), level=str(header.get("level") or ""), rank=rank, step=step, missing=tuple(notes),
     )
-    return builder.build(info)
+    try:
+        return builder.build(info)
+    except GraphCycleError as err:  # the parents come from construct.json: name it
+        raise GraphCycleError(f"{source}/{CONSTRUCT_FILE}: {str(err).removeprefix(f'{source}: ')}") from None
 
 
-def _add_implicit_parents(builder: HierarchyBuilder) -> None:
-    """A parent construct.json names but never lists becomes a top-level node starting with its first child."""
-    for parent, seq in builder.missing_parents().items():
+def _add_implicit_parents(builder: HierarchyBuilder, notes: list[str]) -> None:
+    """A parent construct.json names but never lists becomes a top-level node starting with its first child, and
+    `notes` say so: msprobe lists every node it names, so the file lost entries (or was edited), and what
+    stood above that parent is unknown."""
+    missing = builder.missing_parents()
+    for parent, seq in missing.items():
         kind, op, direction, _ = parse_node_id(parent)
         builder.add_node(parent, kind, op, direction, None, seq, has_data=False)
+    if missing:
+        first = next(iter(missing))
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        notes.append(f"{CONSTRUCT_FILE}: parent {first!r}{more} named but not listed; added at top level, "
+                     "without data")
 
 
 def _task(header: Mapping[str, Any], md5: bool) -> str:

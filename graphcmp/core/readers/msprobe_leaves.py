@@ -36,6 +36,7 @@ from graphcmp.core.readers.msprobe_schema import (
     Leaf,
     file_name,
     leaf_row,
+    text,
 )
 from graphcmp.core.readers.naming import parse_node_id
 from graphcmp.core.records import NodeKind, Role
@@ -53,6 +54,14 @@ class Misfit(Exception):
     """A typed chunk holds a leaf that plain dicts would read differently: read the chunk as dicts."""
 
 
+class _BadStatistic(Exception):
+    """Leaf `index` has a statistic that is not a number (`add_leaves` names its node)."""
+
+    def __init__(self, index: int, key: str, value: Any) -> None:
+        super().__init__(index, key, value)
+        self.index, self.key, self.value = index, key, value
+
+
 _Item = Leaf | list[Leaf | list[Any] | None] | None
 _Record = dict[str, list[_Item] | dict[str, _Item] | bool | None]
 _RECORDS = msgspec.json.Decoder(dict[str, _Record])
@@ -64,7 +73,7 @@ def typed_records(text: bytes) -> dict[str, dict[str, Any]] | None:
     """The records of a ``{node_id: record}`` object with `Leaf` structs, or None when it does not fit."""
     try:
         return _RECORDS.decode(text)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):  # the last: bytes not UTF-8
         return None
 
 
@@ -75,7 +84,7 @@ def mixed_records(text: bytes) -> tuple[dict[str, Any], set[str]] | None:
     (bare NaN/Infinity)."""
     try:
         raw = _RAW_RECORDS.decode(text)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
         return None
     records: dict[str, Any] = {}
     plain: set[str] = set()
@@ -85,7 +94,7 @@ def mixed_records(text: bytes) -> tuple[dict[str, Any], set[str]] | None:
         except msgspec.ValidationError:
             records[node_id] = orjson.loads(bytes(value))
             plain.add(node_id)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             return None
     return records, plain
 
@@ -211,18 +220,28 @@ def md5_flag(records: dict[str, Any], source: str) -> bool | None:
     return None
 
 
-def add_leaves(builder: HierarchyBuilder, leaves: Leaves, *, typed: bool = False) -> None:
+def add_leaves(builder: HierarchyBuilder, leaves: Leaves, *, typed: bool = False, source: str = DUMP_FILE) -> None:
     """Turn the leaves into tensor columns of `builder`; `typed` when they come from `typed_records`.
 
     Raises
     ------
     Misfit
         If `typed` leaves hold one that plain dicts would read differently.
+    DumpFormatError
+        If a statistic is not a number (text, a list, an object; true/false but on a bool tensor), naming
+        `source` (the dump.json), the node, the argument and the field: such a value is no measurement, and
+        reading it as NaN would report an overflow that never happened.
     """
     items = leaves.leaf
     if not items:
         return
-    dtype, shape, md5, file, value, stats, present, grad = (_struct_columns if typed else _dict_columns)(items)
+    try:
+        dtype, shape, md5, file, value, stats, present, grad = (_struct_columns if typed else _dict_columns)(items)
+    except _BadStatistic as bad:
+        i = bad.index
+        where = f"{Role(leaves.role[i]).name.lower().replace('_', ' ')} {leaves.slot[i]}"
+        raise DumpFormatError(f"{source}: {leaves.node[i]!r} {where}: {bad.key} is {_shown(bad.value)}, expected a "
+                              "number (or null); the record is damaged") from None
     builder.add_tensors(leaves.node, leaves.role, leaves.slot, dtype=dtype, shape=shape, stats=stats,
                         present=present, md5=md5, file=file, value=value, requires_grad=grad)
 
@@ -245,8 +264,10 @@ def _dict_columns(items: list[Any]) -> tuple:
     present = raw != None  # noqa: E711 - elementwise test on an object array
     try:
         values = np.where(present, raw, 0.0).astype(np.float64)
-    except (TypeError, ValueError):
-        values = np.vectorize(_float, otypes=[np.float64])(np.where(present, raw, 0.0))
+    except (TypeError, ValueError):  # a text statistic ("inf" reads, "abc" does not), a list
+        values = np.array([[_number(i, k, v) for k, v in zip(STAT_KEYS, row)] for i, row in enumerate(stats)],
+                          np.float64).reshape(-1, 4)
+    _check_bools(values, present, lambda i: stats[i], dtype, bool in set(map(type, raw.ravel().tolist())))
     grad = [requires_grad_code(x.get("requires_grad")) if type(x) is dict else -1 for x in items]
     return dtype, shape, md5, file, value, values, present.astype(bool), grad
 
@@ -295,9 +316,11 @@ def _struct_columns(items: list[Any]) -> tuple:
             dtype[i], shape[i], value[i] = items[i].type, "scalar", orjson.dumps(number).decode()
     for i in sorted(set(odd).difference(scalars)):
         dtype[i], shape[i], md5[i], file[i], value[i], *row = leaf_row(_as_plain(items[i]))
-        stats[i] = [math.nan if v is None else _float(v) for v in row]
+        stats[i] = [math.nan if v is None else _number(i, k, v) for k, v in zip(STAT_KEYS, row)]
         present[i] = [v is not None for v in row]
     stats[~present] = 0.0  # as plain dicts give: an absent statistic is a 0 that `present` masks
+    _check_bools(stats, present, lambda i: [None if v is UNSET else v for v in (c[i] for c in stat_columns)], dtype,
+                 any(bool in set(map(type, column)) for column in stat_columns))
     grad = [1 if v is True else 0 if v is False else -1 for v in grads]  # not by value: True == 1
     for i in odd:  # read as plain dicts read them
         x = items[i]
@@ -348,9 +371,32 @@ def _holds_leaf(value: Any) -> bool:
     return isinstance(value, list) and any(_holds_leaf(v) for v in value)
 
 
-def _float(value: Any) -> float:
+def _number(index: int, key: str, value: Any) -> float:
+    """A statistic as a float: a number, or text that is one ("inf", "nan"); else `_BadStatistic`."""
+    if value is None:
+        return 0.0  # absent: `present` masks it
     try:
         return float(value)
-    except (TypeError, ValueError):
-        return math.nan
+    except (TypeError, ValueError, OverflowError):
+        raise _BadStatistic(index, key, value) from None
+
+
+def _check_bools(stats: np.ndarray, present: np.ndarray, row: Any, dtype: list[str], has_bools: bool) -> None:
+    """`_BadStatistic` for a true/false statistic of a tensor that is not bool (msprobe writes them for bool
+    tensors only). Read as 1.0/0.0, so only when `has_bools` (the raw values hold one) are the rows holding such a
+    value looked at, by `row(i)` (their raw values)."""
+    if not has_bools:
+        return
+    candidates = np.flatnonzero(((stats == 0.0) | (stats == 1.0)) & present)
+    for i in np.unique(candidates // stats.shape[1]).tolist():
+        values = row(i)
+        for key, v in zip(STAT_KEYS, values):
+            if type(v) is bool and "bool" not in dtype[i].lower():
+                raise _BadStatistic(i, key, v)
+
+
+def _shown(value: Any) -> str:
+    """A bad statistic as the file writes it (JSON), cut to 40 characters."""
+    shown = text(value) if not isinstance(value, str) else orjson.dumps(value).decode()
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 

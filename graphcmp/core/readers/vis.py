@@ -376,7 +376,18 @@ def _check_tables(conn: sqlite3.Connection, source: str) -> None:
 
 def _db_keys(conn: sqlite3.Connection, source: str) -> tuple[VisGraphKey, ...]:
     rows = _query(conn, "SELECT DISTINCT step, rank FROM tb_nodes ORDER BY step, rank", (), source)
-    return tuple(VisGraphKey(int(r["step"]), int(r["rank"])) for r in rows)
+    return tuple(VisGraphKey(_db_int(r, "step", source), _db_int(r, "rank", source)) for r in rows)
+
+
+def _db_int(row: sqlite3.Row, column: str, source: str, node: str = "") -> int:
+    """An INTEGER column of a `.vis.db` row (SQLite keeps whatever a writer put there: check it)."""
+    value = row[column]
+    if type(value) is str and value.strip().lstrip("-").isdigit() and len(value) < 20:
+        value = int(value)  # a TEXT column (node_type): msprobe writes the code as text
+    if type(value) is not int:
+        where = f" of node {node!r}" if node else ""
+        raise DumpFormatError(f"{source}: tb_nodes column {column}{where} holds {value!r}, expected an integer")
+    return value
 
 
 def _query(conn: sqlite3.Connection, sql: str, params: tuple, source: str) -> list[sqlite3.Row]:
@@ -394,7 +405,8 @@ def _db_document(conn: sqlite3.Connection, key: VisGraphKey, source: str, *, ten
     cfg = dict(config[0])
     stacks = {r["id"]: r["stack_info"] for r in _query(conn, "SELECT id, stack_info FROM tb_stack", (), source)}
     doc: dict[str, Any] = {
-        "ToolTip": cfg.get("tool_tip") or "", "Colors": _json_text(cfg.get("node_colors"), {}, source),
+        "ToolTip": cfg.get("tool_tip") or "",
+        "Colors": _json_text(cfg.get("node_colors"), {}, f"{source}: tb_config column node_colors"),
         "MicroSteps": cfg.get("micro_steps") or 1, "task": cfg.get("task") or "",
         "OverflowCheck": bool(cfg.get("overflow_check")),
     }
@@ -420,31 +432,54 @@ def _db_side(
     root = None
     for r in rows:
         name = r["node_name"]
+        if not isinstance(name, str):
+            raise DumpFormatError(f"{source}: tb_nodes column node_name holds {name!r}, expected text")
         if not r["up_node"]:
             root = name
+        where = f"{source}: tb_nodes column {{}} of node {name!r}"
+        node_type, *_ = (_db_int(r, column, source, name) for column in ("node_type", "micro_step_id", "node_order"))
+        if not isinstance(precision := r["precision_index"], (int, float, type(None))):
+            try:
+                precision = _checked_stat(precision, where.format("precision_index"))
+            except _BadStat as bad:
+                raise DumpFormatError(str(bad)) from None
         nodes[name] = {
-            "id": name, "node_type": int(r["node_type"] or 0), "upnode": r["up_node"] or "None",
-            "subnodes": _json_text(r["sub_nodes"], [], source),
-            "matched_node_link": _json_text(r["matched_node_link"], [], source),
-            "stack_info": _json_text(stacks.get(r["stack_id"]), [], source),
+            "id": name, "node_type": node_type, "upnode": r["up_node"] or "None",
+            "subnodes": _json_text(r["sub_nodes"], [], where.format("sub_nodes")),
+            "matched_node_link": _json_text(r["matched_node_link"], [], where.format("matched_node_link")),
+            "stack_info": _json_text(stacks.get(r["stack_id"]), [], f"{source}: tb_stack row {r['stack_id']!r}"),
             "micro_step_id": r["micro_step_id"],
-            "data": {"precision_index": r["precision_index"], "overflow_level": r["overflow_level"]},
-            "matched_distributed": _json_text(r["matched_distributed"], {}, source),
-            "input_data": _json_text(r["input_data"], {}, source) if tensors else {},
-            "output_data": _json_text(r["output_data"], {}, source) if tensors else {},
+            "data": {"precision_index": precision, "overflow_level": r["overflow_level"]},
+            "matched_distributed": _json_text(r["matched_distributed"], {}, where.format("matched_distributed")),
+            "input_data": _json_text(r["input_data"], {}, where.format("input_data")) if tensors else {},
+            "output_data": _json_text(r["output_data"], {}, where.format("output_data")) if tensors else {},
         }
     if root is None:
         raise DumpFormatError(f"{source}: no root node (a node with an empty up_node)")
     return {"root": root, "dump_data_dir": rows[0]["dump_data_dir"], "node": nodes}
 
 
-def _json_text(text: str | None, default: Any, source: str) -> Any:
+def _json_text(text: str | None, default: Any, where: str) -> Any:
+    """A JSON text column of a `.vis.db` (`where`: the file, table, column and node, for messages), of the
+    type of `default` (a list or an object)."""
     if not text:
         return default
+    if not isinstance(text, str):
+        raise DumpFormatError(f"{where}: holds {text!r}, expected JSON text")
     try:
-        return orjson.loads(text)
+        value = orjson.loads(text)
     except orjson.JSONDecodeError:
-        return load_json(text.encode(), source, salvage=False).value
+        value = load_json(text.encode(), where, salvage=False).value
+    if value is None:  # null: as an empty column
+        return default
+    if not isinstance(value, type(default)):
+        raise DumpFormatError(f"{where}: holds {_kind_name(value)}, expected {_kind_name(default)}")
+    return value
+
+
+def _kind_name(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "text", bool: "true or false", type(None): "null"}.get(
+        type(value), f"a number ({value})" if isinstance(value, (int, float)) else type(value).__name__)
 
 
 # --------------------------------------------------------------------------- documents
@@ -536,7 +571,7 @@ def _side(
     overflow = tuple(str(_data(r).get("overflow_level") or "") for r in records)
     stack_rows, stacks = _intern_stacks(records)
     table = _node_table(order, parent, records, stack_rows, _attrs(records, precision, overflow, colors))
-    tensors = _tensor_table(order, records, table.kind)
+    tensors = _tensor_table(order, records, table.kind, f"{source}: {side}")
     info = RunInfo(path=source, format="msprobe-vis", framework=_framework(order), task=MSPROBE_TASKS.get(task, task),
                    rank=key.rank, step=key.step, missing=tuple(notes))
     return rebuild_graph(info, table, tensors, stacks), precision, overflow
@@ -673,6 +708,7 @@ class _Columns:
         self.md5: list[str] = []
         self.file: list[str] = []
         self.value: list[str] = []
+        self.row = 0  # the node being read, for messages
 
     def add(self, row: int, role: int, slot: str, leaf: Mapping[str, Any]) -> None:
         fields = _leaf_fields(leaf)
@@ -701,9 +737,22 @@ class _Columns:
         )
 
 
-def _tensor_table(order: list[str], records: list[Mapping[str, Any]], kind: np.ndarray) -> TensorTable:
+def _tensor_table(order: list[str], records: list[Mapping[str, Any]], kind: np.ndarray, where: str) -> TensorTable:
     cols = _Columns()
+    try:
+        _fill(cols, order, records, kind)
+    except _BadStat as bad:
+        raise DumpFormatError(f"{where}: node {order[cols.row]!r}: {bad.args[0]}") from None
+    return cols.table()
+
+
+class _BadStat(ValueError):
+    """A statistic that is neither a number nor one of the texts msprobe writes for none."""
+
+
+def _fill(cols: _Columns, order: list[str], records: list[Mapping[str, Any]], kind: np.ndarray) -> None:
     for row, (node_id, record) in enumerate(zip(order, records)):
+        cols.row = row
         prefix = node_id + "."
         param_grad = kind[row] == NodeKind.PARAM_GRAD
         inputs = _items(record.get("input_data"), prefix)
@@ -718,7 +767,6 @@ def _tensor_table(order: list[str], records: list[Mapping[str, Any]], kind: np.n
         for role in (Role.INPUT, Role.OUTPUT, Role.PARAM, Role.PARAM_GRAD):
             for slot, leaf in by_role[int(role)]:
                 cols.add(row, int(role), slot, leaf)
-    return cols.table()
 
 
 def _items(data: Any, prefix: str) -> list[tuple[str, Any]]:
@@ -750,7 +798,7 @@ def _leaf_fields(leaf: Mapping[str, Any]) -> tuple | None:
     if "dtype" in leaf and kind not in ("str",) and not str(leaf.get("dtype", "")).startswith("<class"):
         name = str(leaf.get(FILE_KEY) or "")
         return (str(leaf.get("dtype") or ""), str(leaf.get("shape") or ""), _text(leaf.get("md5")),
-                file_name(None if name == "None" else name), "", *(_stat(leaf.get(k)) for k in STAT_KEYS))
+                file_name(None if name == "None" else name), "", *(_checked_stat(leaf.get(k), k) for k in STAT_KEYS))
     return kind, "", "", "", _other_text(leaf), None, None, None, None
 
 
@@ -797,6 +845,19 @@ def _stat(value: Any) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+_BOOL_TEXT = frozenset({"True", "False", "true", "false"})
+
+
+def _checked_stat(value: Any, what: str) -> float | None:
+    """`_stat`, but text that is neither a number nor none (nor a bool tensor's True/False) is `_BadStat`: such
+    a value is no measurement (read as none, the node would compare nothing and say nothing)."""
+    stat = _stat(value)
+    if stat is None and value is not None and not isinstance(value, bool) and (
+            text := str(value).strip()) not in _ABSENT and text not in _BOOL_TEXT:
+        raise _BadStat(f"{what} is {str(value)[:40]!r}, expected a number")
+    return stat
 
 
 def _float(value: Any) -> float:

@@ -6,13 +6,14 @@ import dataclasses
 import importlib.util
 import json
 import math
+import re
 import shutil
 import sys
 
 import numpy as np
 import pytest
 
-from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.errors import DumpFormatError, GraphCycleError
 from graphcmp.core.hierarchy import GROUP_PREFIX, ROOT_ID
 from graphcmp.core.jsonio import MemberChunks
 from graphcmp.core.readers.msprobe import CHUNK_BYTES, parse_msprobe, read_msprobe, sniff
@@ -315,7 +316,7 @@ def test_truncated_indented_dump_is_salvaged_as_before(tmp_path, perturb_pair):
         _same_graph(graph, read_msprobe(run, chunk_bytes=None))
 
 
-def test_node_id_repeated_in_two_chunks_reads_as_a_whole_parse(tmp_path, perturb_pair):
+def test_node_id_repeated_in_two_chunks_is_an_error(tmp_path, perturb_pair):
     run = tmp_path / "run"
     shutil.copytree(perturb_pair[0], run)
     dump = json.loads((run / "dump.json").read_text())
@@ -325,7 +326,90 @@ def test_node_id_repeated_in_two_chunks_reads_as_a_whole_parse(tmp_path, perturb
                                                "Max": 7.0, "Min": 7.0, "Mean": 7.0, "Norm": 7.0}]}}, indent=1)
     inner = "\n".join(" " + line for line in repeated.splitlines()[1:-1])
     (run / "dump.json").write_text(text[: text.rindex("\n }")] + ",\n" + inner + text[text.rindex("\n }"):])
-    graph = read_msprobe(run, chunk_bytes=512)
-    _same_graph(graph, read_msprobe(run, chunk_bytes=None))
-    assert [t.dtype for t in graph.view(first).tensors] == ["torch.float16"]  # last value, first position
-    assert graph.row(first) == read_msprobe(perturb_pair[0]).row(first)
+    for chunk_bytes in (512, CHUNK_BYTES):  # in two chunks, and in one
+        with pytest.raises(DumpFormatError, match=rf"dump.json: '{re.escape(first)}' is recorded twice"):
+            read_msprobe(run, chunk_bytes=chunk_bytes)
+
+
+# --- issue 14: dump content that must not read as something it is not ---------------------------------
+
+def _copy_with(tmp_path, perturb_pair, change, *, indent=1):
+    run = tmp_path / "run"
+    shutil.copytree(perturb_pair[0], run)
+    text = json.dumps(json.loads((run / "dump.json").read_text()), indent=indent)
+    changed = change(text)
+    (run / "dump.json").write_bytes(changed if isinstance(changed, bytes) else changed.encode("utf-8", "surrogatepass"))
+    return run
+
+
+@pytest.mark.parametrize("indent", [1, None])
+@pytest.mark.parametrize(("new", "says"), [
+    (b"Functional.emb\xff.0.forward", r"line \d+: bytes that are not UTF-8 \(ff\) in \"Functional\.emb\\xff\.0"),
+    ("Functional.emb\\ud800.0.forward", r"line \d+: a lone UTF-16 surrogate \(\\ud800: no character\)"),
+])
+def test_names_that_are_not_unicode_are_an_error_naming_the_line(tmp_path, perturb_pair, new, says, indent):
+    first = "Functional.embedding.0.forward"
+    change = ((lambda t: t.encode().replace(first.encode(), new)) if isinstance(new, bytes)
+              else (lambda t: t.replace(first, new)))
+    run = _copy_with(tmp_path, perturb_pair, change, indent=indent)
+    for chunk_bytes in (512, CHUNK_BYTES, None):
+        with pytest.raises(DumpFormatError, match=r"run/dump\.json: " + says):
+            read_msprobe(run, chunk_bytes=chunk_bytes)
+
+
+@pytest.mark.parametrize(("value", "shown"), [('"abc"', '"abc"'), ("[1, 2]", r"\[1,2\]"), ("true", "true"),
+                                              ('{"v": 1}', r'\{"v":1\}')])
+def test_a_statistic_that_is_no_number_names_node_argument_and_field(tmp_path, perturb_pair, value, shown):
+    dump = json.loads((perturb_pair[0] / "dump.json").read_text())
+    node, record = next((k, r) for k, r in dump["data"].items() if r.get("output"))
+    run = _copy_with(tmp_path, perturb_pair, lambda t: t)
+    record["output"][0]["Max"] = json.loads(value)
+    (run / "dump.json").write_text(json.dumps(dump, indent=1))
+    says = rf"dump\.json: '{re.escape(node)}' output 0: Max is {shown}, expected a number"
+    for chunk_bytes in (512, None):  # typed chunks, and plain dicts
+        with pytest.raises(DumpFormatError, match=says):
+            read_msprobe(run, chunk_bytes=chunk_bytes)
+    with pytest.raises(DumpFormatError, match=says):
+        parse_msprobe(dump, source=str(run))
+
+
+def test_text_that_is_a_number_and_bool_tensor_statistics_still_read():
+    leaf = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": "inf", "Min": "-1.5",
+            "Mean": None, "Norm": None}
+    mask = {"type": "torch.Tensor", "dtype": "torch.bool", "shape": [2], "Max": True, "Min": False,
+            "Mean": None, "Norm": None}
+    graph = parse_msprobe({"data": {"Functional.relu.0.forward": {"input_args": [leaf, mask]}}})
+    stats = graph.view("Functional.relu.0.forward").tensors
+    assert (stats[0].stats["max"], stats[0].stats["min"]) == (math.inf, -1.5)
+    assert (stats[1].stats["max"], stats[1].stats["min"]) == (1.0, 0.0)
+
+
+def test_a_parent_construct_json_never_lists_is_added_with_a_note(tmp_path, perturb_pair):
+    run = tmp_path / "run"
+    shutil.copytree(perturb_pair[0], run)
+    construct = json.loads((run / "construct.json").read_text())
+    construct["Functional.embedding.0.forward"] = "Module.nowhere.Foo.forward.0"
+    (run / "construct.json").write_text(json.dumps(construct))
+    graph = read_msprobe(run)
+    assert graph.view("Functional.embedding.0.forward").parent == "Module.nowhere.Foo.forward.0"
+    assert graph.info.missing == ("construct.json: parent 'Module.nowhere.Foo.forward.0' named but not listed; "
+                                  "added at top level, without data",)
+
+
+def test_a_node_id_twice_in_construct_json_is_an_error(tmp_path, perturb_pair):
+    run = tmp_path / "run"
+    shutil.copytree(perturb_pair[0], run)
+    text = (run / "construct.json").read_text()
+    (run / "construct.json").write_text(text.replace("{", '{"Tensor.__add__.0.forward": null, ', 1))
+    with pytest.raises(DumpFormatError, match=r"construct\.json: 'Tensor\.__add__\.0\.forward' is a key twice"):
+        read_msprobe(run)
+
+
+def test_a_parent_cycle_names_construct_json(tmp_path, perturb_pair):
+    run = tmp_path / "run"
+    shutil.copytree(perturb_pair[0], run)
+    construct = json.loads((run / "construct.json").read_text())
+    construct["Module.embedding.Embedding.forward.0"] = "Functional.embedding.0.forward"
+    (run / "construct.json").write_text(json.dumps(construct))
+    with pytest.raises(GraphCycleError, match=r"run/construct\.json: parent links form a cycle"):
+        read_msprobe(run)
