@@ -65,6 +65,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.cli.batch", "graphcmp.core.outcome"): "4.2 ms before every other command",
     ("graphcmp.cli.merged", "graphcmp.core.outcome"): "3.1 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.compare"): "45 ms before every other command",
+    ("graphcmp.cli.export", "graphcmp.core.distributed.results_folder"): "3 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.vis"): "65 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.vis_db"): "65 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.model_explorer"): "60 ms before every other command",

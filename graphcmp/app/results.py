@@ -6,16 +6,13 @@ first, or the origin's step and rank in a batch job) is read at start-up (a miss
 is a `GraphcmpError` before the server starts); others are read when first selected and a few are
 kept in memory.
 
-A folder is read from its ``index.json`` when present (the ``runs`` of a `graphcmp compare` batch
-index, ``{"results": [{"file": "step0_rank0.json", "step": 0, "rank": 0}, ...]}`` or a bare list;
-files relative to the folder and inside it; runs the batch could not compare are left out), else
-from the files named ``step<K>_rank<N>.json`` in it.
+A folder lists its results as `graphcmp.core.distributed.results_folder` reads them (its ``index.json``,
+else the files named ``step<K>_rank<N>.npz`` or ``.json``).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -26,8 +23,8 @@ from typing import Any
 from graphcmp.app.job import JobIndex
 from graphcmp.core.compare import apply_manual_matches, compare_paths, load_document
 from graphcmp.core.distributed.batch import BATCH_FORMAT
+from graphcmp.core.distributed.results_folder import folder_results
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.jsonio import read_json
 from graphcmp.core.matching.manual import load_manual_matches, sidecar_path
 from graphcmp.core.records import DumpGraph
 from graphcmp.core.report import CompareReport
@@ -35,7 +32,6 @@ from graphcmp.core.report import CompareReport
 __all__ = ["Document", "Entry", "ResultSet", "load_entry", "open_results"]
 
 Document = CompareReport | DumpGraph
-_STEP_RANK = re.compile(r"^step(?P<step>\d+)_rank(?P<rank>\d+)\.json$")
 _KEEP = 2  # documents kept in memory (a 100k-node report takes about 1 GB)
 
 
@@ -158,9 +154,8 @@ def open_results(paths: Sequence[str | os.PathLike[str]], **compare_options: Any
         entry = Entry("0", None, None, f"{npu} vs {bench}")
         results = ResultSet([entry], lambda _e: compare_paths(npu, bench, **compare_options))
     elif len(paths) == 1 and paths[0].is_dir():
-        index = paths[0] / "index.json"
-        doc = read_json(index, salvage=False).value if index.is_file() else None
-        results = ResultSet(_folder_entries(paths[0], doc), load_entry)
+        entries, doc = _folder_entries(paths[0])
+        results = ResultSet(entries, load_entry)
         if isinstance(doc, dict) and doc.get("format") == BATCH_FORMAT:
             results.job = JobIndex(doc)
     elif len(paths) == 1:
@@ -185,51 +180,14 @@ def load_entry(entry: Entry) -> Document:
     return doc
 
 
-def _folder_entries(folder: Path, doc: Any) -> list[Entry]:
-    index = folder / "index.json"
-    if doc is not None:
-        items = _index_items(index, doc)
-    else:
-        items = [(p.name, int(m["step"]), int(m["rank"])) for p in sorted(folder.iterdir())
-                 if (m := _STEP_RANK.match(p.name))]
-    if not items:
-        raise DumpFormatError(f"{folder}: no index.json and no step<K>_rank<N>.json result files in the folder")
-    entries = []
-    root = folder.resolve()
-    for name, step, rank in sorted(items, key=lambda i: (_none_first(i[1]), _none_first(i[2]), i[0])):
-        path = (folder / name).resolve()
-        if root not in path.parents:
-            raise DumpFormatError(f"{index}: {name!r} is outside the results folder")
-        if not path.is_file():
-            raise DumpFormatError(f"{path}: listed result file not found")
-        entries.append(Entry(f"s{_key(step)}r{_key(rank)}" if (step, rank) != (None, None) else name,
-                             step, rank, str(path), str(sidecar_path(path))))
-    if len({e.key for e in entries}) != len(entries):
-        raise DumpFormatError(f"{folder}: two results have the same step and rank")
-    return entries
+def _folder_entries(folder: Path) -> tuple[list[Entry], Any]:
+    results, doc = folder_results(folder)
+    entries = [Entry(f"s{_key(r.step)}r{_key(r.rank)}" if (r.step, r.rank) != (None, None) else r.path.name,
+                     r.step, r.rank, str(r.path), str(sidecar_path(r.path))) for r in results]
+    return entries, doc
 
 
 def _key(v: int | None) -> str:
     return "" if v is None else str(v)
 
 
-def _index_items(index: Path, doc: Any) -> list[tuple[str, int | None, int | None]]:
-    items = (doc.get("results", doc.get("runs")) if isinstance(doc, dict) else doc)
-    if not isinstance(items, list):
-        raise DumpFormatError(f"{index}: expected a list of results (or {{\"results\": [...]}}, "
-                              "or a graphcmp batch index with \"runs\")")
-    out = []
-    for k, item in enumerate(items):
-        if isinstance(item, dict) and item.get("error"):  # a run the batch could not compare: nothing to show
-            continue
-        name = item.get("file", item.get("path")) if isinstance(item, dict) else None
-        if not isinstance(name, str):
-            raise DumpFormatError(f"{index}: results[{k}] has no \"file\" name")
-        out.append((name, _int_or_none(item.get("step"), index, k), _int_or_none(item.get("rank"), index, k)))
-    return out
-
-
-def _int_or_none(value: Any, index: Path, k: int) -> int | None:
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    raise DumpFormatError(f"{index}: results[{k}]: step and rank must be integers, got {value!r}")

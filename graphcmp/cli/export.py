@@ -3,13 +3,15 @@
 ``json`` writes graphcmp's annotated JSON document (docs/format.md) of a result,
 
 ``vis`` msprobe's JSON `.vis` (tb-graph-ascend 1.x-8.1.x), ``vis-db`` the SQLite `.vis.db`
-(tb-graph-ascend 8.2+/26.x; several inputs become one file, one graph pair per step and rank), and
+(tb-graph-ascend 8.2+/26.x; several inputs, or a job's results folder, become one file, one graph pair per step
+and rank, as msprobe writes a job), and
 ``model-explorer`` a folder with Google Model Explorer's graph JSON and one node-data JSON per metric.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -32,7 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("export", help="write a result for tb-graph-ascend or Model Explorer",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+", metavar="FILE",
-                        help="result of graphcmp compare or build (or a .vis/.vis.db); several only with vis-db")
+                        help="result of graphcmp compare or build (or a .vis/.vis.db); several, or a job's results "
+                             "folder, only with vis-db")
     parser.add_argument("--to", required=True, choices=TARGETS, help="the format to write")
     parser.add_argument("-o", "--output", required=True,
                         help="output file (vis, vis-db) or folder (model-explorer)")
@@ -41,10 +44,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    checked_output(args.output, args.files)
-    if len(args.files) > 1 and args.to != "vis-db":
+    files = _result_files(args.files)
+    checked_output(args.output, files)
+    if len(files) > 1 and args.to != "vis-db":
         raise OutputError(f"{args.output}: --to {args.to} writes one result; pass one FILE "
-                          "(only vis-db gathers several steps and ranks in one file)")
+                          "(only vis-db gathers several steps and ranks, or a results folder, in one file)")
     from graphcmp.core.compare import load_document
     from graphcmp.core.export.document import write_json
     from graphcmp.core.export.model_explorer import write_model_explorer
@@ -52,12 +56,22 @@ def handle(args: argparse.Namespace) -> int:
     from graphcmp.core.export.vis_db import write_vis_db
 
     if args.to == "vis-db":
-        result = write_vis_db(_documents(args.files), args.output)
+        result = write_vis_db(_documents(files), args.output)
     else:
         write = {"json": write_json, "vis": write_vis, "model-explorer": write_model_explorer}[args.to]
-        result = write(load_document(args.files[0]), args.output)
+        result = write(load_document(files[0]), args.output)
     emit(_summary(args.to, result), _text(args.to, result), args.json)
     return 0
+
+
+def _result_files(paths: list[str]) -> list[str]:
+    """The given files, with a job's results folder replaced by its result files (step by step, rank by rank)."""
+    from graphcmp.core.distributed.results_folder import folder_results
+
+    files: list[str] = []
+    for path in paths:
+        files += [str(r.path) for r in folder_results(path)[0]] if os.path.isdir(path) else [path]
+    return files
 
 
 def _documents(files: list[str]) -> Iterator[CompareReport | DumpGraph]:

@@ -62,3 +62,18 @@ def test_errors_exit_2_with_one_line(cmp_json, tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     assert main(["export", cmp_json, "--to", "model-explorer", "-o", str(tmp_path / "file")]) == 2
     assert "not a folder" in capsys.readouterr().err
+
+
+def test_a_results_folder_becomes_one_db(perturb_pair, tmp_path, capsys):
+    npu_root, bench_root = (p.parent.parent for p in perturb_pair)
+    results = tmp_path / "results"
+    assert main(["compare", str(npu_root), str(bench_root), "-o", str(results), "-q"]) == 1
+    capsys.readouterr()
+    assert main(["export", str(results), "--to", "vis-db", "-o", str(tmp_path / "job.vis.db"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["nodes"] == 4 * 178  # two steps, both sides
+    assert [(k.step, k.rank) for k in list_vis_graphs(tmp_path / "job.vis.db")] == [(0, 0), (1, 0)]
+    assert compare_vis(read_vis(tmp_path / "job.vis.db", 1, 0)).matches.matched == 178
+    assert main(["export", str(results), "--to", "vis", "-o", str(tmp_path / "job.vis")]) == 2
+    assert "results folder" in capsys.readouterr().err
+    assert main(["export", str(tmp_path), "--to", "vis-db", "-o", str(tmp_path / "none.vis.db")]) == 2
+    assert "no index.json" in capsys.readouterr().err
