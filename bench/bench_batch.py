@@ -11,8 +11,8 @@ Prints wall time, CPU time of the parent and of its local workers, peak RSS of t
 largest worker, the index size and the time to load the index (what the viewer's overview reads); then
 the time of a resume that finds every run finished, and what keying the runs for a resume costs: statting
 every input file (what a batch does) against hashing their content. ``--repeat N`` runs each mode N times
-(medians and ranges). Run it with ``PYTHONPATH=<another tree>`` to time another version of the package
-on the same job.
+(medians and ranges). Run it with the interpreter of another tree's environment to time that version of
+the package on the same job (the first line names the package it imported).
 """
 
 from __future__ import annotations
