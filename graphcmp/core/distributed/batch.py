@@ -138,6 +138,7 @@ def run_batch(
     if progress and done:
         progress(done, len(pairs), "resumed")
     if todo:
+        _remove_index(out)  # until the new one is written, no index disagrees with the results beside it
         with _stop_on_sigterm(), _pool(workers, scheduler, len(todo)) as (pool, slots):
             futures = [pool.submit(compare_runs, chunk, str(out), options) for chunk in _chunks(todo, slots)]
             for future in as_completed(futures):
@@ -148,6 +149,13 @@ def run_batch(
     index = _index(out, pairs, only_npu, only_bench, npu_root, bench_root, options)
     write_atomic(out / INDEX_FILE, dumps_strict(index))
     return index
+
+
+def _remove_index(out: Path) -> None:
+    try:
+        (out / INDEX_FILE).unlink(missing_ok=True)
+    except OSError as err:
+        raise OutputError(f"{out / INDEX_FILE}: cannot replace the index ({err.strerror})") from err
 
 
 def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list[str]:
