@@ -173,7 +173,7 @@ def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list
     for npu, bench, step, rank, key in tasks:
         entry = compare_run(npu, bench, out_dir, step, rank, options, key=key, thresholds=thresholds)
         label = RunKey(step, rank).label
-        write_atomic(out / ENTRIES / f"{label}.json", dumps_strict(sanitize_floats(entry)))
+        write_atomic(out / ENTRIES / f"{label}.json", dumps_strict(entry))
         labels.append(label)
     return labels
 
