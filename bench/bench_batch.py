@@ -7,14 +7,19 @@ perturbed npu run, the others an exact copy of the bench run. Usage::
 
     .venv/bin/python bench/bench_batch.py [--ranks 1024] [--nodes 5000] [--workers 2] [--dask]
 
-Prints wall time, peak RSS of the parent and of the largest worker, the index size and the time to
-load the index (what the viewer's overview reads).
+Prints wall time, CPU time of the parent and of its local workers, peak RSS of the parent and of the
+largest worker, the index size and the time to load the index (what the viewer's overview reads); then
+the time of a resume that finds every run finished, and what keying the runs for a resume costs: statting
+every input file (what a batch does) against hashing their content. ``--repeat N`` runs each mode N times
+(medians and ranges). Run it with the interpreter of another tree's environment to time that version of
+the package on the same job (the first line names the package it imported).
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,10 +41,64 @@ def make_job(root: Path, ranks: int, nodes: int, perturbed: set[int]) -> tuple[P
         for side_root, target in ((npu_root, synth / ("npu" if rank in perturbed else "bench")),
                                   (bench_root, synth / "bench")):
             link = side_root / f"rank{rank}"
-            if not link.exists():
+            if link.is_symlink() and link.readlink() != target:  # another --ranks: other perturbed ranks
+                link.unlink()
+            if not link.is_symlink():
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(target, target_is_directory=True)
     return npu_root.parent, bench_root.parent
+
+
+def key_costs(npu: Path, bench: Path) -> str:
+    """Seconds to key every run by stat (what a resume does) and by hashing every input file's content."""
+    import hashlib
+
+    from graphcmp.core.distributed.layout import pair_runs
+
+    try:
+        from graphcmp.core.distributed.batch import BatchOptions, options_digest, run_key
+    except ImportError:
+        return "keys: this tree does not key its runs"
+    pairs = pair_runs(npu, bench)[0]
+    start = time.perf_counter()
+    digest = options_digest(BatchOptions())
+    for n, b in pairs.values():
+        run_key(n, b, digest)
+    stat_s = time.perf_counter() - start
+    start, size = time.perf_counter(), 0
+    for n, b in pairs.values():
+        for side in (n, b):
+            for file in sorted(Path(side).rglob("*")):
+                data = file.read_bytes()
+                size += len(data)
+                hashlib.blake2b(data, digest_size=16)
+    return (f"keys of {len(pairs)} runs: stat {stat_s:.2f} s; content hash {time.perf_counter() - start:.2f} s "
+            f"({size / 1e9:.1f} GB read)")
+
+
+def run_mode(npu: Path, bench: Path, out: Path, workers: int, scheduler: str | None) -> tuple[float, str]:
+    """Run the whole job into a fresh `out`; return (wall seconds, one line of figures)."""
+    from graphcmp.core.distributed.batch import load_index, run_batch
+
+    subprocess.run(["rm", "-rf", str(out)], check=True)
+    cpu = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    index = run_batch(npu, bench, out, workers=workers, scheduler=scheduler)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    parent_cpu, workers_cpu = ((a.ru_utime + a.ru_stime) - (b.ru_utime + b.ru_stime) for a, b in zip(after, cpu))
+    t = time.perf_counter()
+    load_index(out)
+    load_s = time.perf_counter() - t
+    runs = len(index["runs"])
+    origin = index["analysis"]["origin"]
+    sizes = [f.stat().st_size for f in out.glob("step*_rank*.npz")]
+    return wall, (f"{runs} runs in {wall:.1f} s ({wall / runs * 1000:.0f} ms/run); CPU parent {parent_cpu:.1f} s, "
+                  f"local workers {workers_cpu:.1f} s; peak RSS parent "
+                  f"{after[0].ru_maxrss / 1024:.0f} MB, largest local worker {after[1].ru_maxrss / 1024:.0f} MB; "
+                  f"index {(out / 'index.json').stat().st_size / 1e6:.1f} MB, loads in {load_s:.2f} s; "
+                  f"results {sum(sizes) / max(len(sizes), 1) / 1e6:.1f} MB/run; "
+                  f"origin rank {origin and origin['rank']} {origin and origin['node']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,41 +107,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--dask", action="store_true", help="also run the job through a local Dask cluster")
+    parser.add_argument("--no-local", action="store_true", help="skip the local processes")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per mode (medians and ranges)")
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "graphcmp_batch_bench")
     args = parser.parse_args(argv)
 
-    from graphcmp.core.distributed.batch import load_index, run_batch
+    import graphcmp
+    from graphcmp.core.distributed.batch import run_batch
 
     perturbed = {args.ranks // 2, args.ranks // 2 + 1}
     npu, bench = make_job(args.work_dir, args.ranks, args.nodes, perturbed)
-    print(f"job: {args.ranks} ranks x {args.nodes} nodes per side; perturbed ranks {sorted(perturbed)}")
-    modes = [("local processes", None)]
-    cluster = None
-    if args.dask:
-        from distributed import LocalCluster
+    print(f"graphcmp {graphcmp.__version__} from {Path(graphcmp.__file__).parent}")
+    print(f"job: {args.ranks} ranks x {args.nodes} nodes per side; perturbed ranks {sorted(perturbed)}", flush=True)
+    modes = ([] if args.no_local else ["local processes"]) + (["dask LocalCluster"] if args.dask else [])
+    for name in modes:
+        cluster = None
+        if name.startswith("dask"):  # started for its own runs only: its scheduler's threads live in this process
+            from distributed import LocalCluster
 
-        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0")
-        modes.append(("dask LocalCluster", cluster.scheduler_address))
-    try:
-        for name, scheduler in modes:
+            cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0")
+        scheduler = cluster and cluster.scheduler_address
+        try:
             out = args.work_dir / f"results_{'dask' if scheduler else 'local'}"
-            subprocess.run(["rm", "-rf", str(out)], check=True)
+            walls = []
+            for _ in range(args.repeat):
+                wall, line = run_mode(npu, bench, out, args.workers, scheduler)
+                walls.append(wall)
+                print(f"{name}: {line}", flush=True)
+            if args.repeat > 1:
+                print(f"{name}: median {statistics.median(walls):.1f} s [{min(walls):.1f}-{max(walls):.1f}]")
             start = time.perf_counter()
-            index = run_batch(npu, bench, out, workers=args.workers, scheduler=scheduler)
-            wall = time.perf_counter() - start
-            self_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            child_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-            t = time.perf_counter()
-            load_index(out)
-            load_s = time.perf_counter() - t
-            origin = index["analysis"]["origin"]
-            print(f"{name}: {len(index['runs'])} runs in {wall:.1f} s ({wall / len(index['runs']) * 1000:.0f} ms/run); "
-                  f"peak RSS parent {self_mb:.0f} MB, largest local worker {child_mb:.0f} MB; "
-                  f"index {(out / 'index.json').stat().st_size / 1e6:.1f} MB, loads in {load_s:.2f} s; "
-                  f"origin rank {origin and origin['rank']} {origin and origin['node']}", flush=True)
-    finally:
-        if cluster is not None:
-            cluster.close()
+            run_batch(npu, bench, out, workers=args.workers, scheduler=scheduler)
+            print(f"{name}: resume with every run finished: {time.perf_counter() - start:.2f} s", flush=True)
+        finally:
+            if cluster is not None:
+                cluster.close()
+    print(key_costs(npu, bench))
     return 0
 
 

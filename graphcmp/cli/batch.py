@@ -21,7 +21,7 @@ def add_batch_options(parser: argparse.ArgumentParser) -> None:
 
 
 def handle_batch(args: argparse.Namespace) -> int:
-    from graphcmp.core.distributed.batch import BatchOptions, batch_summary, run_batch  # only for job layouts
+    from graphcmp.core.distributed.batch import BatchOptions, BatchStopped, batch_summary, run_batch  # job layouts
 
     out = "results" if args.output is None else args.output
     checked_folder(out, [args.npu, args.bench, *input_files(args)])
@@ -41,6 +41,11 @@ def handle_batch(args: argparse.Namespace) -> int:
     try:
         index = run_batch(args.npu, args.bench, out, options=options, workers=args.workers,
                           scheduler=args.scheduler, progress=progress)
+    except BatchStopped as stop:
+        bar.close()
+        print(f"graphcmp: stopped by {stop}; finished runs are kept in {out}: the same command resumes",
+              file=sys.stderr)
+        return 128 + stop.signum
     finally:
         bar.close()
     from graphcmp.core.outcome import job_outcome

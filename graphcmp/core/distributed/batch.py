@@ -1,19 +1,39 @@
-"""Comparing every (step, rank) of a job: one task per run on a process pool or a Dask cluster.
+"""Comparing every (step, rank) of a job on a local process pool or a Dask cluster, resumably.
 
-Each task reads one npu/bench pair, compares it, writes ``<out>/<stepK_rankN>.npz`` (the npz result
-container, docs/format.md) and a small entry ``<out>/entries/<stepK_rankN>.json`` (counts, first
-divergence, communication calls, a module-level heat row). Entries are written as tasks finish, so
-an interrupted batch resumes without redoing finished runs. ``index.json`` gathers the entries, the
-cross-rank links and the job-level divergence; the viewer's overview reads only it.
+Each run reads one npu/bench pair, compares it, writes ``<out>/<stepK_rankN>.npz`` (the npz result
+container, docs/format.md) and then a small entry ``<out>/entries/<stepK_rankN>.json`` (counts, first
+divergence, communication calls, a module-level heat row). The worker writes both files itself and
+hands back only (label, error): nothing large crosses the process boundary or a Dask scheduler.
+Runs are submitted in chunks (a few per worker slot) so that per-task overhead stays small.
+``index.json`` gathers the entries, the cross-rank links and the job-level divergence; the viewer's
+overview reads only it.
 
-Local processes and Dask run the same code: both are `concurrent.futures` executors
-(`distributed.Client.get_executor`), tasks are submitted per run and gathered as they complete.
+**Resume.** An entry carries the run's `run_key`: a digest of every input file (path inside the
+run, size, mtime in ns, inode), of the run paths, of the options that change results (fuzzy,
+tensors, the rule specs, the content of the thresholds and mapping files) and of the graphcmp
+version; and the size of its result file. A later batch into the same folder keeps a run only when
+its key is the same and its result file is complete (that size, and a zip whose central directory
+lists members that fit in the file); any other run is compared again.
+
+**Stopping.** SIGTERM (and Ctrl-C) stop the local workers before the call returns (`BatchStopped`);
+each local worker also asks Linux to kill it when its parent dies (``PR_SET_PDEATHSIG``, a
+watchdog thread on other systems), so a ``kill -9`` of the parent leaves no worker behind. On Dask the
+pending tasks are cancelled.
 """
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
+import math
 import os
+import signal
 import socket
+import stat
+import sys
+import threading
+import time
+import zipfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -35,15 +55,18 @@ from graphcmp.core.readers import read_graph
 from graphcmp.core.rules import load_thresholds
 from graphcmp.core.tensorcmp import tensor_metrics_for
 
-__all__ = ["BATCH_FORMAT", "INDEX_FILE", "BatchOptions", "batch_summary", "compare_run", "is_batch_result",
-           "load_index", "run_batch"]
+__all__ = ["BATCH_FORMAT", "INDEX_FILE", "BatchOptions", "BatchStopped", "batch_summary", "compare_run",
+           "is_batch_result", "load_index", "run_batch", "run_key"]
 
 BATCH_FORMAT = "graphcmp.batch"
 INDEX_FILE = "index.json"
 ENTRIES = "entries"
 HEAT_DEPTH = 2  # module rows of the rank x module overview: the root's children and grandchildren
+CHUNKS_PER_SLOT = 4  # chunks per worker slot: few tasks to schedule, yet balanced and with a live progress bar
+MAX_CHUNK = 32
 
 Progress = Callable[[int, int, str], None]
+Task = tuple[str, str, "int | None", "int | None", str]  # npu, bench, step, rank, run key
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +77,14 @@ class BatchOptions:
     thresholds_file: str | None = None
     tensors: bool = True
     rules: tuple[str, ...] = ()  # matcher specs of rule sources (mapping files ...), see matching.specs
+
+
+class BatchStopped(KeyboardInterrupt):
+    """The batch was stopped by a signal; its workers are gone, finished runs are kept for a resume."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 def run_batch(
@@ -73,15 +104,22 @@ def run_batch(
     npu_root, bench_root : path
         A rank folder, a step folder of rank folders, or a folder of step folders.
     out_dir : path
-        Where result files, entries and the index go (created).
+        Where result files, entries and the index go (created). Runs finished there by an earlier
+        batch with the same inputs and options are kept (see the module docstring).
     options : BatchOptions, optional
         Per-task comparison options.
     workers : int, optional
         Local worker processes. Defaults to the number of cores.
     scheduler : str, optional
-        Address of a running Dask scheduler (``tcp://host:8786``); tasks then run on its workers.
+        Address of a running Dask scheduler (``tcp://host:8786``); tasks then run on its workers,
+        which must see `out_dir` (they write the result files).
     progress : callable, optional
-        Called as ``progress(done, total, label)`` after each finished run.
+        Called as ``progress(done, total, label)`` after each finished chunk of runs.
+
+    Raises
+    ------
+    BatchStopped
+        On SIGTERM (the workers are stopped first).
     """
     options = options or BatchOptions()
     out = checked_output(out_dir, (npu_root, bench_root))
@@ -93,54 +131,164 @@ def run_batch(
         (out / ENTRIES).mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise OutputError(f"{out}: cannot create the results folder ({err.strerror})") from err
-    todo = {key: paths for key, paths in pairs.items() if not _done(out, key)}
+    digest = options_digest(options)
+    todo = [(str(n), str(b), key.step, key.rank, run_key(n, b, digest)) for key, (n, b) in pairs.items()]
+    todo = [task for task in todo if not _done(out, RunKey(task[2], task[3]), task[4])]
     done = len(pairs) - len(todo)
     if progress and done:
         progress(done, len(pairs), "resumed")
-    with _executor(workers, scheduler, len(todo)) as pool:
-        futures = {pool.submit(compare_run, str(n), str(b), str(out), key.step, key.rank, options): key
-                   for key, (n, b) in todo.items()}
-        for future in as_completed(futures):
-            entry = future.result()
-            write_atomic(out / ENTRIES / f"{futures[future].label}.json", dumps_strict(entry))
-            done += 1
-            if progress:
-                progress(done, len(pairs), futures[future].label)
+    if todo:
+        _remove_index(out)  # until the new one is written, no index disagrees with the results beside it
+        with _stop_on_sigterm(), _pool(workers, scheduler, len(todo)) as (pool, slots):
+            futures = [pool.submit(compare_runs, chunk, str(out), options) for chunk in _chunks(todo, slots)]
+            for future in as_completed(futures):
+                labels = future.result()
+                done += len(labels)
+                if progress:
+                    progress(done, len(pairs), labels[-1])
     index = _index(out, pairs, only_npu, only_bench, npu_root, bench_root, options)
     write_atomic(out / INDEX_FILE, dumps_strict(index))
     return index
 
 
+def _remove_index(out: Path) -> None:
+    try:
+        (out / INDEX_FILE).unlink(missing_ok=True)
+    except OSError as err:
+        raise OutputError(f"{out / INDEX_FILE}: cannot replace the index ({err.strerror})") from err
+
+
+def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list[str]:
+    """One task of the pool: compare each run of `tasks`, write its result file and entry; return their labels.
+
+    The thresholds file is read once per task. Rule matchers are built per run: they keep state of
+    the comparison they serve.
+    """
+    out = Path(out_dir)
+    try:
+        thresholds: Any = load_thresholds(options.thresholds_file) if options.thresholds_file else None
+    except GraphcmpError as err:
+        thresholds = err
+    labels = []
+    for npu, bench, step, rank, key in tasks:
+        entry = compare_run(npu, bench, out_dir, step, rank, options, key=key, thresholds=thresholds)
+        label = RunKey(step, rank).label
+        write_atomic(out / ENTRIES / f"{label}.json", dumps_strict(entry))
+        labels.append(label)
+    return labels
+
+
 def compare_run(npu: str, bench: str, out_dir: str, step: int | None, rank: int | None,
-                options: BatchOptions) -> dict[str, Any]:
-    """One task: compare one run pair, write its result file, return its index entry (never raises bad input)."""
+                options: BatchOptions, *, key: str | None = None, thresholds: Any = None) -> dict[str, Any]:
+    """Compare one run pair, write its result file, return its index entry (never raises bad input).
+
+    `key` (`run_key`) is stored in the entry with the result file's size: what a resume checks.
+    `thresholds` are those of `options` when already loaded (or the error loading them raised).
+    """
     from graphcmp.core.compare import compare_graphs
     from graphcmp.core.matching.specs import matchers_from_specs
     from graphcmp.core.report import save_report
 
-    key = RunKey(step, rank)
-    entry: dict[str, Any] = {"step": step, "rank": rank, "npu": npu, "bench": bench, "file": f"{key.label}.npz"}
+    run = RunKey(step, rank)
+    entry: dict[str, Any] = {"step": step, "rank": rank, "npu": npu, "bench": bench, "file": f"{run.label}.npz",
+                             "key": key}
     try:
-        thresholds = load_thresholds(options.thresholds_file) if options.thresholds_file else None
+        if isinstance(thresholds, GraphcmpError):
+            raise thresholds
+        if thresholds is None and options.thresholds_file:
+            thresholds = load_thresholds(options.thresholds_file)
         npu_graph, bench_graph = read_graph(npu), read_graph(bench)  # tasks already run side by side
         tensors = tensor_metrics_for(npu_graph, bench_graph) if options.tensors else None
         matchers = matchers_from_specs([*options.rules, "exact", *(["fuzzy"] if options.fuzzy else [])]) \
             if options.rules else None
         report = compare_graphs(npu_graph, bench_graph, fuzzy=options.fuzzy, matchers=matchers,
                                 thresholds=thresholds, tensor_metrics=tensors)
-        save_report(report, Path(out_dir) / entry["file"])
+        result = Path(out_dir) / entry["file"]
+        save_report(report, result)
         analysis = report.analysis()
     except GraphcmpError as err:
         return {**entry, "error": str(err)}
     first = analysis.first
     return {
         **entry,
+        "bytes": result.stat().st_size,
         "error": None,
         "summary": report.summary(),
         "first": None if first is None else {**first.to_dict(), "position": report.npu.row(first.node)},
         "comm": [c.to_list() for c in comm_calls(report.npu, rank if rank is not None else 0)],
         "heat": _heat_rows(report),
     }
+
+
+def options_digest(options: BatchOptions) -> str:
+    """Digest of what changes a run's result besides its inputs: options, the content of option files, version.
+
+    A file that cannot be read digests as such (its runs then fail and are never kept).
+    """
+    files = [options.thresholds_file, *(spec.partition("=")[2] for spec in options.rules)]
+    h = hashlib.blake2b(digest_size=16)
+    h.update(repr((__version__, options.fuzzy, options.tensors, options.rules, options.thresholds_file)).encode())
+    for name in files:
+        if name:
+            h.update(_file_digest(Path(name)).encode())
+    return h.hexdigest()
+
+
+def run_key(npu: str | os.PathLike[str], bench: str | os.PathLike[str], options: str) -> str:
+    """Digest of a run: both paths, every file under them (name, size, mtime in ns, inode) and `options`.
+
+    Writing a file changes its mtime (and usually its size); replacing it changes its inode: a run
+    made from other inputs gets another key. Statting is cheap (no file is read): about 1 µs a file.
+    """
+    h = hashlib.blake2b(options.encode(), digest_size=16)
+    for side in (npu, bench):
+        h.update(os.fsencode(side) + b"\0")
+        for name, st in _stamps(Path(side)):
+            h.update(os.fsencode(name) + f"\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
+    return h.hexdigest()
+
+
+def _stamps(path: Path) -> Iterator[tuple[str, os.stat_result]]:
+    """(name relative to `path`, stat) of `path` itself or of every file under it, symbolic links followed once."""
+    try:
+        top = path.stat()
+    except OSError:
+        yield "", _MISSING
+        return
+    if not stat.S_ISDIR(top.st_mode):
+        yield "", top
+        return
+    seen, stack = {(top.st_dev, top.st_ino)}, [("", path)]
+    while stack:
+        prefix, folder = stack.pop()
+        try:
+            children = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            yield prefix, _MISSING
+            continue
+        for child in children:
+            name = f"{prefix}/{child.name}" if prefix else child.name
+            try:
+                st = child.stat()
+            except OSError:
+                yield name, _MISSING
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    stack.append((name, Path(child.path)))
+            else:
+                yield name, st
+
+
+_MISSING = os.stat_result((0,) * 10)
+
+
+def _file_digest(path: Path) -> str:
+    try:
+        return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+    except OSError as err:
+        return f"unreadable {err.errno}"
 
 
 def _heat_rows(report: Any) -> list[list]:
@@ -151,15 +299,32 @@ def _heat_rows(report: Any) -> list[list]:
     return [[report.npu.nodes.ids[r], int(v.worst[r]), float(v.worst_severity[r])] for r in rows]
 
 
-def _done(out: Path, key: RunKey) -> bool:
-    entry = out / ENTRIES / f"{key.label}.json"
+def _done(out: Path, run: RunKey, key: str) -> bool:
+    """True when `run` was finished by a batch with the same key and its result file is complete."""
+    entry = out / ENTRIES / f"{run.label}.json"
     if not entry.is_file():
         return False
     try:
         doc = read_json(entry, salvage=False).value
     except GraphcmpError:
         return False
-    return doc.get("error") is None and (out / doc.get("file", "")).is_file()
+    if not isinstance(doc, dict) or doc.get("error") is not None or doc.get("key") != key:
+        return False
+    file = doc.get("file")
+    return isinstance(file, str) and file == f"{run.label}.npz" and _complete(out / file, doc.get("bytes"))
+
+
+def _complete(path: Path, size: Any) -> bool:
+    """True when `path` is a regular file of `size` bytes and a zip whose every member lies inside it."""
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            return False
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError):
+        return False
+    return bool(members) and all(m.header_offset + m.compress_size <= st.st_size for m in members)
 
 
 def _index(out: Path, pairs: dict[RunKey, Any], only_npu: list[RunKey], only_bench: list[RunKey],
@@ -200,6 +365,98 @@ def load_index(path: str | os.PathLike[str]) -> dict[str, Any]:
     return doc
 
 
+def _chunks(tasks: list[Task], slots: int) -> list[list[Task]]:
+    """`tasks` in consecutive chunks, about `CHUNKS_PER_SLOT` per worker slot (at most `MAX_CHUNK` runs each)."""
+    size = max(1, min(MAX_CHUNK, math.ceil(len(tasks) / (max(slots, 1) * CHUNKS_PER_SLOT))))
+    return [tasks[i:i + size] for i in range(0, len(tasks), size)]
+
+
+@contextmanager
+def _stop_on_sigterm() -> Iterator[None]:
+    """Turn SIGTERM into `BatchStopped` in the main thread, so that the pool is stopped on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise BatchStopped(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _executor(workers: int | None, scheduler: str | None, tasks: int) -> Iterator[Executor]:
+    """Local processes (stopped with the caller, see `_pool`), or the Dask cluster at `scheduler`."""
+    with _pool(workers, scheduler, tasks) as (executor, _slots):
+        yield executor
+
+
+@contextmanager
+def _pool(workers: int | None, scheduler: str | None, tasks: int) -> Iterator[tuple[Executor, int]]:
+    """(executor, worker slots): local processes, or the Dask cluster at `scheduler`."""
+    if scheduler:
+        with _dask_client(scheduler) as client:
+            executor = client.get_executor()
+            try:
+                yield executor, max(1, sum(client.nthreads().values()))
+            except BaseException:
+                executor.shutdown(wait=False)  # cancels what is pending or running
+                raise
+            executor.shutdown(wait=True)
+        return
+    count = max(1, min(workers or os.cpu_count() or 1, max(tasks, 1)))
+    pool = ProcessPoolExecutor(max_workers=count, initializer=_worker_start, initargs=(os.getpid(),))
+    try:
+        yield pool, count
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Kill the pool's processes now (the executor has no public way before Python 3.14), then cancel the rest."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.kill()
+    for process in processes:
+        process.join(5)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _worker_start(parent: int) -> None:
+    """Initializer of a local worker: leave stopping to the parent, and die with it.
+
+    The worker ignores SIGINT (Ctrl-C reaches the whole process group; the parent stops the pool)
+    and takes SIGTERM's default action (a forked worker would inherit the parent's handler). On
+    Linux the kernel sends it SIGKILL when its parent ends, however it ends; elsewhere a thread
+    checks every second that the parent is still there.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0:
+            if os.getppid() != parent:  # the parent died before the request took effect
+                os._exit(1)
+            return
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="graphcmp-parent-watch").start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
 @contextmanager
 def _dask_client(scheduler: str) -> Iterator[Any]:
     try:
@@ -221,18 +478,6 @@ def _check_reachable(scheduler: str) -> None:
     host, _, port = scheduler.removeprefix("tcp://").rpartition(":")
     if host and port.isdigit():
         socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
-
-
-@contextmanager
-def _executor(workers: int | None, scheduler: str | None, tasks: int) -> Iterator[Executor]:
-    if scheduler:
-        with _dask_client(scheduler) as client:
-            yield client.get_executor()
-        return
-    count = max(1, min(workers or os.cpu_count() or 1, max(tasks, 1)))
-    with ProcessPoolExecutor(max_workers=count) as pool:
-        yield pool
-
 
 
 def batch_summary(index: dict[str, Any]) -> dict[str, Any]:
