@@ -23,7 +23,7 @@ from graphcmp.core.errors import OutputError
 
 __all__ = ["atomic_output", "atomic_path", "checked_folder", "checked_output", "write_atomic"]
 
-_FILE_SUFFIXES = (".json", ".db", ".vis", ".gz", ".yaml", ".yml", ".toml", ".txt", ".csv")
+_FILE_SUFFIXES = (".json", ".npz", ".db", ".vis", ".gz", ".yaml", ".yml", ".toml", ".txt", ".csv")
 """Endings of a file name, refused where a results folder is expected (``-o mix.json`` for a job)."""
 
 

@@ -70,7 +70,7 @@ def test_inputs_of_every_kind_are_protected(tmp_path):
 
 def test_a_results_folder_is_not_a_file(tmp_path):
     assert checked_folder(tmp_path / "results") == tmp_path / "results"
-    for name in ("mix.json", "out.vis.db"):
+    for name in ("mix.json", "cmp.npz", "out.vis.db"):
         with pytest.raises(OutputError, match="-o names a results folder"):
             checked_folder(tmp_path / name)
     (tmp_path / "plain").write_text("x")
