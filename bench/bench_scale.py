@@ -8,6 +8,7 @@ Usage::
     .venv/bin/python bench/bench_scale.py read DUMP_DIR... [--tree OTHER] [--repeat 3]
     .venv/bin/python bench/bench_scale.py stages PAIR_DIR... [--repeat 1]
     .venv/bin/python bench/bench_scale.py open RESULT... [--tree OTHER --other-result RESULT ...] [--repeat 3]
+    .venv/bin/python bench/bench_scale.py floor DUMP_DIR... [--repeat 3]
 
 A PAIR_DIR holds ``npu/`` and ``bench/`` (``make_synthetic.py --out``); DUMP_DIR is one rank folder. Every run
 is a fresh process (imports included) under ``/usr/bin/time -v``: wall time, and GNU time's "Maximum resident
@@ -20,7 +21,8 @@ when msprobe is installed (``--msprobe CMD``; ``--msprobe none`` leaves it out) 
 ``open`` times ``graphcmp info`` and ``graphcmp diverge`` on saved results and ``graphcmp serve`` until its page
 answers (each tree opens the result its own compare wrote: ``--other-result``). ``stages`` times the stages of
 one comparison inside one process (read npu, read bench, match, pair, metrics, overflow, noise model, judge,
-analysis, write) with the resident set after each and the peak so far. Medians and ranges are printed as
+analysis, write) with the resident set after each and the peak so far; ``floor`` the parse floor of a
+dump.json (its bytes read, orjson over the whole file, msgspec's typed chunks). Medians and ranges are printed as
 markdown tables.
 """
 
@@ -278,9 +280,46 @@ def bench_stages(args: argparse.Namespace) -> None:
             print(f"| total | {total:.2f} | | |")
 
 
+_FLOOR = """
+import json, sys, time
+import orjson
+from graphcmp.core.jsonio import MemberChunks
+from graphcmp.core.readers.msprobe_leaves import typed_records
+path = sys.argv[1] + "/dump.json"
+t = time.perf_counter(); data = open(path, "rb").read(); read = time.perf_counter() - t
+whole = None
+if len(data) < 300e6:  # a whole 800 MB dump as Python objects would take ~6 GB of this shared machine
+    t = time.perf_counter(); orjson.loads(data); whole = time.perf_counter() - t
+del data
+t = time.perf_counter()
+for text in MemberChunks(path, "data").texts():
+    typed_records(text)
+typed = time.perf_counter() - t
+print(json.dumps({"read": read, "orjson": whole, "typed": typed}))
+"""
+
+
+def bench_floor(args: argparse.Namespace) -> None:
+    """The parse floor of one dump.json: reading its bytes, orjson over the whole file, and msgspec's typed
+    decoding chunk by chunk (what the reader starts from), each in a fresh process."""
+    print(f"| dump | dump.json MB | read bytes s | orjson.loads whole s | typed chunks s (msgspec), median of "
+          f"{args.repeat} |")
+    print("|---|---|---|---|---|")
+    for folder in args.paths:
+        runs = []
+        for _ in range(args.repeat):
+            out = subprocess.run([sys.executable, "-c", _FLOOR, folder], capture_output=True, text=True, check=True,
+                                 cwd=tempfile.gettempdir(), env=_env(ROOT))
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        size = (Path(folder) / "dump.json").stat().st_size / 1e6
+        whole = _cell([r["orjson"] for r in runs]) if runs[0]["orjson"] is not None else "- (over 300 MB)"
+        print(f"| {folder} | {size:.0f} | {_cell([r['read'] for r in runs])} | {whole} "
+              f"| {_cell([r['typed'] for r in runs])} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("compare", "read", "stages", "open"))
+    parser.add_argument("what", choices=("compare", "read", "stages", "open", "floor"))
     parser.add_argument("paths", nargs="+")
     parser.add_argument("--tree", help="root of another graphcmp tree to run side by side")
     parser.add_argument("--other-result", nargs="*", help="with open: the other tree's result per RESULT")
@@ -289,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
                                           "on the PATH, when installed; 'none' leaves it out)")
     args = parser.parse_args(argv)
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
-    {"compare": bench_compare, "read": bench_read, "stages": bench_stages, "open": bench_open}[args.what](args)
+    {"compare": bench_compare, "read": bench_read, "stages": bench_stages, "open": bench_open,
+     "floor": bench_floor}[args.what](args)
     return 0
 
 
