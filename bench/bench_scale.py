@@ -4,21 +4,26 @@ comparison, and opening a saved result, side by side with another tree of graphc
 
 Usage::
 
-    .venv/bin/python bench/bench_scale.py compare PAIR_DIR... [--tree OTHER] [--repeat 3]
+    .venv/bin/python bench/bench_scale.py compare PAIR_DIR... [--tree OTHER] [--repeat 3] [--msprobe CMD]
     .venv/bin/python bench/bench_scale.py read DUMP_DIR... [--tree OTHER] [--repeat 3]
     .venv/bin/python bench/bench_scale.py stages PAIR_DIR... [--repeat 1]
     .venv/bin/python bench/bench_scale.py open RESULT... [--tree OTHER --other-result RESULT ...] [--repeat 3]
+    .venv/bin/python bench/bench_scale.py floor DUMP_DIR... [--repeat 3]
 
 A PAIR_DIR holds ``npu/`` and ``bench/`` (``make_synthetic.py --out``); DUMP_DIR is one rank folder. Every run
-is a fresh process (imports included) timed from outside, with its peak resident set (``ru_maxrss`` of the
-process and its children, e.g. the forked bench reader: the largest one). ``--tree`` is the root of another
-checkout (``git worktree add`` or ``git archive main | tar -x -C DIR``): its runs use that tree's package
-(``PYTHONPATH``, started outside both trees), its default output name, and alternate with this tree's runs,
-so both see the same machine (the 2-core machine is shared and its speed drifts). ``open`` times
-``graphcmp info`` and ``graphcmp diverge`` on saved results (each tree opens the result its own compare
-wrote: ``--other-result``). ``stages`` times the stages of one comparison inside one process (read npu,
-read bench, match, pair, metrics, overflow, noise model, judge, analysis, write) with the resident set after
-each and the peak so far. Medians and ranges are printed as markdown tables.
+is a fresh process (imports included) under ``/usr/bin/time -v``: wall time, and GNU time's "Maximum resident
+set size" (the largest of the process and the children it waited for, e.g. the forked bench reader).
+``--tree`` is the root of another checkout (``git worktree add`` or ``git archive main | tar -x -C DIR``): its
+runs use that tree's package (``PYTHONPATH``, started outside both trees), its default output name, and
+alternate with this tree's runs, so both see the same machine (the 2-core machine is shared and its speed
+drifts). ``compare`` also runs msprobe's own comparison of each pair alternately (``msprobe graph_visualize``)
+when msprobe is installed (``--msprobe CMD``; ``--msprobe none`` leaves it out) and prints the ratio.
+``open`` times ``graphcmp info`` and ``graphcmp diverge`` on saved results and ``graphcmp serve`` until its page
+answers (each tree opens the result its own compare wrote: ``--other-result``). ``stages`` times the stages of
+one comparison inside one process (read npu, read bench, match, pair, metrics, overflow, noise model, judge,
+analysis, write) with the resident set after each and the peak so far; ``floor`` the parse floor of a
+dump.json (its bytes read, orjson over the whole file, msgspec's typed chunks). Medians and ranges are printed as
+markdown tables.
 """
 
 from __future__ import annotations
@@ -26,24 +31,33 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
-_MEASURE = """
-import json, resource, subprocess, sys, time
-start = time.perf_counter()
-proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-wall = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-print(json.dumps({"wall": wall, "peak_mb": peak, "code": proc.returncode, "err": proc.stderr[-500:]}))
-"""
+_TIME = "/usr/bin/time"  # GNU time: "Maximum resident set size" of the process and its waited-for children
+
+
+def _timed(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+    """Wall time and peak RSS of `cmd` under ``/usr/bin/time -v``, started in /tmp."""
+    start = time.perf_counter()
+    proc = subprocess.run([_TIME, "-v", *cmd], capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
+    wall = time.perf_counter() - start
+    found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    if found is None:
+        raise RuntimeError(f"{_TIME} -v gave no figure for {cmd}: {proc.stderr[-500:]}")
+    return {"wall": wall, "peak_mb": int(found.group(1)) / 1024, "code": proc.returncode,
+            "err": proc.stderr[-1500:], "out": proc.stdout[-3000:]}
 
 
 def _env(tree: Path) -> dict[str, str]:
@@ -54,18 +68,14 @@ def _env(tree: Path) -> dict[str, str]:
 
 def run_measured(tree: Path, args: list[str]) -> dict:
     """Wall time and peak RSS of ``python -m graphcmp ARGS`` with `tree`'s package, started in /tmp."""
-    cmd = [sys.executable, "-c", _MEASURE, sys.executable, "-m", "graphcmp", *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=_env(tree), cwd=tempfile.gettempdir())
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = _timed([sys.executable, "-m", "graphcmp", *args], _env(tree))
     if result["code"] not in (0, 1):
         raise RuntimeError(f"graphcmp {' '.join(args)} ({tree}) failed: {result['err']}")
     return result
 
 
 def run_python(tree: Path, code: str, *argv: str) -> dict:
-    cmd = [sys.executable, "-c", _MEASURE, sys.executable, "-c", code, *argv]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=_env(tree), cwd=tempfile.gettempdir())
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = _timed([sys.executable, "-c", code, *argv], _env(tree))
     if result["code"] != 0:
         raise RuntimeError(f"{tree}: {result['err']}")
     return result
@@ -90,8 +100,28 @@ def _output_name(tree: Path, folder: Path, label: str) -> str:
     return str(folder / f"{label}.{'npz' if npz else 'json'}")
 
 
+def _msprobe(args: argparse.Namespace) -> str | None:
+    """msprobe's command (``--msprobe``, else ``msprobe`` on the PATH), or None to leave it out."""
+    if args.msprobe == "none":
+        return None
+    return args.msprobe or shutil.which("msprobe")
+
+
+def run_msprobe(msprobe: str, pair: str, out: Path) -> dict:
+    """msprobe's own comparison of the pair (``graph_visualize``: a compare ``.vis.db``), timed the same way."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    r = _timed([msprobe, "graph_visualize", "-tp", f"{pair}/npu", "-gp", f"{pair}/bench", "-o", str(out)])
+    made = list(out.glob("compare_*.vis.db"))
+    if not made:
+        raise RuntimeError(f"msprobe wrote no compare_*.vis.db for {pair}: {r['err']}")
+    r["out_mb"] = made[0].stat().st_size / 1e6
+    return r
+
+
 def bench_compare(args: argparse.Namespace) -> None:
     trees = _trees(args)
+    msprobe = _msprobe(args)
     results: dict[tuple[str, str], list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeat):
@@ -100,13 +130,24 @@ def bench_compare(args: argparse.Namespace) -> None:
                     out = _output_name(tree, Path(tmp), "cmp")
                     r = run_measured(tree, ["compare", f"{pair}/npu", f"{pair}/bench", "-o", out, "-q"])
                     r["out_mb"] = Path(out).stat().st_size / 1e6
+                    Path(out).unlink()
                     results.setdefault((pair, name), []).append(r)
                     print(f"  {pair} {name}: {r['wall']:.2f} s, {r['peak_mb']:.0f} MB", file=sys.stderr, flush=True)
+                if msprobe:
+                    r = run_msprobe(msprobe, pair, Path(tmp) / "msprobe")
+                    results.setdefault((pair, "msprobe"), []).append(r)
+                    print(f"  {pair} msprobe: {r['wall']:.2f} s, {r['peak_mb']:.0f} MB", file=sys.stderr, flush=True)
     print(f"| pair | tree | wall s, median [range] of {args.repeat} | peak RSS MB | result MB |")
     print("|---|---|---|---|---|")
     for (pair, name), runs in results.items():
         print(f"| {Path(pair).name} | {name} | {_cell([r['wall'] for r in runs])} "
               f"| {_cell([r['peak_mb'] for r in runs], 0)} | {runs[0]['out_mb']:.0f} |")
+    for pair in args.paths:
+        if (pair, "msprobe") in results:
+            theirs = statistics.median(r["wall"] for r in results[(pair, "msprobe")])
+            ours = statistics.median(r["wall"] for r in results[(pair, "this tree")])
+            print(f"\n{Path(pair).name}: msprobe {theirs:.2f} s / this tree {ours:.2f} s = {theirs / ours:.1f}x "
+                  "(medians)")
 
 
 _READ = ("import sys, time\nfrom graphcmp.core.readers.msprobe import read_msprobe\n"
@@ -130,6 +171,36 @@ def bench_read(args: argparse.Namespace) -> None:
               f"| {_cell([r['peak_mb'] for r in runs], 0)} |")
 
 
+def serve_startup(tree: Path, path: str, timeout: float = 300.0) -> dict:
+    """Seconds from starting ``graphcmp serve RESULT`` until its page answers, and the server's peak RSS then."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "graphcmp", "serve", path, "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env(tree),
+                            cwd=tempfile.gettempdir())
+    try:
+        while time.perf_counter() - start < timeout:
+            if proc.poll() is not None:
+                raise RuntimeError(f"graphcmp serve {path} ({tree}) stopped: {proc.stderr.read()[-500:]!r}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as page:
+                    if page.status == 200:
+                        wall = time.perf_counter() - start
+                        break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise RuntimeError(f"graphcmp serve {path} did not answer within {timeout:g} s")
+        with open(f"/proc/{proc.pid}/status") as f:
+            peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return {"wall": wall, "peak_mb": peak}
+
+
 def bench_open(args: argparse.Namespace) -> None:
     trees = _trees(args)
     others = args.other_result or []
@@ -138,14 +209,16 @@ def bench_open(args: argparse.Namespace) -> None:
         for k, result in enumerate(args.paths):
             for name, tree in trees.items():
                 path = others[k] if tree != ROOT and k < len(others) else result
-                for command in ("info", "diverge"):
-                    r = run_measured(tree, [command, path, "--json"])
+                for command in ("info", "diverge", "serve"):
+                    r = serve_startup(tree, path) if command == "serve" else \
+                        run_measured(tree, [command, path, "--json"])
                     results.setdefault((path, name, command), []).append(r)
                     print(f"  {command} {path} {name}: {r['wall']:.2f} s", file=sys.stderr, flush=True)
     print(f"| result | MB | tree | command | wall s, median [range] of {args.repeat} | peak RSS MB |")
     print("|---|---|---|---|---|---|")
     for (path, name, command), runs in results.items():
-        print(f"| {Path(path).name} | {Path(path).stat().st_size / 1e6:.0f} | {name} | `{command}` "
+        what = "serve` (until the page answers)" if command == "serve" else f"{command}`"
+        print(f"| {Path(path).name} | {Path(path).stat().st_size / 1e6:.0f} | {name} | `{what} "
               f"| {_cell([r['wall'] for r in runs])} | {_cell([r['peak_mb'] for r in runs], 0)} |")
 
 
@@ -207,16 +280,56 @@ def bench_stages(args: argparse.Namespace) -> None:
             print(f"| total | {total:.2f} | | |")
 
 
+_FLOOR = """
+import json, sys, time
+import orjson
+from graphcmp.core.jsonio import MemberChunks
+from graphcmp.core.readers.msprobe_leaves import typed_records
+path = sys.argv[1] + "/dump.json"
+t = time.perf_counter(); data = open(path, "rb").read(); read = time.perf_counter() - t
+whole = None
+if len(data) < 300e6:  # a whole 800 MB dump as Python objects would take ~6 GB of this shared machine
+    t = time.perf_counter(); orjson.loads(data); whole = time.perf_counter() - t
+del data
+t = time.perf_counter()
+for text in MemberChunks(path, "data").texts():
+    typed_records(text)
+typed = time.perf_counter() - t
+print(json.dumps({"read": read, "orjson": whole, "typed": typed}))
+"""
+
+
+def bench_floor(args: argparse.Namespace) -> None:
+    """The parse floor of one dump.json: reading its bytes, orjson over the whole file, and msgspec's typed
+    decoding chunk by chunk (what the reader starts from), each in a fresh process."""
+    print(f"| dump | dump.json MB | read bytes s | orjson.loads whole s | typed chunks s (msgspec), median of "
+          f"{args.repeat} |")
+    print("|---|---|---|---|---|")
+    for folder in args.paths:
+        runs = []
+        for _ in range(args.repeat):
+            out = subprocess.run([sys.executable, "-c", _FLOOR, folder], capture_output=True, text=True, check=True,
+                                 cwd=tempfile.gettempdir(), env=_env(ROOT))
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        size = (Path(folder) / "dump.json").stat().st_size / 1e6
+        whole = _cell([r["orjson"] for r in runs]) if runs[0]["orjson"] is not None else "- (over 300 MB)"
+        print(f"| {folder} | {size:.0f} | {_cell([r['read'] for r in runs])} | {whole} "
+              f"| {_cell([r['typed'] for r in runs])} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("compare", "read", "stages", "open"))
+    parser.add_argument("what", choices=("compare", "read", "stages", "open", "floor"))
     parser.add_argument("paths", nargs="+")
     parser.add_argument("--tree", help="root of another graphcmp tree to run side by side")
     parser.add_argument("--other-result", nargs="*", help="with open: the other tree's result per RESULT")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--msprobe", help="with compare: msprobe's command to run alternately (default: msprobe "
+                                          "on the PATH, when installed; 'none' leaves it out)")
     args = parser.parse_args(argv)
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
-    {"compare": bench_compare, "read": bench_read, "stages": bench_stages, "open": bench_open}[args.what](args)
+    {"compare": bench_compare, "read": bench_read, "stages": bench_stages, "open": bench_open,
+     "floor": bench_floor}[args.what](args)
     return 0
 
 

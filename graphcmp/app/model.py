@@ -149,8 +149,10 @@ class ViewModel:
 
     @cached_property
     def overflow(self) -> dict[str, np.ndarray]:
-        """Overflow level per row and side (0 none … 3 critical, see `graphcmp.core.overflow`)."""
-        return {side: overflow_levels(g) for side, g in self.graphs.items()}
+        """Overflow level per row and side (0 none … 3 critical, see `graphcmp.core.overflow`); the npu side's
+        are the report's own (stored in a result file, not computed again)."""
+        return {side: self.report.overflow_levels() if self.report is not None and side == "npu" else
+                overflow_levels(g) for side, g in self.graphs.items()}
 
     @cached_property
     def fused(self) -> dict[str, np.ndarray]:

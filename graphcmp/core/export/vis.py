@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
+from graphcmp.core.export.columns import float_reprs
 from graphcmp.core.judge import STATUS_NAMES, pair_messages, pair_notes
 from graphcmp.core.outputs import atomic_output
 from graphcmp.core.readers.vis import ATTR_DISTRIBUTED, ATTR_OVERFLOW, VisNodeType
@@ -185,7 +186,7 @@ def _texts(values: np.ndarray, shown: np.ndarray, blank: str, suffix: str = "") 
     """Rows of floats as msprobe's text (``repr``, which writes ``nan``, ``inf``, ``-inf`` as it does), `blank`
     where a value is not `shown`."""
     width = values.shape[1]
-    flat = list(map(repr, values.ravel().tolist()))
+    flat = float_reprs(values)
     if suffix:
         flat = [v + suffix for v in flat]
     hidden = np.flatnonzero(~shown.ravel()).tolist()
