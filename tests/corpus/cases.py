@@ -298,27 +298,31 @@ def case_fifo_as_the_npu_run(root: Path) -> Spec:
                 keep=[root / "npu.json"])
 
 
+def replaced(path: Path, make: Callable[[Path], object]) -> Path:
+    """`path`, a file of a copied input, replaced by what `make` creates there (a FIFO, a link)."""
+    path.unlink()
+    make(path)
+    return path
+
+
 @case("special")
 def case_fifo_as_dump_json(root: Path) -> Spec:
     npu = copy(PERTURB, root / "npu")
-    (npu / "dump.json").unlink()
-    os.mkfifo(npu / "dump.json")
+    replaced(npu / "dump.json", os.mkfifo)
     return Spec(compare(npu, BASELINE, root / "cmp.json"), "error", "is a FIFO", keep=[npu / "dump.json"])
 
 
 @case("special")
 def case_fifo_as_stack_json(root: Path) -> Spec:
     npu = copy(PERTURB, root / "npu")
-    (npu / "stack.json").unlink()
-    os.mkfifo(npu / "stack.json")
+    replaced(npu / "stack.json", os.mkfifo)
     return Spec(compare(npu, BASELINE, root / "cmp.json"), "error", "stack.json: is a FIFO", keep=[npu / "stack.json"])
 
 
 @case("special")
 def case_dump_json_links_to_dev_zero(root: Path) -> Spec:
     npu = copy(PERTURB, root / "npu")
-    (npu / "dump.json").unlink()
-    os.symlink("/dev/zero", npu / "dump.json")
+    replaced(npu / "dump.json", lambda path: os.symlink("/dev/zero", path))
     return Spec(compare(npu, BASELINE, root / "cmp.json"), "error", "is a character device", [npu])
 
 
@@ -332,8 +336,7 @@ def case_symlink_loop_as_the_npu_run(root: Path) -> Spec:
 @case("special")
 def case_symlink_loop_as_dump_json(root: Path) -> Spec:
     npu = copy(PERTURB, root / "npu")
-    (npu / "dump.json").unlink()
-    os.symlink(npu / "dump.json", npu / "dump.json")
+    replaced(npu / "dump.json", lambda path: os.symlink(path, path))
     return Spec(compare(npu, BASELINE, root / "cmp.json"), "error", "loop", [npu])
 
 
@@ -353,8 +356,7 @@ def case_fifo_as_mapping_file(root: Path) -> Spec:
 @case("special")
 def case_fifo_as_a_tensor_file(root: Path) -> Spec:
     npu, bench = tensor_pair(root, WEIGHT)
-    (npu / "dump_tensor_data" / "w.pt").unlink()
-    os.mkfifo(npu / "dump_tensor_data" / "w.pt")
+    replaced(npu / "dump_tensor_data" / "w.pt", os.mkfifo)
     return Spec(compare(npu, bench, root / "cmp.json"), "error", "is a FIFO", [bench],
                 keep=[npu / "dump_tensor_data" / "w.pt"])
 
@@ -362,9 +364,7 @@ def case_fifo_as_a_tensor_file(root: Path) -> Spec:
 @case("special")
 def case_fifo_as_a_kernel_dump_file(root: Path) -> Spec:
     dump = copy(KERNELS, root / "kernels")
-    victim = next((dump / "npu").rglob("*.npy"))
-    victim.unlink()
-    os.mkfifo(victim)
+    victim = replaced(next((dump / "npu").rglob("*.npy")), os.mkfifo)
     return Spec(compare(dump / "npu", dump / "bench", root / "cmp.json"), "error", "is a FIFO", keep=[victim])
 
 
