@@ -12,12 +12,15 @@ goes through the whole-file path, which builds the same graph. PyTorch
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from operator import itemgetter
+from itertools import compress, repeat
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from graphcmp.core.errors import DumpFormatError, GraphCycleError
 from graphcmp.core.hierarchy import HierarchyBuilder
@@ -33,7 +36,7 @@ from graphcmp.core.readers.msprobe_leaves import (
     mixed_records,
     typed_records,
 )
-from graphcmp.core.readers.naming import parse_node_id
+from graphcmp.core.readers.naming import parse_node_id, parse_node_ids
 from graphcmp.core.records import DumpGraph, NodeKind, RunInfo
 
 __all__ = ["parse_msprobe", "read_msprobe", "sniff"]
@@ -229,7 +232,7 @@ def _assemble(
     seq = _sequence(construct, data)
     parents = _parents(construct, data, source, notes)
     ids = list(seq)
-    kinds, ops, directions, _ = zip(*map(parse_node_id, ids)) if ids else ((), (), (), ())
+    kinds, ops, directions = parse_node_ids(ids)
     builder.add_nodes(ids, kinds, ops, directions, list(map(parents.get, ids)), list(seq.values()),
                       list(map(data.__contains__, ids)))
     if add_tensors is not None:
@@ -272,15 +275,17 @@ def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str
     seq = dict(zip(construct, map(float, range(len(construct)))))
     if data.keys() <= seq.keys():
         return seq  # every node is in construct.json: already in order
-    previous, extra = -1.0, 0
-    step = 1.0 / (len(data) + 2)
-    for node_id in data:
-        if node_id in seq:
-            previous, extra = seq[node_id], 0
-        else:
-            extra += 1
-            seq[node_id] = previous + extra * step
-    return dict(sorted(seq.items(), key=itemgetter(1)))
+    ids = list(data)
+    known = np.fromiter(map(seq.get, ids, repeat(math.nan)), np.float64, len(ids))
+    rows = np.arange(len(ids))
+    last_known = np.maximum.accumulate(np.where(np.isnan(known), -1, rows))  # the dump predecessor's row
+    previous = np.where(last_known >= 0, known[np.maximum(last_known, 0)], -1.0)
+    extra = np.isnan(known)
+    values = previous + (rows - last_known) / (len(ids) + 2)  # the k-th dump-only node after it: k steps on
+    seq.update(zip(compress(ids, extra.tolist()), values[extra].tolist()))
+    keys, order = list(seq), np.fromiter(seq.values(), np.float64, len(seq))
+    by_order = np.argsort(order, kind="stable")
+    return dict(zip(map(keys.__getitem__, by_order.tolist()), order[by_order].tolist()))
 
 
 def _parents(

@@ -8,12 +8,13 @@ MindSpore ids use ``Cell`` for modules and ``Primitive.<attr>.<Class>``, ``Mint`
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import cache
 from sys import intern
 
 from graphcmp.core.records import Direction, NodeKind
 
-__all__ = ["MODULE_PREFIXES", "parse_node_id", "strip_counter"]
+__all__ = ["MODULE_PREFIXES", "parse_node_id", "parse_node_ids", "strip_counter"]
 
 MODULE_PREFIXES = ("Module", "Cell")
 
@@ -21,6 +22,7 @@ _MODULE = re.compile(r"^(Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>for
 _PARAM_GRAD = re.compile(r"^(Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.parameters_grad(?:\.(?P<n>\d+))?$")
 _API = re.compile(r"^(?P<api>[A-Za-z_][\w]*)\.(?P<name>.+)\.(?P<n>\d+)\.(?P<dir>forward|backward)$")
 _DIRECTION = {"forward": Direction.FORWARD, "backward": Direction.BACKWARD}
+_BACKWARD = int(Direction.BACKWARD)
 
 
 def parse_node_id(node_id: str) -> tuple[NodeKind, str, Direction, int]:
@@ -42,6 +44,49 @@ def parse_node_id(node_id: str) -> tuple[NodeKind, str, Direction, int]:
     """
     kind, op, direction, counter = _split_common(node_id) or _parse_by_expressions(node_id)
     return kind, intern(op), direction, counter  # one string per op name: less memory, faster to pickle
+
+
+
+_KIND_API, _KIND_MODULE, _KIND_PARAM_GRAD = int(NodeKind.API), int(NodeKind.MODULE), int(NodeKind.PARAM_GRAD)
+_DIRECTION_CODE = {"forward": int(Direction.FORWARD), "backward": int(Direction.BACKWARD)}
+
+
+def parse_node_ids(node_ids: Iterable[str]) -> tuple[list[int], list[str], list[int]]:
+    """`parse_node_id` of many ids as columns: (kind codes, ops, direction codes), the counters left out.
+
+    One ``rsplit`` per plain ASCII id decides it (about 2x faster than `parse_node_id` per id, which a
+    million-node run notices); any other id goes through `parse_node_id`.
+
+    >>> parse_node_ids(["Functional.linear.3.backward", "Module.fc.Linear.forward.0", "odd"])
+    ([2, 1, 2], ['linear', 'Linear', 'odd'], [1, 0, -1])
+    """
+    kinds: list[int] = []
+    ops: list[str] = []
+    directions: list[int] = []
+    codes = _DIRECTION_CODE
+    for node_id in node_ids:
+        found = None
+        # <api>.<name>.<n>.<dir>, <Module>.<path>.<cls>.<dir>.<n>, <Module>.<path>.<cls>.parameters_grad.<n>:
+        # the op is the third part from the end in all three
+        if node_id.count(".") >= 3 and node_id.isascii() and "\n" not in node_id:
+            head, op, third, last = node_id.rsplit(".", 3)
+            if not op:
+                pass
+            elif last in codes:
+                if third.isdigit() and head.partition(".")[0].isidentifier():
+                    found = _KIND_API, codes[last]
+            elif last.isdigit() and node_id.startswith(("Module.", "Cell.")) and head.partition(".")[2]:
+                if third in codes:
+                    found = _KIND_MODULE, codes[third]
+                elif third == "parameters_grad":
+                    found = _KIND_PARAM_GRAD, _BACKWARD
+        if found is None:
+            kind, op, direction, _ = parse_node_id(node_id)
+            found = int(kind), int(direction)
+        kinds.append(found[0])
+        ops.append(intern(op))
+        directions.append(found[1])
+    return kinds, ops, directions
 
 
 def _parse_by_expressions(node_id: str) -> tuple[NodeKind, str, Direction, int]:
