@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from itertools import pairwise
+from itertools import chain, pairwise
 from operator import itemgetter
 
 import numpy as np
@@ -306,19 +306,25 @@ class HierarchyBuilder:
         if not self._tensor_parts:
             return TensorTable.empty()
         columns = list(zip(*self._tensor_parts))
-        node_ids = [n for part in columns[0] for n in part]
-        node = np.fromiter(map(rows.__getitem__, node_ids), np.int32, len(node_ids))
+        node = np.concatenate([_rows_of(part, rows) for part in columns[0]])
         by_row = np.argsort(node, kind="stable")
         pick = by_row.tolist()
 
         def strings(k: int) -> tuple[str, ...]:
-            return _take([v for part in columns[k] for v in part], pick)
+            return _take(list(chain.from_iterable(columns[k])), pick)
 
         return TensorTable(
             node=node[by_row], role=np.concatenate(columns[1])[by_row], slot=strings(2), dtype=strings(3),
             shape=strings(4), stats=np.concatenate(columns[5])[by_row], present=np.concatenate(columns[6])[by_row],
             md5=strings(7), file=strings(8), value=strings(9), requires_grad=np.concatenate(columns[10])[by_row],
         )
+
+
+def _rows_of(node_ids: list[str], rows: dict[str, int]) -> np.ndarray:
+    """The row of each node id, looked up once per distinct id (a part repeats an id per tensor; a small table
+    is faster to look up in than the run's)."""
+    local = {node_id: rows[node_id] for node_id in dict.fromkeys(node_ids)}
+    return np.fromiter(map(local.__getitem__, node_ids), np.int32, len(node_ids))
 
 
 def _take(values: Sequence, pick: list[int]) -> tuple:

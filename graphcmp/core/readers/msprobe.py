@@ -298,8 +298,8 @@ def _parents(
     parents: dict[str, str | None] = dict(construct)
     ids = set(construct) | set(data)
     orphans = 0
-    for node_id in [n for n in data if n not in parents]:
-        kind = parse_node_id(node_id)[0]
+    dump_only = [n for n in data if n not in parents]
+    for node_id, kind in zip(dump_only, parse_node_ids(dump_only)[0]):
         if kind == NodeKind.PARAM_GRAD:
             parents[node_id] = _param_grad_owner(node_id, ids)
         elif construct:

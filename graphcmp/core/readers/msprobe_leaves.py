@@ -16,15 +16,18 @@ says which route runs when, and its tests check every route against it.
 from __future__ import annotations
 
 import math
-from itertools import chain, repeat
-from operator import attrgetter, methodcaller
+from collections.abc import Iterable
+from itertools import chain, compress, repeat
+from operator import methodcaller
 from sys import intern
+from types import NoneType
 from typing import Any
 
 import msgspec
 import numpy as np
 import orjson
 from msgspec import UNSET, UnsetType
+from msgspec.structs import astuple
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
@@ -38,7 +41,7 @@ from graphcmp.core.readers.msprobe_schema import (
     leaf_row,
     text,
 )
-from graphcmp.core.readers.naming import parse_node_id
+from graphcmp.core.readers.naming import parse_node_id, parse_node_ids
 from graphcmp.core.records import NodeKind, Role
 
 __all__ = ["DUMP_FILE", "Leaf", "Leaves", "Misfit", "add_leaves", "collect_record", "collect_typed", "md5_flag",
@@ -139,9 +142,7 @@ def collect_record(leaves: Leaves, node_id: str, record: Any, source: str) -> No
         raise DumpFormatError(f"{source}/{DUMP_FILE}: {node_id!r}: record is a {type(record).__name__}, "
                               "expected an object of inputs/outputs")
     if _is_param_grad(node_id):
-        for key, value in record.items():
-            single = value[0] if isinstance(value, list) and len(value) == 1 else value
-            leaves.collect(node_id, _PARAM_GRAD, single, str(key))
+        _collect_param_grads(leaves, node_id, record)
         return
     for role_key, role in ROLE_KEYS:
         value = record.get(role_key)
@@ -150,6 +151,13 @@ def collect_record(leaves: Leaves, node_id: str, record: Any, source: str) -> No
         if isinstance(value, dict) and "type" in value:
             value = [value]
         leaves.collect(node_id, role, value, "")
+
+
+def _collect_param_grads(leaves: Leaves, node_id: str, record: dict[str, Any]) -> None:
+    """A module's parameter-gradient record: ``{parameter name: gradient or [gradient]}``."""
+    for key, value in record.items():
+        single = value[0] if isinstance(value, list) and len(value) == 1 else value
+        leaves.collect(node_id, _PARAM_GRAD, single, str(key))
 
 
 _PARAM_GRAD_KIND = int(NodeKind.PARAM_GRAD)
@@ -163,48 +171,86 @@ def _is_param_grad(node_id: str) -> bool:
 def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
     """`collect_record` for every record of a `typed_records` chunk, role by role in bulk.
 
-    The lists of `Leaf` structs of one role (nearly all role values) are flattened with
-    `itertools.chain`, so no Python code runs per leaf; a record whose list holds anything else
-    (None, a nested list), its keyword and parameter dicts, and parameter-gradient records go
-    through `collect_record`'s per-record path. Leaves come out role-major instead of node-major:
-    the tensor table sorts them by node (stable), which restores each node's own order.
+    A role's values that are lists of `Leaf` structs (arguments, outputs) or dicts of them (keyword
+    arguments, parameters) are flattened with `itertools.chain`, so no Python code runs per leaf; a
+    value holding anything else (None, a nested list), and parameter-gradient records, go through
+    `collect_record`'s per-record path. Leaves come out role-major instead of node-major: the tensor
+    table sorts them by node (stable), which restores each node's own order.
     """
     ids = list(records)
     values = list(records.values())
-    grads = list(map(_is_param_grad, ids))
-    if any(grads):
-        for node_id, record, grad in zip(ids, values, grads):
-            if grad:
-                collect_record(leaves, node_id, record, source)
-        ids = [node_id for node_id, grad in zip(ids, grads) if not grad]
-        values = [record for record, grad in zip(values, grads) if not grad]
+    named = [k for k, node_id in enumerate(ids) if "parameters_grad" in node_id]  # the cheap test first
+    grads = [k for k, kind in zip(named, parse_node_ids(map(ids.__getitem__, named))[0]) if kind == _PARAM_GRAD_KIND]
+    if grads:
+        for k in grads:
+            if not isinstance(values[k], dict):
+                collect_record(leaves, ids[k], values[k], source)  # names the damage
+            _collect_param_grads(leaves, ids[k], values[k])
+        keep = np.ones(len(ids), bool)
+        keep[grads] = False
+        ids, values = list(compress(ids, keep.tolist())), list(compress(values, keep.tolist()))
     for role_key, role in ROLE_KEYS:
         column = list(map(methodcaller("get", role_key), values))
-        lists = [(node_id, v) for node_id, v in zip(ids, column) if type(v) is list and len(v) <= len(_SLOTS)]
-        odd = _records_with_odd_items(lists)
-        if odd:
-            lists = [item for k, item in enumerate(lists) if k not in odd]
-        values_only = [v for _, v in lists]
-        lengths = list(map(len, values_only))
-        leaves.leaf.extend(chain.from_iterable(values_only))
-        leaves.slot.extend(chain.from_iterable(map(_SLOT_RUNS.__getitem__, lengths)))
-        leaves.node.extend(chain.from_iterable(map(repeat, [node_id for node_id, _ in lists], lengths)))
-        leaves.role.extend(repeat(role, len(leaves.leaf) - len(leaves.role)))
-        taken = {node_id for node_id, _ in lists}
-        for node_id, value in zip(ids, column):
-            if value is not None and node_id not in taken and not (type(value) is dict and not value):
-                if isinstance(value, dict) and "type" in value:
-                    value = [value]
-                leaves.collect(node_id, role, value, "")
+        kinds = list(map(type, column))
+        if kinds.count(NoneType) == len(kinds):
+            continue
+        rest = _add_lists(leaves, role, ids, column, kinds)
+        rest += _add_dicts(leaves, role, ids, column, kinds)
+        for k in sorted(rest):
+            value = column[k]
+            leaves.collect(ids[k], role, [value] if isinstance(value, dict) and "type" in value else value, "")
 
 
-def _records_with_odd_items(lists: list[tuple[str, list]]) -> set[int]:
-    """Positions in `lists` whose list holds something other than a `Leaf`."""
-    kinds = list(map(type, chain.from_iterable(v for _, v in lists)))
-    if kinds.count(Leaf) == len(kinds):
-        return set()
-    owner = np.repeat(np.arange(len(lists)), [len(v) for _, v in lists])
-    return set(owner[[i for i, kind in enumerate(kinds) if kind is not Leaf]].tolist())
+def _add_lists(leaves: Leaves, role: int, ids: list[str], column: list[Any], kinds: list[type]) -> list[int]:
+    """Add the role's lists of `Leaf` structs and None (slots "0", "1", ...); return the positions of the others
+    (a nested list, more than 64 arguments) and of values that are neither a list nor a dict."""
+    rows = [k for k, kind in enumerate(kinds) if kind is list]
+    lists = [column[k] for k in rows]
+    lengths = list(map(len, lists))
+    long = [k for k, n in enumerate(lengths) if n > len(_SLOTS)]
+    slots = chain.from_iterable(_SLOT_RUNS[n] if n < len(_SLOT_RUNS) else repeat("", n) for n in lengths)
+    rest = _add_flat(leaves, role, ids, rows, lengths, chain.from_iterable(lists), slots, long)
+    return rest + [k for k, kind in enumerate(kinds) if kind is not list and kind is not dict and kind is not NoneType]
+
+
+def _add_dicts(leaves: Leaves, role: int, ids: list[str], column: list[Any], kinds: list[type]) -> list[int]:
+    """Add the role's dicts of `Leaf` structs and None (their keys are the slots); return the positions of the
+    others (a nested value; a "type" key makes the dict one leaf to plain dicts; a "" key gives slot "0")."""
+    rows = [k for k, kind in enumerate(kinds) if kind is dict and column[k]]
+    dicts = [column[k] for k in rows]
+    odd = [k for k, d in enumerate(dicts) if "type" in d or "" in d]
+    items = chain.from_iterable(map(methodcaller("values"), dicts))
+    return _add_flat(leaves, role, ids, rows, list(map(len, dicts)), items,
+                     map(intern, map(str, chain.from_iterable(dicts))), odd)
+
+
+_ITEM_CODE = {Leaf: 0, NoneType: 1}  # anything else: 2, a value the per-record path flattens
+
+
+def _add_flat(leaves: Leaves, role: int, ids: list[str], rows: list[int], lengths: list[int], items: Iterable[Any],
+              slots: Iterable[str], odd: list[int]) -> list[int]:
+    """Add the items of the containers at positions `rows` (`lengths` items each; `items` and `slots` flattened)
+    but those of containers holding something other than `Leaf` or None and the containers `odd` (indexes of
+    `rows`); return the positions of the containers left out."""
+    items = list(items)
+    codes = np.fromiter(map(_ITEM_CODE.get, map(type, items), repeat(2)), np.int8, len(items))
+    owner = np.repeat(np.arange(len(rows)), lengths)
+    skipped = np.union1d(owner[codes == 2], odd).astype(np.int64)
+    keep = codes == 0
+    if skipped.size:
+        keep &= ~np.isin(owner, skipped)
+    nodes = chain.from_iterable(map(repeat, map(ids.__getitem__, rows), lengths))
+    if keep.all():
+        leaves.leaf.extend(items)
+        leaves.slot.extend(slots)
+        leaves.node.extend(nodes)
+    else:
+        mask = keep.tolist()
+        leaves.leaf.extend(compress(items, mask))
+        leaves.slot.extend(compress(slots, mask))
+        leaves.node.extend(compress(nodes, mask))
+    leaves.role.extend(repeat(role, len(leaves.leaf) - len(leaves.role)))
+    return [rows[k] for k in skipped.tolist()]
 
 
 def md5_flag(records: dict[str, Any], source: str) -> bool | None:
@@ -293,7 +339,7 @@ def _struct_columns(items: list[Any]) -> tuple:
     recs = items.copy()
     for i in odd:
         recs[i] = _BLANK
-    dtypes, shapes, md5s, files, grads, *stat_columns = zip(*map(_LEAF_FIELDS, recs))
+    _, dtypes, shapes, *stat_columns, grads, md5s, files, _ = zip(*map(astuple, recs))
     dtype = _mapped(dtypes, lambda v: intern(v or ""))
     shape = _mapped(shapes, _shape_text)
     md5 = _mapped(md5s, lambda v: v or "")
@@ -329,7 +375,7 @@ def _struct_columns(items: list[Any]) -> tuple:
     return dtype, shape, md5, file, value, stats, present, grad
 
 
-_LEAF_FIELDS = attrgetter("dtype", "shape", "md5", "data_name", "requires_grad", *STAT_KEYS)
+assert Leaf.__struct_fields__ == ("type", "dtype", "shape", *STAT_KEYS, "requires_grad", "md5", FILE_KEY, "value")
 
 
 def requires_grad_code(value: Any) -> int:
