@@ -182,10 +182,7 @@ def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
     named = [k for k, node_id in enumerate(ids) if "parameters_grad" in node_id]  # the cheap test first
     grads = [k for k, kind in zip(named, parse_node_ids(map(ids.__getitem__, named))[0]) if kind == _PARAM_GRAD_KIND]
     if grads:
-        for k in grads:
-            if not isinstance(values[k], dict):
-                collect_record(leaves, ids[k], values[k], source)  # names the damage
-            _collect_param_grads(leaves, ids[k], values[k])
+        _add_param_grads(leaves, ids, [values[k] for k in grads], grads)
         keep = np.ones(len(ids), bool)
         keep[grads] = False
         ids, values = list(compress(ids, keep.tolist())), list(compress(values, keep.tolist()))
@@ -199,6 +196,19 @@ def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
         for k in sorted(rest):
             value = column[k]
             leaves.collect(ids[k], role, [value] if isinstance(value, dict) and "type" in value else value, "")
+
+
+def _add_param_grads(leaves: Leaves, ids: list[str], records: list[dict[str, Any]], rows: list[int]) -> None:
+    """Add parameter-gradient records (``{name: gradient or [gradient]}``, the names are the slots) in bulk, those
+    holding other values record by record."""
+    gradients = chain.from_iterable(map(methodcaller("values"), records))
+    items = [v[0] if type(v) is list and len(v) == 1 else v for v in gradients]
+    odd = [k for k, record in enumerate(records) if "" in record]  # "": its leaf's slot is "0"
+    rest = _add_flat(leaves, _PARAM_GRAD, ids, rows, list(map(len, records)), items,
+                     map(intern, map(str, chain.from_iterable(records))), odd)
+    record_of = dict(zip(rows, records))
+    for k in rest:
+        _collect_param_grads(leaves, ids[k], record_of[k])
 
 
 def _add_lists(leaves: Leaves, role: int, ids: list[str], column: list[Any], kinds: list[type]) -> list[int]:
@@ -389,6 +399,9 @@ def requires_grad_code(value: Any) -> int:
 
 def _mapped(values: tuple[Any, ...], convert: Any) -> list[Any]:
     """`convert` of every value, computed once per distinct value (a column holds few)."""
+    first = values[0] if values else None
+    if values.count(first) == len(values):  # one value (md5 and file of a statistics dump): no lookups
+        return [convert(first)] * len(values)
     table = {v: convert(v) for v in set(values)}
     return list(map(table.__getitem__, values))
 
