@@ -14,12 +14,13 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from graphcmp.core.errors import DumpFormatError
@@ -265,20 +266,21 @@ class MemberChunks:
         self.rest: dict[str, Any] | None = None
         self._cuts: _Cuts | None = None
 
-    def members(self, text: bytes, parsed: int) -> int:
-        """How many members a chunk of `texts` holds as written, a duplicate key included (a parser keeps
-        one of two), given that `parsed` were read from it. Exact in a layout with a line per member
+    def may_repeat(self, text: bytes, parsed: Mapping[str, Any]) -> bool:
+        """Whether a chunk of `texts` may hold a key twice, given `parsed`, what a parser read from it (it keeps
+        one of two); a caller confirms with `repeated_keys`. Exact in a layout with a line per member
         (msprobe's): every member starts the line with the object's indent (the first count, cheaper, sees
-        the members whose object opens a line of the next indent: all of them but empty ones); otherwise
-        keys with a dot opening an object (an upper bound: a nested key with a dot counts too), so a
-        caller confirms a surplus with `repeated_keys`."""
+        the members whose object opens a line of the next indent: all of them but empty ones). Otherwise
+        the keys that open an object are counted in the text and in `parsed` written back compactly: a
+        repeated member adds its own (whitespace other than a space after the colon counts as a surplus)."""
         cuts = self._cuts
         if cuts is not None and cuts.pad is not None:
             indent = len(cuts.pad) - 1
-            if indent and text.count(b'": {\n' + b" " * (indent + indent // 2) + b'"') == parsed:
-                return parsed
-            return text.count(cuts.pad + b'"')
-        return len(_NODE_KEY.findall(text))
+            if indent and text.count(b'": {\n' + b" " * (indent + indent // 2) + b'"') == len(parsed):
+                return False
+            return text.count(cuts.pad + b'"') != len(parsed)
+        written = text.count(b'":{') + text.count(b'": {')
+        return written != _ENCODER.encode(parsed).count(b'":{')
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return map(loads_object, self.texts())
@@ -322,7 +324,7 @@ class MemberChunks:
         self.rest = rest
 
 
-_NODE_KEY = re.compile(rb'"[^"\\]*\.[^"\\]*"[ \t\r\n]*:[ \t\r\n]*\{')
+_ENCODER = msgspec.json.Encoder()
 
 
 class _Cuts:

@@ -100,7 +100,7 @@ def _read_dump_chunked(
     try:
         for text in chunks.texts():
             records = _add_chunk(builder, text, str(folder), state)
-            if chunks.members(text, len(records)) != len(records) and (twice := repeated_keys(text)):
+            if chunks.may_repeat(text, records) and (twice := repeated_keys(text)):
                 raise _Twice(folder / DUMP_FILE, twice)
             if not data.keys().isdisjoint(records):
                 raise _Twice(folder / DUMP_FILE, [k for k in records if k in data])

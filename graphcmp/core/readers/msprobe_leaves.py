@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from itertools import chain, compress, repeat
+from itertools import chain, compress, islice, repeat
 from operator import methodcaller
 from sys import intern
 from types import NoneType
@@ -33,6 +33,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.readers.msprobe_schema import (
     FILE_KEY,
+    OBJECT_FIELDS,
     ROLE_KEYS,
     SCALAR_FIELDS,
     STAT_KEYS,
@@ -330,7 +331,7 @@ def _dict_columns(items: list[Any]) -> tuple:
 
 _BLANK = Leaf(type="", dtype="", Max=None, Min=None, Mean=None, Norm=None)
 _NUMBERS = (int, float, bool)
-_PLAIN_FIELDS = tuple(SCALAR_FIELDS)
+_PLAIN_FIELDS = (*SCALAR_FIELDS, *OBJECT_FIELDS)
 
 
 def _struct_columns(items: list[Any]) -> tuple:
@@ -349,7 +350,7 @@ def _struct_columns(items: list[Any]) -> tuple:
     recs = items.copy()
     for i in odd:
         recs[i] = _BLANK
-    _, dtypes, shapes, *stat_columns, grads, md5s, files, _ = zip(*map(astuple, recs))
+    _, dtypes, shapes, *stat_columns, grads, md5s, files = islice(zip(*map(astuple, recs)), _LAST_COLUMN)
     dtype = _mapped(dtypes, lambda v: intern(v or ""))
     shape = _mapped(shapes, _shape_text)
     md5 = _mapped(md5s, lambda v: v or "")
@@ -385,7 +386,9 @@ def _struct_columns(items: list[Any]) -> tuple:
     return dtype, shape, md5, file, value, stats, present, grad
 
 
-assert Leaf.__struct_fields__ == ("type", "dtype", "shape", *STAT_KEYS, "requires_grad", "md5", FILE_KEY, "value")
+_LAST_COLUMN = 10
+assert Leaf.__struct_fields__[:_LAST_COLUMN] == ("type", "dtype", "shape", *STAT_KEYS, "requires_grad", "md5",
+                                                 FILE_KEY)
 
 
 def requires_grad_code(value: Any) -> int:
@@ -416,7 +419,8 @@ def _as_plain(leaf: Any) -> Any:
     if type(leaf) is Leaf:
         if any(getattr(leaf, f) is not UNSET for f in leaf.__struct_fields__ if f not in _PLAIN_FIELDS):
             raise Misfit  # its text would list the other fields in the file's order
-        return {"type": leaf.type} if leaf.value is UNSET else {"type": leaf.type, "value": leaf.value}
+        plain = {"type": leaf.type, **{f: v for f in OBJECT_FIELDS if (v := getattr(leaf, f)) is not UNSET}}
+        return plain if leaf.value is UNSET else {**plain, "value": leaf.value}
     if _holds_leaf(leaf):
         raise Misfit  # a keyword dict with a "type" key, read as one leaf by plain dicts
     return leaf

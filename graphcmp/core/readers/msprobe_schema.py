@@ -37,8 +37,8 @@ from msgspec import UNSET, UnsetType
 
 from graphcmp.core.records import STAT_NAMES, Role
 
-__all__ = ["COLUMNS", "FILE_KEY", "NO_FILE", "ROLE_KEYS", "SCALAR_FIELDS", "SCALAR_TYPES", "STAT_KEYS", "Leaf",
-           "file_name", "is_tensor", "leaf_row", "text"]
+__all__ = ["COLUMNS", "FILE_KEY", "NO_FILE", "OBJECT_FIELDS", "ROLE_KEYS", "SCALAR_FIELDS", "SCALAR_TYPES",
+           "STAT_KEYS", "Leaf", "file_name", "is_tensor", "leaf_row", "text"]
 
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 """The statistics of a tensor leaf, in `STAT_NAMES` order (the columns of `TensorTable.stats`)."""
@@ -49,6 +49,9 @@ FILE_KEY = "data_name"
 NO_FILE = (None, "-1", -1, UNSET)
 SCALAR_FIELDS = frozenset({"type", "value", "requires_grad"})
 """The fields of a scalar or other value; the rest of such a leaf is kept as its text."""
+OBJECT_FIELDS = ("group_ranks", "group_id", "format")
+"""Fields of the other arguments msprobe records by more than a value, in the order it writes them: a process
+group (``torch.ProcessGroup``: its ranks and id; every communication call has one) and a memory format."""
 SCALAR_TYPES = ("int", "float", "bool")
 """``type`` of the number arguments (a number ``value`` gives shape "scalar" and its value as statistics)."""
 
@@ -85,9 +88,13 @@ class Leaf(msgspec.Struct, forbid_unknown_fields=True):
     md5: str | UnsetType | None = UNSET
     data_name: str | UnsetType | None = UNSET
     value: Any = UNSET
+    group_ranks: Any = UNSET
+    group_id: Any = UNSET
+    format: Any = UNSET
 
 
-assert set(STAT_KEYS) | {FILE_KEY, "dtype", "shape", "md5"} | SCALAR_FIELDS == set(Leaf.__struct_fields__)
+assert set(STAT_KEYS) | {FILE_KEY, "dtype", "shape", "md5"} | SCALAR_FIELDS | set(OBJECT_FIELDS) == set(
+    Leaf.__struct_fields__)
 
 
 def is_tensor(leaf: Any) -> bool:
