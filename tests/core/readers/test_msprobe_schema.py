@@ -8,6 +8,7 @@ leaf of the real dumps of the tests and on leaves made to be odd.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -77,7 +78,8 @@ def test_typed_route_gives_the_schema_rows(case):
     plain = _plain_leaves(records)
     expected = dict(zip(zip(plain.node, plain.role, plain.slot), (_reference(leaf) for leaf in plain.leaf)))
     text = (DATA / case / "dump.json").read_bytes()
-    typed = typed_records(text[text.index(b'"data": {') + 8: text.rindex(b"}", 0, text.rindex(b"}"))] + b"}")
+    opens = re.search(rb'"data": ?\{', text).end() - 1  # msprobe's indent=1 layout, or compact
+    typed = typed_records(text[opens: text.rindex(b"}", 0, text.rindex(b"}"))] + b"}")
     assert typed is not None and typed.keys() == records.keys()
     leaves = Leaves()
     collect_typed(leaves, typed, "test")
@@ -90,8 +92,9 @@ def test_typed_route_gives_the_schema_rows(case):
 @pytest.mark.shared
 @pytest.mark.parametrize("rank", [0, 3])
 def test_mixed_route_gives_the_schema_rows(rank):
-    """A communication call's process-group argument has fields no `Leaf` declares: its record is read as a plain
-    dict and the others typed (route 3), with the rows of the reference, and the graph of a whole-file read."""
+    """A point-to-point call's ``P2POp`` argument (a dict of fields, a tensor among them) is no `Leaf`: its record is
+    read as a plain dict and the others typed (route 3), with the rows of the reference, and the graph of a
+    whole-file read."""
     from graphcmp.core.readers.msprobe import read_msprobe
     from graphcmp.core.readers.msprobe_leaves import mixed_records
     from tests.conftest import shared
@@ -114,6 +117,35 @@ def test_mixed_route_gives_the_schema_rows(rank):
     assert got.keys() == expected.keys() and _same([got[k] for k in expected], list(expected.values()))
     chunked, whole = read_msprobe(folder, chunk_bytes=4096), read_msprobe(folder, chunk_bytes=None)
     assert chunked.nodes == whole.nodes and chunked.tensors == whole.tensors
+
+
+def test_communication_calls_decode_typed_with_the_schema_rows():
+    """Every collective of a real TP2 x PP2 rank has a process-group argument (``group_ranks``, ``group_id``): such
+    records decode typed (not record by record) and give the rows of the reference, the group as its text."""
+    import orjson
+
+    records = {k: v for k, v in _records("parallel/tp2pp2/step0/rank0").items() if k.startswith("Distributed.")}
+    records = {k: v for k, v in records.items() if math.inf not in _numbers(v)}  # bare -Infinity is never typed
+    assert len(records) > 5
+    typed = typed_records(orjson.dumps(records))
+    assert typed is not None
+    leaves = Leaves()
+    collect_typed(leaves, typed, "test")
+    rows = _rows(msprobe_leaves._struct_columns(leaves.leaf))
+    plain = _plain_leaves(records)
+    expected = dict(zip(zip(plain.node, plain.role, plain.slot), (_reference(leaf) for leaf in plain.leaf)))
+    got = dict(zip(zip(leaves.node, leaves.role, leaves.slot), rows))
+    assert got.keys() == expected.keys() and _same([got[k] for k in expected], list(expected.values()))
+    groups = [row for row in got.values() if row[0] == "torch.ProcessGroup"]
+    assert groups and all(row[4].startswith('{"group_ranks":[') for row in groups)
+
+
+def _numbers(value) -> set[float]:
+    if isinstance(value, dict):
+        return set().union(*map(_numbers, value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*map(_numbers, value)) if value else set()
+    return {abs(value)} if isinstance(value, float) else set()
 
 
 @pytest.mark.parametrize("node_id", list(_ODD_LEAVES))
