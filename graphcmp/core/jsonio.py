@@ -282,6 +282,23 @@ class MemberChunks:
         written = text.count(b'":{') + text.count(b'": {')
         return written != _ENCODER.encode(parsed).count(b'":{')
 
+    def split_members(self, text: bytes) -> list[bytes] | None:
+        r"""The members of a chunk of `texts` (``"key": value`` each) in a layout with a line per member
+        (msprobe's: each starts a line at the object's indent; deeper lines start further in); None in another.
+
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "dump.json"
+        >>> _ = path.write_text('{\n "data": {\n  "a.0": {\n   "x": 1\n  },\n  "b.1": {}\n }\n}')
+        >>> chunks = MemberChunks(path, "data")
+        >>> [chunks.split_members(text) for text in chunks.texts()]
+        [[b'"a.0": {\n   "x": 1\n  }', b'"b.1": {}']]
+        """
+        cuts = self._cuts
+        if cuts is None or cuts.pad is None or not text.startswith(b"{" + cuts.pad + b'"'):
+            return None
+        parts = text[1:-1].split(cuts.pad + b'"')
+        return [b'"' + part.rstrip(_BLANK).removesuffix(b",") for part in parts[1:]]
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return map(loads_object, self.texts())
 

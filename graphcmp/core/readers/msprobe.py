@@ -99,7 +99,7 @@ def _read_dump_chunked(
     state: dict[str, bool] = {}
     try:
         for text in chunks.texts():
-            records = _add_chunk(builder, text, str(folder), state)
+            records = _add_chunk(builder, text, str(folder), state, chunks.split_members)
             if chunks.may_repeat(text, records) and (twice := repeated_keys(text)):
                 raise _Twice(folder / DUMP_FILE, twice)
             if not data.keys().isdisjoint(records):
@@ -125,27 +125,73 @@ class _Twice(DumpFormatError):
                          "(a JSON parser would keep the last record silently)")
 
 
-def _add_chunk(builder: HierarchyBuilder, text: bytes, source: str, state: dict[str, bool]) -> dict[str, Any]:
-    """Add the tensors of one chunk of records (typed when they fit, else record by record, else as plain dicts);
-    return the records. `state` carries what earlier chunks of the file needed."""
+def _add_chunk(builder: HierarchyBuilder, text: bytes, source: str, state: dict[str, bool],
+               members: Callable[[bytes], list[bytes] | None]) -> dict[str, Any]:
+    """Add the tensors of one chunk of records (typed when they fit, else record by record, else the records
+    holding bare NaN/Infinity as plain dicts and the others so, else all as plain dicts); return the records.
+    `state` carries what earlier chunks of the file needed; `members` splits a chunk into its records' texts."""
+    records = None
+    if b"NaN" in text or b"Infinity" in text:  # msgspec would stop there: split first
+        records = _add_non_finite_apart(builder, text, source, state, members)
+    if records is None:
+        records = _add_decoded(builder, text, source, state)
+    if records is None:
+        records = loads_object(text)
+        _add_records(builder, records, source)
+    return records
+
+
+def _add_decoded(builder: HierarchyBuilder, text: bytes, source: str, state: dict[str, bool]) -> dict[str, Any] | None:
+    """`_add_chunk` by msgspec (typed, else record by record); None, and nothing added, when that does not read it."""
     records = None if state.get("mixed") else typed_records(text)
     plain: set[str] = set()
     if records is None and (mixed := mixed_records(text)) is not None:
         records, plain = mixed
         state["mixed"] = bool(plain)  # the file's next chunks likely hold such records too: decode them so first
-    if records is not None:
-        leaves = Leaves()
-        collect_typed(leaves, {k: v for k, v in records.items() if k not in plain} if plain else records, source)
-        for node_id in plain:  # leaves of plain records are read by `leaf_row`, as on the dict route
-            collect_record(leaves, node_id, records[node_id], source)
-        try:
-            add_leaves(builder, leaves, typed=True, source=f"{source}/{DUMP_FILE}")
-            return records
-        except Misfit:
-            pass
-    records = loads_object(text)
-    _add_records(builder, records, source)
+    if records is None:
+        return None
+    leaves = Leaves()
+    collect_typed(leaves, {k: v for k, v in records.items() if k not in plain} if plain else records, source)
+    for node_id in plain:  # leaves of plain records are read by `leaf_row`, as on the dict route
+        collect_record(leaves, node_id, records[node_id], source)
+    try:
+        add_leaves(builder, leaves, typed=True, source=f"{source}/{DUMP_FILE}")
+    except Misfit:
+        return None
     return records
+
+
+def _add_non_finite_apart(builder: HierarchyBuilder, text: bytes, source: str, state: dict[str, bool],
+                          members: Callable[[bytes], list[bytes] | None]) -> dict[str, Any] | None:
+    """`_add_chunk` for a chunk msgspec cannot read because a few records hold bare NaN or Infinity (JSON has
+    neither; a mask filled with -inf, one call per layer, puts one in nearly every chunk): those records as plain
+    dicts, the others by `_add_decoded`. None, and nothing added, when the chunk's layout does not split."""
+    parts = members(text)
+    if not parts:
+        return None
+    odd = [b"NaN" in part or b"Infinity" in part for part in parts]
+    if all(odd):
+        return None
+    decoded = _add_decoded(builder, b"{" + b",".join(compress(parts, [not o for o in odd])) + b"}", source, state)
+    if decoded is None:
+        return None
+    plain = loads_object(b"{" + b",".join(compress(parts, odd)) + b"}")
+    _add_records(builder, plain, source)
+    return _in_text_order(parts, odd, decoded, plain)
+
+
+def _in_text_order(parts: list[bytes], odd: list[bool], decoded: dict[str, Any], plain: dict[str, Any]) -> dict:
+    """The records of both halves of a split chunk in the order of its text (a key repeated within a half is
+    kept once, as a parser keeps it; the caller checks the text for repeats)."""
+    halves = iter(decoded.items()), iter(plain.items())
+    merged: dict[str, Any] = {}
+    for is_odd in odd:
+        key, value = next(halves[is_odd], (None, None))
+        if key is not None and key not in merged:
+            merged[key] = value
+    for half in halves:  # a repeated key leaves its half short: add what remains
+        merged.update(half)
+    return merged
 
 
 def _add_records(builder: HierarchyBuilder, records: Mapping[str, Any], source: str) -> None:

@@ -316,6 +316,28 @@ def test_truncated_indented_dump_is_salvaged_as_before(tmp_path, perturb_pair):
         _same_graph(graph, read_msprobe(run, chunk_bytes=None))
 
 
+def test_records_with_bare_infinity_are_read_apart_from_their_chunk(tmp_path, monkeypatch):
+    """A real TP2 x PP2 rank whose attention masks are filled with -inf (a bare -Infinity argument per layer),
+    written as msprobe writes (indent=1): only the records holding it take the plain-dict route, the rest of their
+    chunk is decoded typed, and the graph is the whole-file read's."""
+    from graphcmp.core.jsonio import read_json
+    from graphcmp.core.readers import msprobe
+
+    run = tmp_path / "rank0"
+    shutil.copytree(DATA / "parallel/tp2pp2/step0/rank0", run)
+    dump = read_json(run / "dump.json", salvage=False).value
+    (run / "dump.json").write_text(json.dumps(dump, indent=1))  # bare -Infinity, as msprobe's json.dump writes it
+    non_finite = {k for k, record in dump["data"].items() if "Infinity" in json.dumps(record)}
+    assert 0 < len(non_finite) < len(dump["data"]) / 10
+    plain: list[str] = []
+    add_records = msprobe._add_records
+    monkeypatch.setattr(msprobe, "_add_records", lambda b, records, source: (plain.extend(records),
+                                                                             add_records(b, records, source)))
+    chunked = read_msprobe(run, chunk_bytes=8192)
+    assert set(plain) == non_finite
+    _same_graph(chunked, read_msprobe(run, chunk_bytes=None))
+
+
 def test_node_id_repeated_in_two_chunks_is_an_error(tmp_path, perturb_pair):
     run = tmp_path / "run"
     shutil.copytree(perturb_pair[0], run)
