@@ -26,7 +26,17 @@ from graphcmp.core.judge import SKIP, STATUS_NAMES, UNMATCHED
 from graphcmp.core.matching.fused_ops import original_names
 from graphcmp.core.noise import NodeRole
 from graphcmp.core.overflow import overflow_levels
-from graphcmp.core.records import STAT_NAMES, Direction, DumpGraph, NodeKind, NodeView, Role, TensorView
+from graphcmp.core.records import (
+    STAT_NAMES,
+    Direction,
+    DumpGraph,
+    EdgeTable,
+    NodeKind,
+    NodeView,
+    Role,
+    TensorView,
+    string_column,
+)
 from graphcmp.core.report import CompareReport
 from graphcmp.core.rules import PASS
 
@@ -60,16 +70,23 @@ class ViewModel:
         graph = self.graphs[side]
         if not len(graph.edges):
             return None
-        into = folded_sources(graph, flow_edges(graph))
+        into = folded_sources(graph, self.flow_edges[side])
         role = self.role(side)
         if role is not None:
             into[role == NodeRole.ORIGIN] = -1
         return into
 
     @cached_property
+    def flow_edges(self) -> dict[str, EdgeTable]:
+        """The data-flow edges of each side: a report's (stored in a result file), else recovered from the run."""
+        if self.report is not None:
+            return self.report.flow_edges()
+        return {side: flow_edges(g) for side, g in self.graphs.items()}
+
+    @cached_property
     def flows(self) -> dict[str, FlowIndex]:
         """The data-flow edges of each side, filed by the module they cross (built once, on first use)."""
-        return {side: FlowIndex(self.trees[side], flow_edges(g)) for side, g in self.graphs.items()}
+        return {side: FlowIndex(self.trees[side], self.flow_edges[side]) for side in self.graphs}
 
     def renamed(self, side: str) -> np.ndarray:
         """Per row, True where the node's twin has another id (renamed by a mapping rule, a fuzzy match ...)."""
@@ -82,9 +99,8 @@ class ViewModel:
             return out
         n2b = self.report.matches.npu_to_bench
         rows = np.flatnonzero(n2b >= 0)
-        npu_ids, bench_ids = self.report.npu.nodes.ids, self.report.bench.nodes.ids
-        differ = np.fromiter((npu_ids[a] != bench_ids[b] for a, b in zip(rows.tolist(), n2b[rows].tolist())),
-                             bool, len(rows))
+        differ = (string_column(self.report.npu.nodes.ids, rows)
+                  != string_column(self.report.bench.nodes.ids, n2b[rows])).astype(bool)
         out["npu"][rows[differ]] = True
         out["bench"][n2b[rows[differ]]] = True
         return out

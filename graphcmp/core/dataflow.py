@@ -123,9 +123,10 @@ def communication_calls(graph: DumpGraph) -> np.ndarray:
     return comm[codes]
 
 
-def latest_producers(graph: DumpGraph, keys: np.ndarray, calls: np.ndarray) -> np.ndarray:
+def latest_producers(graph: DumpGraph, keys: np.ndarray, calls: np.ndarray,
+                     asked: np.ndarray | None = None) -> np.ndarray:
     """Per tensor row, the node row of the latest call among `calls` that is earlier than the tensor's own
-    node (by `keys`) and has an output of the same fingerprint; -1 when there is none.
+    node (by `keys`) and has an output of the same fingerprint; -1 when there is none (or the row is not `asked`).
 
     Parameters
     ----------
@@ -135,6 +136,8 @@ def latest_producers(graph: DumpGraph, keys: np.ndarray, calls: np.ndarray) -> n
         Sort key per node row (`hierarchy.execution_keys`).
     calls : ndarray of bool
         Per node row, True for the calls that may produce (e.g. the leaf calls).
+    asked : ndarray of bool, optional
+        Per tensor row, True for the rows whose producer is wanted (default: all); the others get -1.
 
     Examples
     --------
@@ -159,11 +162,12 @@ def latest_producers(graph: DumpGraph, keys: np.ndarray, calls: np.ndarray) -> n
     made = fingerprint[outputs] * span + rank[t.node[outputs]]
     order = np.argsort(made, kind="stable")
     made, makers = made[order], t.node[outputs][order]
-    asked = fingerprint * span + rank[t.node]
-    at = np.searchsorted(made, asked, side="left") - 1  # the last output strictly before the asking call
+    rows = np.arange(len(t)) if asked is None else np.flatnonzero(asked)
+    wanted = fingerprint[rows] * span + rank[t.node[rows]]
+    at = np.searchsorted(made, wanted, side="left") - 1  # the last output strictly before the asking call
     found = at >= 0
-    found[found] = made[at[found]] // span == fingerprint[found]
-    out[found] = makers[at[found]]
+    found[found] = made[at[found]] // span == fingerprint[rows[found]]
+    out[rows[found]] = makers[at[found]]
     return out
 
 
@@ -196,11 +200,13 @@ def flow_edges(graph: DumpGraph) -> EdgeTable:
     leaf = np.bincount(parent[parent >= 0], minlength=len(graph)) == 0
     leaf[0] = False
     t = graph.tensors
-    producer = latest_producers(graph, execution_keys(graph), leaf)
     constant = t.present[:, 0] & t.present[:, 1] & (t.stats[:, 0] == t.stats[:, 1])
-    wanted = (producer >= 0) & (t.role == Role.INPUT) & leaf[t.node] & (producer != t.node) & ~constant
-    pairs = np.unique(np.stack([producer[wanted], t.node[wanted].astype(np.int64)], axis=1), axis=0)
-    return EdgeTable(src=pairs[:, 0].astype(np.int32), dst=pairs[:, 1].astype(np.int32),
+    inputs = (t.role == Role.INPUT) & leaf[t.node] & ~constant
+    producer = latest_producers(graph, execution_keys(graph), leaf, inputs)
+    wanted = (producer >= 0) & (producer != t.node)
+    n = len(graph)
+    pairs = np.unique(producer[wanted] * n + t.node[wanted])  # (producer, consumer) in one int64, sorted
+    return EdgeTable(src=(pairs // n).astype(np.int32), dst=(pairs % n).astype(np.int32),
                      control=np.zeros(len(pairs), bool))
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from graphcmp.core.dataflow import flow_edges
 from graphcmp.core.divergence import Analysis, analyze
 from graphcmp.core.errors import DumpFormatError, InternalError
 from graphcmp.core.export.columns import encode_floats
@@ -30,7 +31,7 @@ from graphcmp.core.outcome import report_outcome
 from graphcmp.core.outputs import write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
 from graphcmp.core.pairing import TensorPairs
-from graphcmp.core.records import DumpGraph, NodeKind
+from graphcmp.core.records import DumpGraph, EdgeTable, NodeKind
 from graphcmp.core.rules import ERROR, NoiseRule, Status, Thresholds
 
 __all__ = [
@@ -94,6 +95,13 @@ class CompareReport:
             self._cache["overflow"] = overflow_levels(self.npu)
         return self._cache["overflow"]
 
+    def flow_edges(self) -> dict[str, EdgeTable]:
+        """Per side (``npu``, ``bench``), the data-flow edges a drawing shows (`dataflow.flow_edges`; stored in a
+        result file, computed once otherwise)."""
+        if "flows" not in self._cache:
+            self._cache["flows"] = {"npu": flow_edges(self.npu), "bench": flow_edges(self.bench)}
+        return self._cache["flows"]
+
     def verdict(self, node_id: str) -> Verdict:
         """The verdict of one npu node."""
         return self.verdicts.verdict(self.npu, node_id)
@@ -132,6 +140,7 @@ class CompareReport:
             "analysis": sanitize_floats(self.analysis().to_dict()),
             "noise": _noise_to_dict(self.noise),
             "overflow": self.overflow_levels(),
+            "flows": _flows_to_dict(self),
             "npu": graph_to_dict(self.npu),
             "bench": graph_to_dict(self.bench),
             "matches": _matches_to_dict(self.matches),
@@ -173,10 +182,33 @@ class CompareReport:
             return cls(npu=npu, bench=bench, matches=matches, pairs=pairs,
                        verdicts=_verdicts_from(f.child("verdicts"), len(npu), len(pairs)), thresholds=thresholds,
                        options=_options_from(f.child("options")), tool_version=f.child("tool").value("version", str),
-                       noise=noise, _cache={"overflow": overflow})
+                       noise=noise, _cache={"overflow": overflow, **_flows_from(f, npu, bench)})
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
             raise InternalError(f"{source}: a report that passed graphcmp's checks could not be rebuilt ({err!r}); "
                                 "this is a graphcmp bug: please report it with the traceback above") from err
+
+
+def _flows_to_dict(report: CompareReport) -> dict[str, Any]:
+    """The recovered data-flow edges of each side without edges of its own (a graph's own are in the graph)."""
+    own = {"npu": len(report.npu.edges), "bench": len(report.bench.edges)}
+    return {side: {"src": e.src, "dst": e.dst} for side, e in report.flow_edges().items() if not own[side]}
+
+
+def _flows_from(f: Fields, npu: DumpGraph, bench: DumpGraph) -> dict[str, Any]:
+    """``{"flows": ...}`` for the report's cache when the file holds every side's recovered edges, else ``{}``
+    (a file written before they were stored: `CompareReport.flow_edges` computes them)."""
+    flows = {}
+    for side, graph in (("npu", npu), ("bench", bench)):
+        if len(graph.edges):
+            flows[side] = graph.edges
+        elif f.has("flows") and f.child("flows").has(side):
+            g = f.child("flows").child(side)
+            src = g.rows("src", None, len(graph), none=False)
+            flows[side] = EdgeTable(src=src, dst=g.rows("dst", len(src), len(graph), none=False),
+                                    control=np.zeros(len(src), bool))
+        else:
+            return {}
+    return {"flows": flows}
 
 
 _NOISE_NODE_FLOATS = ("margin", "fresh_margin", "output_error", "input_error", "unit", "fresh_error",

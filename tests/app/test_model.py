@@ -65,3 +65,24 @@ def test_single_run_model(sample_report):
     model = ViewModel(sample_report.npu)
     assert model.sides == ("npu",) and not model.paired and model.status("npu") is None
     assert model.analysis is None and model.metric_names() == {"none": "node kind"}
+
+
+def test_a_result_file_gives_the_viewer_its_data_flow_edges(perturb_pair, tmp_path, monkeypatch):
+    """The edges stored in a result are drawn as they are: opening it recovers no data flow again."""
+    import graphcmp.core.report as report_module
+    from graphcmp.core.dataflow import flow_edges
+    from graphcmp.core.report import load_report, save_report
+
+    report = compare_paths(*perturb_pair)
+    save_report(report, tmp_path / "cmp.npz")
+
+    def recomputed(graph):
+        raise AssertionError("data-flow edges recovered again although the result holds them")
+
+    monkeypatch.setattr(report_module, "flow_edges", recomputed)
+    model = ViewModel(load_report(tmp_path / "cmp.npz"))
+    for side in model.sides:
+        expected = flow_edges(report.npu if side == "npu" else report.bench)
+        assert model.flow_edges[side].src.tolist() == expected.src.tolist()
+        assert model.flow_edges[side].dst.tolist() == expected.dst.tolist()
+        assert len(model.flows[side]) > 0

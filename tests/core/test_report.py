@@ -140,3 +140,44 @@ def test_a_bug_while_rebuilding_is_an_internal_error(overflow_report, monkeypatc
     with pytest.raises(InternalError, match=r"graphcmp bug.*traceback") as caught:
         load_report(path)
     assert not isinstance(caught.value, DumpFormatError) and isinstance(caught.value.__cause__, KeyError)
+
+
+@pytest.mark.parametrize("name", ["cmp.json", "cmp.npz"])
+def test_data_flow_edges_are_stored_and_read_back(perturb_pair, tmp_path, name):
+    """A result holds each side's recovered data-flow edges; loading reads them instead of computing them."""
+    from graphcmp.core.dataflow import flow_edges
+
+    report = compare_paths(*perturb_pair)
+    save_report(report, tmp_path / name)
+    back = load_report(tmp_path / name)
+    assert "flows" in back._cache  # read from the file, not computed on first use
+    for side in ("npu", "bench"):
+        computed = flow_edges(getattr(report, side))
+        assert len(computed) > 0
+        np.testing.assert_array_equal(back.flow_edges()[side].src, computed.src)
+        np.testing.assert_array_equal(back.flow_edges()[side].dst, computed.dst)
+        assert not back.flow_edges()[side].control.any()
+
+
+def test_a_result_without_data_flow_edges_computes_them(perturb_pair, tmp_path):
+    """A file written before the edges were stored still opens: its edges are recovered from the runs."""
+    from graphcmp.core.dataflow import flow_edges
+
+    report = compare_paths(*perturb_pair)
+    save_report(report, tmp_path / "cmp.json")
+    doc = json.loads((tmp_path / "cmp.json").read_text())
+    del doc["flows"]
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    back = load_report(tmp_path / "old.json")
+    assert "flows" not in back._cache
+    np.testing.assert_array_equal(back.flow_edges()["bench"].dst, flow_edges(report.bench).dst)
+
+
+def test_a_data_flow_edge_outside_the_graph_is_named(perturb_pair, tmp_path):
+    report = compare_paths(*perturb_pair)
+    save_report(report, tmp_path / "cmp.json")
+    doc = json.loads((tmp_path / "cmp.json").read_text())
+    doc["flows"]["npu"]["dst"][0] = len(report.npu)
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    with pytest.raises(DumpFormatError, match=r"bad\.json: field flows\.npu\.dst holds \d+ \(row 0\), outside"):
+        load_report(tmp_path / "bad.json")

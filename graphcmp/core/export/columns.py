@@ -69,6 +69,9 @@ def unpack_bits(packed: np.ndarray | list[int], width: int) -> np.ndarray:
     [[True, False, True, False]]
     """
     packed = np.asarray(packed, np.int64).reshape(-1, 1)
+    if width <= 8:  # the low byte holds every bit asked for (two's complement: negative numbers too)
+        low = packed.astype(np.uint8)
+        return np.unpackbits(low, axis=1, count=width, bitorder="little").view(bool)
     return (packed >> np.arange(width)) & 1 == 1
 
 
