@@ -218,8 +218,10 @@ def _add_lists(leaves: Leaves, role: int, ids: list[str], column: list[Any], kin
     rows = [k for k, kind in enumerate(kinds) if kind is list]
     lists = [column[k] for k in rows]
     lengths = list(map(len, lists))
-    long = [k for k, n in enumerate(lengths) if n > len(_SLOTS)]
-    slots = chain.from_iterable(_SLOT_RUNS[n] if n < len(_SLOT_RUNS) else repeat("", n) for n in lengths)
+    long = [k for k, n in enumerate(lengths) if n > len(_SLOTS)] if max(lengths, default=0) > len(_SLOTS) else []
+    runs = [_SLOT_RUNS[n] if n < len(_SLOT_RUNS) else repeat("", n) for n in lengths] if long else \
+        map(_SLOT_RUNS.__getitem__, lengths)  # a long list's leaves are left out: placeholders keep the count
+    slots = chain.from_iterable(runs)
     rest = _add_flat(leaves, role, ids, rows, lengths, chain.from_iterable(lists), slots, long)
     return rest + [k for k, kind in enumerate(kinds) if kind is not list and kind is not dict and kind is not NoneType]
 
