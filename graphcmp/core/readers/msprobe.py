@@ -12,7 +12,6 @@ goes through the whole-file path, which builds the same graph. PyTorch
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -275,12 +274,10 @@ def _assemble(
     `md5` tells whether the first tensor record has an md5 (called last: records are checked first).
     """
     construct = construct or {}
-    seq = _sequence(construct, data)
+    ids, seq = _sequence(construct, data)
     parents = _parents(construct, data, source, notes)
-    ids = list(seq)
     kinds, ops, directions = parse_node_ids(ids)
-    builder.add_nodes(ids, kinds, ops, directions, list(map(parents.get, ids)), list(seq.values()),
-                      list(map(data.__contains__, ids)))
+    builder.add_nodes(ids, kinds, ops, directions, list(map(parents.get, ids)), seq, list(map(data.__contains__, ids)))
     if add_tensors is not None:
         add_tensors(builder)
     _attach_stacks(builder, stack or {}, source, notes)
@@ -316,22 +313,23 @@ def _task(header: Mapping[str, Any], md5: bool) -> str:
     return "md5" if task == "statistics" and md5 else task
 
 
-def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, float]:
-    """Order nodes by construct.json (creation order); dump-only nodes go after their dump predecessor."""
-    seq = dict(zip(construct, map(float, range(len(construct)))))
-    if data.keys() <= seq.keys():
-        return seq  # every node is in construct.json: already in order
-    ids = list(data)
-    known = np.fromiter(map(seq.get, ids, repeat(math.nan)), np.float64, len(ids))
-    rows = np.arange(len(ids))
-    last_known = np.maximum.accumulate(np.where(np.isnan(known), -1, rows))  # the dump predecessor's row
-    previous = np.where(last_known >= 0, known[np.maximum(last_known, 0)], -1.0)
-    extra = np.isnan(known)
-    values = previous + (rows - last_known) / (len(ids) + 2)  # the k-th dump-only node after it: k steps on
-    seq.update(zip(compress(ids, extra.tolist()), values[extra].tolist()))
-    keys, order = list(seq), np.fromiter(seq.values(), np.float64, len(seq))
-    by_order = np.argsort(order, kind="stable")
-    return dict(zip(map(keys.__getitem__, by_order.tolist()), order[by_order].tolist()))
+def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[list[str], list[float]]:
+    """Node ids in creation order (construct.json's) and their order keys; dump-only nodes go after their dump
+    predecessor."""
+    ids = list(construct)
+    if data.keys() <= construct.keys():
+        return ids, list(map(float, range(len(ids))))  # every node is in construct.json: already in order
+    dump_ids = list(data)
+    known = np.fromiter(map(dict(zip(ids, range(len(ids)))).get, dump_ids, repeat(-1)), np.int64, len(dump_ids))
+    rows = np.arange(len(dump_ids))
+    last_known = np.maximum.accumulate(np.where(known < 0, -1, rows))  # the dump predecessor's row
+    previous = np.where(last_known >= 0, known[np.maximum(last_known, 0)], -1).astype(np.float64)
+    extra = known < 0
+    values = previous + (rows - last_known) / (len(dump_ids) + 2)  # the k-th dump-only node after it: k steps on
+    keys = np.concatenate([np.arange(len(ids), dtype=np.float64), values[extra]])
+    ids.extend(compress(dump_ids, extra.tolist()))
+    order = np.argsort(keys, kind="stable")
+    return list(map(ids.__getitem__, order.tolist())), keys[order].tolist()
 
 
 def _parents(
