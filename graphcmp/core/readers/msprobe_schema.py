@@ -8,13 +8,15 @@ declares the fields and their types; `leaf_row` says what one leaf becomes: the 
 Four routes decode leaves, and every one is checked against `leaf_row` (tests/core/readers/
 test_msprobe_schema.py on every real dump of the tests, plus leaves made to be odd):
 
-1. **typed** (`msprobe_leaves._struct_columns`): `read_msprobe` on a dump.json in msprobe's
-   ``indent=1`` layout, chunk by chunk, when a chunk decodes into `Leaf` structs (no bare
-   NaN/Infinity, no unknown field, no deep nesting) and its odd leaves read as their plain dicts do
-   (else `Misfit`, and the chunk takes route 2). The common case, and the fastest.
-2. **plain dicts** (`msprobe_leaves._dict_columns`): `parse_msprobe` on documents in memory, and the
-   whole-file read: a compact dump.json, ``chunk_bytes=None``, a file cut short (salvaged), a chunk
-   route 1 does not take.
+1. **typed** (`msprobe_leaves._struct_columns`): `read_msprobe` on a dump.json, chunk by chunk,
+   when a chunk decodes into `Leaf` structs (no unknown field, no deep nesting) and its odd leaves
+   read as their plain dicts do (else `Misfit`, and the chunk takes route 2). JSON has no NaN or
+   Infinity, so msgspec reads no chunk holding them bare: in msprobe's ``indent=1`` layout the
+   records holding one are set apart for route 2 and the rest of the chunk takes this one. The
+   common case, and the fastest.
+2. **plain dicts** (`msprobe_leaves._dict_columns`): `parse_msprobe` on documents in memory, the
+   whole-file read (``chunk_bytes=None``, a file cut short and salvaged), records with bare
+   NaN/Infinity, a chunk route 1 does not take.
 3. **per leaf** (`leaf_row`, here): the reference; routes 1 and 2 call it for the leaves they do not
    take in bulk (scalars, other values, odd leaves).
 4. **tb-graph-ascend** (`vis._leaf_fields`): msprobe's own copy of the leaves in a `.vis`/`.vis.db`,
