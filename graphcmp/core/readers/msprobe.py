@@ -1,11 +1,12 @@
 """Reader for msprobe dump folders (one rank): dump.json + construct.json + stack.json.
 
 `parse_msprobe` turns the three parsed documents into a `DumpGraph` and is what tests call;
-`read_msprobe` reads the files (salvaging a run killed mid-dump) and delegates. A dump.json laid
-out as msprobe writes it (``indent=1``) is read in chunks of whole records (`MemberChunks`): each
-chunk's leaves become tensor columns before the next chunk is parsed, so memory holds the columns
-and node ids, never the whole file's dicts. Any other layout, and any chunk that does not parse,
-goes through the whole-file path, which builds the same graph. PyTorch
+`read_msprobe` reads the files (salvaging a run killed mid-dump) and delegates. A dump.json, as
+msprobe writes it (``indent=1``), compact or one record per line, is read in chunks of whole
+records (`MemberChunks`): each chunk's leaves become tensor columns before the next chunk is
+parsed, so memory holds the columns and node ids, never the whole file's dicts. A file whose
+chunks do not parse (damaged, cut short, another shape) goes through the whole-file path, which
+builds the same graph. PyTorch
 (``Module``/``Functional``/``Tensor``/``Torch``/``Distributed``) and MindSpore (``Cell``/``Primitive``/
 ``Mint``/``Jit``) naming are both read, as are both stack.json layouts.
 """
@@ -54,8 +55,8 @@ def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUN
     """Read one msprobe rank folder into a `DumpGraph`.
 
     A missing construct.json or stack.json, or a file cut short, still loads what is there;
-    the loss is listed in ``graph.info.missing``. An ``indent=1`` dump.json is parsed
-    `chunk_bytes` at a time; ``chunk_bytes=None`` parses it whole (same graph, more memory).
+    the loss is listed in ``graph.info.missing``. dump.json is parsed `chunk_bytes` at a time;
+    ``chunk_bytes=None`` parses it whole (same graph, more memory).
 
     Raises
     ------
