@@ -89,8 +89,8 @@ def _read_dump_chunked(
 ) -> tuple[HierarchyBuilder, dict[str, Any], dict[str, None], bool] | None:
     """Tensor columns of dump.json, read chunk by chunk: (builder, header, node ids in order, md5 task).
 
-    None when the file is not in msprobe's indented layout, is damaged, or holds something the
-    whole-file path reports or resolves differently (a bad record, a node id in two chunks).
+    None when the file's chunks do not parse (damaged, cut short, "data" not the last member) or hold
+    something the whole-file path reports or resolves differently (a bad record, a node id in two chunks).
     """
     chunks = MemberChunks(folder / DUMP_FILE, "data", chunk_bytes=chunk_bytes)
     builder = HierarchyBuilder()
