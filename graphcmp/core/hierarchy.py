@@ -489,7 +489,7 @@ def rebuild_graph(
 ) -> DumpGraph:
     """A `DumpGraph` from columns already in execution order (as saved in a document)."""
     edges = EdgeTable.empty() if edges is None else edges
-    return DumpGraph(info=info, nodes=nodes, tensors=tensors, stacks=stacks, edges=edges, _rows=ids_to_rows(nodes.ids))
+    return DumpGraph(info=info, nodes=nodes, tensors=tensors, stacks=stacks, edges=edges)  # rows on first use
 
 
 EXECUTION_ATTRS = ("exec_order", "id")

@@ -307,7 +307,14 @@ class DumpGraph:
     shards: object | None = None
     """Per-rank records of a graph merged from a parallel job (`graphcmp.core.shards.ShardTable`); None otherwise."""
     _rows: dict[str, int] = field(repr=False, compare=False, default_factory=dict)
+    """Row of each node id; built on first use when not given (a million-node run's takes half a second)."""
     _cache: dict[str, object] = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def _row_index(self) -> dict[str, int]:
+        if not self._rows and self.nodes is not None and self.nodes.ids:
+            self._rows.update(ids_to_rows(self.nodes.ids))  # one C call: no thread sees half of it
+        return self._rows
 
     @property
     def tree(self) -> nx.DiGraph:
@@ -325,14 +332,14 @@ class DumpGraph:
 
     def row(self, node_id: str) -> int:
         """Row of `node_id` in the columns; KeyError if unknown."""
-        return self._rows[node_id]
+        return self._row_index[node_id]
 
     def __contains__(self, node_id: object) -> bool:
-        return node_id in self._rows
+        return node_id in self._row_index
 
     def rows_of(self, node_ids: Sequence[str]) -> np.ndarray:
         """Row of each id, -1 for an id this graph does not have."""
-        return np.fromiter(map(self._rows.get, node_ids, repeat(-1)), np.int64, len(node_ids))
+        return np.fromiter(map(self._row_index.get, node_ids, repeat(-1)), np.int64, len(node_ids))
 
     def children(self, node_id: str) -> list[str]:
         """Children of `node_id` in execution order."""
