@@ -172,11 +172,11 @@ def _is_param_grad(node_id: str) -> bool:
 def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
     """`collect_record` for every record of a `typed_records` chunk, role by role in bulk.
 
-    A role's values that are lists of `Leaf` structs (arguments, outputs) or dicts of them (keyword
-    arguments, parameters) are flattened with `itertools.chain`, so no Python code runs per leaf; a
-    value holding anything else (None, a nested list), and parameter-gradient records, go through
-    `collect_record`'s per-record path. Leaves come out role-major instead of node-major: the tensor
-    table sorts them by node (stable), which restores each node's own order.
+    A role's values that are lists of `Leaf` structs and None (arguments, outputs) or dicts of them
+    (keyword arguments, parameters, a module's parameter gradients) are flattened with
+    `itertools.chain`, so no Python code runs per leaf; a value holding anything else (a nested list
+    or dict) goes through `collect_record`'s per-record path. Leaves come out role-major instead of
+    node-major: the tensor table sorts them by node (stable), which restores each node's own order.
     """
     ids = list(records)
     values = list(records.values())
