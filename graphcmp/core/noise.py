@@ -68,6 +68,7 @@ from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.hierarchy import depths, execution_keys, levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.by_api import is_cross_framework
+from graphcmp.core.metrics import by_blocks
 from graphcmp.core.overflow import OverflowLevel
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role, string_codes, string_column
@@ -428,27 +429,16 @@ def pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit: 
     """
     nt, bt = npu.tensors, bench.tensors
     i, j = pairs.npu, pairs.bench
-    a, b = nt.stats[i], bt.stats[j]
-    present = nt.present[i] & bt.present[j]
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        diff = np.abs(a - b)
-        magnitude_a, magnitude_b = _magnitude(a, present), _magnitude(b, present)
-        norm = np.abs(b[:, 3])
-        count = _element_counts(bt.shape, j)
-        rms = np.where(count > 0, norm / np.sqrt(np.maximum(count, 1)), magnitude_b)
-        scale = np.stack([magnitude_b, magnitude_b, rms, norm], axis=1)
-        per_stat = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), np.where(diff > 0, np.inf, 0.0))
-    special = ~np.isfinite(a) | ~np.isfinite(b)
-    same_special = (a == b) | (np.isnan(a) & np.isnan(b))
-    per_stat = np.where(special, np.where(same_special, 0.0, np.inf), per_stat)
-    per_stat = np.where(present, per_stat, 0.0)
-    error = per_stat.max(axis=1, initial=0.0)
+    count = _element_counts(bt.shape, j)
+    error, first_stat, magnitude_a, magnitude_b = by_blocks(
+        lambda i, j, count: _stat_errors(nt.stats[i], bt.stats[j], nt.present[i] & bt.present[j], count),
+        i, j, count)
     shape = string_column(bt.shape, j)
     scalar = shape == "scalar"
     if is_cross_framework(npu, bench):  # argument conventions differ (MindSpore's BatchNorm momentum is 1 - torch's)
         error[scalar | (shape == "")] = 0.0
     else:
-        error[scalar] = per_stat[scalar, 0]
+        error[scalar] = first_stat[scalar]
         error = np.where(_values_differ(npu, bench, pairs, shape), np.inf, error)
     if npu.info.task == "md5":  # a checksum difference the statistics do not show: at least one rounding
         md5 = pairs.metrics["md5_diff"] == 1.0
@@ -458,6 +448,24 @@ def pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit: 
         error = np.fmax(error, euclidean)
     error[_zero_in_theory(npu, i, magnitude_a, magnitude_b, npu_unit, bench_unit, shape)] = 0.0
     return error
+
+
+def _stat_errors(a: np.ndarray, b: np.ndarray, present: np.ndarray,
+                 count: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per pair of npu and bench statistics (`a`, `b`; `count`: the bench tensor's elements): the largest
+    statistic error, the error of the first statistic (Max: a scalar's value), and each side's magnitude."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = np.abs(a - b)
+        magnitude_a, magnitude_b = _magnitude(a, present), _magnitude(b, present)
+        norm = np.abs(b[:, 3])
+        rms = np.where(count > 0, norm / np.sqrt(np.maximum(count, 1)), magnitude_b)
+        scale = np.stack([magnitude_b, magnitude_b, rms, norm], axis=1)
+        per_stat = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), np.where(diff > 0, np.inf, 0.0))
+    special = ~np.isfinite(a) | ~np.isfinite(b)
+    same_special = (a == b) | (np.isnan(a) & np.isnan(b))
+    per_stat = np.where(special, np.where(same_special, 0.0, np.inf), per_stat)
+    per_stat = np.where(present, per_stat, 0.0)
+    return per_stat.max(axis=1, initial=0.0), per_stat[:, 0], magnitude_a, magnitude_b
 
 
 def _magnitude(stats: np.ndarray, present: np.ndarray) -> np.ndarray:
@@ -651,10 +659,15 @@ def _trained_parameters(npu: DumpGraph, rows: np.ndarray) -> np.ndarray:
     grad_rows = np.flatnonzero(t.role == Role.PARAM_GRAD)
     if not len(grad_rows) or not param.any():
         return param
-    with_grad = {(ids[int(t.node[r])].rpartition(".parameters_grad")[0], t.slot[r]) for r in grad_rows.tolist()}
+    slot = t.slot
+    grad_nodes = t.node[grad_rows].tolist()
+    module = {n: ids[n].rpartition(".parameters_grad")[0] for n in set(grad_nodes)}
+    with_grad = {(module[n], slot[r]) for n, r in zip(grad_nodes, grad_rows.tolist())}
     picked = np.flatnonzero(param)
-    param[picked] = [(ids[int(t.node[r])].rpartition(".forward")[0], t.slot[r]) in with_grad
-                     for r in rows[picked].tolist()]
+    param_rows = rows[picked].tolist()
+    param_nodes = t.node[rows[picked]].tolist()
+    module = {n: ids[n].rpartition(".forward")[0] for n in set(param_nodes)}
+    param[picked] = [(module[n], slot[r]) in with_grad for n, r in zip(param_nodes, param_rows)]
     return param
 
 
@@ -664,10 +677,10 @@ def _module_identity(npu: DumpGraph) -> np.ndarray:
     ids, kind, parent = npu.nodes.ids, npu.nodes.kind, npu.nodes.parent
     is_module = kind == NodeKind.MODULE
     module = np.where(is_module, np.arange(len(npu)), np.maximum(parent, 0))
-    names: dict[str, int] = {}
     identity = np.arange(len(npu)) + len(npu)  # rows that are no module's: each its own
     rows = np.flatnonzero(is_module)
-    identity[rows] = [names.setdefault(ids[r].rpartition(".forward")[0] or ids[r], len(names)) for r in rows.tolist()]
+    names = [name.rpartition(".forward")[0] or name for name in map(ids.__getitem__, rows.tolist())]
+    identity[rows] = string_codes(names)[0]  # numbered in order of first appearance
     return identity[module]
 
 
