@@ -86,17 +86,47 @@ class _Writer:
         self.names.add(name)
 
     def strings(self, name: str, values: tuple[str, ...] | list[str]) -> dict[str, Any]:
-        encoded = [v.encode() for v in values]
-        ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)) + 1) - 1
-        self.array(f"{name}.utf8", np.frombuffer(b"\0".join(encoded), np.uint8))
-        self.array(f"{name}.ends", ends)
+        text = "\0".join(values)
+        if text.isascii():  # a character is a byte: the lengths need no encoding
+            lengths = np.fromiter(map(len, values), np.int64, len(values))
+        else:
+            lengths = np.fromiter((len(v.encode()) for v in values), np.int64, len(values))
+        self.array(f"{name}.utf8", np.frombuffer(text.encode(), np.uint8))
+        self.array(f"{name}.ends", np.cumsum(lengths + 1) - 1)
         return {"$str": name, "n": len(values)}
 
     def categories(self, name: str, values: tuple[str, ...] | list[str], distinct: list[str]) -> dict[str, Any]:
-        table = {v: i for i, v in enumerate(distinct)}
-        self.array(f"{name}.codes", np.fromiter(map(table.__getitem__, values), np.int32, len(values)))
+        if len(distinct) == 1:
+            codes = np.zeros(len(values), np.int32)
+        else:
+            table = {v: k for k, v in enumerate(distinct)}
+            codes = np.fromiter(map(table.__getitem__, values), np.int32, len(values))
+        self.array(f"{name}.codes", codes)
         self.strings(f"{name}.values", distinct)
         return {"$cat": name, "n": len(values), "k": len(distinct)}
+
+    def text(self, name: str, values: tuple[str, ...] | list[str]) -> dict[str, Any] | None:
+        """`values` as a column of categories when they repeat, else of strings; None when one is not a str."""
+        distinct = _distinct(values)
+        if not distinct or set(map(type, distinct)) != {str}:
+            return None
+        if len(distinct) * 2 <= len(values):
+            return self.categories(name, values, distinct)
+        return self.strings(name, values)
+
+
+def _distinct(values: tuple[Any, ...] | list[Any]) -> list[Any]:
+    """The distinct values in order of first appearance; [] when one is unhashable.
+
+    A column of one value (the md5 or file column of a statistics dump) is recognised without a table.
+    """
+    first = values[0]
+    try:
+        if type(values[-1]) is str and values[-1] == first and values.count(first) == len(values):
+            return [first]
+        return list(dict.fromkeys(values))
+    except (TypeError, ValueError):  # something unhashable, or an array that compares element-wise
+        return []
 
 
 def _npy_header(values: np.ndarray) -> bytes:
@@ -130,14 +160,9 @@ def _split(value: Any, name: str, writer: _Writer) -> Any:
         return {k: _split(v, f"{name}.{k}" if name else str(k), writer) for k, v in value.items()}
     if isinstance(value, (tuple, list)):
         if len(value) >= MIN_COLUMN and type(value[0]) is str:
-            try:
-                distinct = dict.fromkeys(value)
-            except TypeError:  # something unhashable: an ordinary list
-                distinct = {}
-            if distinct and all(type(v) is str for v in distinct):
-                if len(distinct) * 2 <= len(value):
-                    return writer.categories(name, value, list(distinct))
-                return writer.strings(name, value)
+            column = writer.text(name, value)
+            if column is not None:
+                return column
         return [_split(v, f"{name}.{k}", writer) for k, v in enumerate(value)]
     return value
 

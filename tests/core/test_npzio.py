@@ -78,6 +78,20 @@ def test_string_columns_keep_any_text(tmp_path):
     assert "rep.codes.npy" in names and "ids.utf8.npy" in names  # few values: codes; unique ids: text
 
 
+def test_text_columns_of_one_value_unique_non_ascii_and_mixed_items(tmp_path):
+    empty = ("",) * 100  # the md5 column of a statistics dump: one value
+    unique = tuple(f"层.{i}\0é" for i in range(100))  # unique, non-ASCII, a NUL inside each: the offsets decide
+    mixed = ["a"] * 99 + [1]  # not all text: stays an ordinary list
+    write_npz(tmp_path / "t.npz", {"empty": empty, "unique": unique, "mixed": mixed})
+    back = read_npz(tmp_path / "t.npz")
+    assert back["empty"] == list(empty) and back["unique"] == list(unique) and back["mixed"] == mixed
+    with zipfile.ZipFile(tmp_path / "t.npz") as zf:
+        codes = np.load(zf.open("empty.codes.npy"))
+        ends = np.load(zf.open("unique.ends.npy"))
+    assert codes.dtype == np.int32 and not codes.any()
+    assert ends[0] == len("层.0\0é".encode()) and ends[-1] == sum(len(u.encode()) + 1 for u in unique) - 1
+
+
 def _rewrite(src, dst, change_doc=None, drop=(), replace=None):
     """Copy a container, changing its document or members."""
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
