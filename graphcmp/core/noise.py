@@ -433,10 +433,13 @@ def pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit: 
     error, first_stat, magnitude_a, magnitude_b = by_blocks(
         lambda i, j, count: _stat_errors(nt.stats[i], bt.stats[j], nt.present[i] & bt.present[j], count),
         i, j, count)
-    shape = string_column(bt.shape, j)
-    scalar = shape == "scalar"
+    shape_codes, shapes = string_codes(bt.shape)
+    kinds = np.array([_SCALAR if name == "scalar" else _OTHER if name == "" else _TENSOR for name in shapes]
+                     + [_TENSOR], np.int8)
+    shape = kinds[shape_codes[j]] if len(j) else np.zeros(0, np.int8)  # per pair: tensor, scalar or other value
+    scalar = shape == _SCALAR
     if is_cross_framework(npu, bench):  # argument conventions differ (MindSpore's BatchNorm momentum is 1 - torch's)
-        error[scalar | (shape == "")] = 0.0
+        error[scalar | (shape == _OTHER)] = 0.0
     else:
         error[scalar] = first_stat[scalar]
         error = np.where(_values_differ(npu, bench, pairs, shape), np.inf, error)
@@ -448,6 +451,9 @@ def pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit: 
         error = np.fmax(error, euclidean)
     error[_zero_in_theory(npu, i, magnitude_a, magnitude_b, npu_unit, bench_unit, shape)] = 0.0
     return error
+
+
+_TENSOR, _SCALAR, _OTHER = 0, 1, 2  # what a shape text says a value is: "[2, 3]" a tensor, "scalar", "" another value
 
 
 def _stat_errors(a: np.ndarray, b: np.ndarray, present: np.ndarray,
@@ -495,15 +501,18 @@ def element_count(shape: str) -> float:
 
 
 def _values_differ(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, shape: np.ndarray) -> np.ndarray:
-    """Non-numeric arguments (strings, None, slices ...) whose text differs, dtypes and devices left out."""
-    other = shape == ""
+    """Non-numeric arguments (strings, None, slices ...) whose text differs, dtypes and devices left out
+    (`shape`: per pair, the kind of value the bench shape says)."""
+    other = shape == _OTHER
     if not other.any():
         return other
-    a = string_column(npu.tensors.value, pairs.npu)
-    b = string_column(bench.tensors.value, pairs.bench)
-    kind = string_column(bench.tensors.dtype, pairs.bench)
+    k = np.flatnonzero(other)
+    a = string_column(npu.tensors.value, pairs.npu[k])
+    b = string_column(bench.tensors.value, pairs.bench[k])
+    kind = string_column(bench.tensors.dtype, pairs.bench[k])
     context = np.isin(kind, list(CONTEXT_VALUE_TYPES))
-    return other & (a != b) & ~context & (a != "") & (b != "")
+    other[k] = (a != b) & ~context & (a != "") & (b != "")
+    return other
 
 
 def _zero_in_theory(npu: DumpGraph, rows: np.ndarray, magnitude_a: np.ndarray, magnitude_b: np.ndarray,
@@ -523,7 +532,7 @@ def _zero_in_theory(npu: DumpGraph, rows: np.ndarray, magnitude_a: np.ndarray, m
     scale[grads] = np.maximum(scale[grads], scale[parents])
     s = scale[node]
     backward = npu.nodes.direction[node] == Direction.BACKWARD
-    tensor = (shape != "") & (shape != "scalar")
+    tensor = shape == _TENSOR
     return (backward & tensor & (magnitude_b < s) & (magnitude_b <= np.sqrt(bench_unit) * s)
             & (magnitude_a <= np.sqrt(npu_unit) * s))
 
