@@ -299,15 +299,16 @@ def noise_model(
     """
     rule = rule or NoiseRule()
     keys = execution_keys(npu)
-    e = _errors(npu, bench, matches, pairs, keys)
-    reduction, growth_limit, calibration, margin = _growth_margins(npu, pairs, e, rule)
-    fresh_margin, fresh_limit = _fresh_margins(npu, bench, pairs, e)
-    shape_changed = _shape_changes(npu, bench, pairs, e.node, e.is_out, len(npu))
+    texts = _pair_texts(npu, bench, pairs)
+    e = _errors(npu, bench, matches, pairs, keys, texts)
+    reduction, growth_limit, calibration, margin = _growth_margins(npu, texts, e, rule)
+    fresh_margin, fresh_limit = _fresh_margins(npu, pairs, e, texts)
+    shape_changed = _shape_changes(texts, e.node, e.is_out, len(npu))
     compared = e.has_out & (matches.npu_to_bench >= 0)
     origin = _origins(npu, e.leaves, margin, fresh_margin, e.output_error, shape_changed, overflow, rule, compared)
     roles, origins, level = _roles(npu, keys, e.leaves, origin, compared, e.output_error, e.unit)
     first = int(origins[0]) if len(origins) else -1
-    precision, dtype_pair = _precision(npu, bench, pairs, e.is_out, e.leaves, keys, first, e.output_error)
+    precision, dtype_pair = _precision(npu, pairs, texts, e.is_out, e.leaves, keys, first, e.output_error)
     return NoiseModel(
         pair_error=e.error, fresh_pair=e.fresh, producer=e.producer, unit=e.unit, output_error=e.output_error,
         input_error=e.input_error, fresh_error=e.fresh_error, argument_error=e.argument_error,
@@ -316,6 +317,52 @@ def noise_model(
         noise_level=level, fresh_limit=fresh_limit, calibration=calibration, precision=precision,
         dtype_pair=dtype_pair, rule=rule,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _PairTexts:
+    """What the dtype and shape texts of the paired tensors say, per pair (scratch columns of one
+    `noise_model` call: each text column is coded once)."""
+
+    npu_dtype: np.ndarray  # per pair: code into npu_dtypes
+    bench_dtype: np.ndarray  # per pair: code into bench_dtypes
+    npu_dtypes: list[str]
+    bench_dtypes: list[str]
+    npu_unit: np.ndarray  # per pair: unit roundoff of the npu dtype (0 for exact types)
+    bench_unit: np.ndarray
+    npu_count: np.ndarray  # per pair: elements of the npu tensor (0 where the shape is not a tensor's)
+    bench_count: np.ndarray
+    npu_kind: np.ndarray  # per pair: what the npu shape says: _TENSOR, _SCALAR or _OTHER
+    bench_kind: np.ndarray
+
+
+def _pair_texts(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs) -> _PairTexts:
+    npu_dtype, npu_dtypes = _codes_at(npu.tensors.dtype, pairs.npu)
+    bench_dtype, bench_dtypes = _codes_at(bench.tensors.dtype, pairs.bench)
+    npu_count, npu_kind = _shape_columns(npu.tensors.shape, pairs.npu)
+    bench_count, bench_kind = _shape_columns(bench.tensors.shape, pairs.bench)
+    return _PairTexts(npu_dtype, bench_dtype, npu_dtypes, bench_dtypes, _unit_table(npu_dtypes)[npu_dtype],
+                      _unit_table(bench_dtypes)[bench_dtype], npu_count, bench_count, npu_kind, bench_kind)
+
+
+def _codes_at(texts: tuple[str, ...], rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The codes of `texts` (`string_codes`) at `rows`, and the distinct texts."""
+    codes, names = string_codes(texts)
+    return (codes[rows] if len(rows) else np.zeros(0, np.int64)), names
+
+
+def _unit_table(dtypes: list[str]) -> np.ndarray:
+    return np.array([unit_roundoff(name) for name in dtypes] + [0.0])
+
+
+def _shape_columns(shapes: tuple[str, ...], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row in `rows`, the element count of its shape text (0 where not a tensor shape) and what the text
+    says the value is: _TENSOR (``[2, 3]``), _SCALAR (``scalar``) or _OTHER (``""``: a string, None ...)."""
+    codes, names = _codes_at(shapes, rows)
+    counts = np.array([element_count(s) for s in names] + [0], np.float64)
+    kinds = np.array([_SCALAR if s == "scalar" else _OTHER if s == "" else _TENSOR for s in names] + [_TENSOR],
+                     np.int8)
+    return counts[codes], kinds[codes]
 
 
 @dataclass(slots=True)
@@ -339,15 +386,17 @@ class _Errors:
     leaves: np.ndarray  # compared leaf rows in execution order
 
 
-def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: TensorPairs, keys: np.ndarray) -> _Errors:
+def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: TensorPairs, keys: np.ndarray,
+            texts: _PairTexts) -> _Errors:
     n = len(npu)
     i = pairs.npu
     node = npu.tensors.node[i].astype(np.int64)
     role = npu.tensors.role[i]
     is_out, is_in = np.isin(role, OUTPUT_ROLES), np.isin(role, INPUT_ROLES)
-    npu_units = _chain_units(keys, node, _units(npu.tensors.dtype, i), n)
-    bench_units = _chain_units(keys, node, _units(bench.tensors.dtype, pairs.bench), n)
-    error = pair_errors(npu, bench, pairs, npu_units[node], bench_units[node])
+    order = np.argsort(keys, kind="stable")
+    npu_units = _chain_units(order, node, texts.npu_unit, n)
+    bench_units = _chain_units(order, node, texts.bench_unit, n)
+    error = _pair_errors(npu, bench, pairs, npu_units[node], bench_units[node], texts.bench_count, texts.bench_kind)
     producer = earliest_producers(npu, keys)[i] if len(i) else np.zeros(0, np.int64)
     made = np.maximum(producer, 0)
     fresh = is_in & ~((producer >= 0) & (keys[made] < keys[node]) & (matches.npu_to_bench[made] >= 0))
@@ -357,7 +406,7 @@ def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: Tensor
     output_error = _node_max(node[is_out], error[is_out], n)
     leaves = compared_leaves(npu, matches, has_out, keys)
     input_error = _context_errors(npu, _node_max(node[is_in], error[is_in], n), output_error, leaves)
-    tensor = _has_shape(npu, i)
+    tensor = texts.npu_kind == _TENSOR
     return _Errors(
         node=node, role=role, is_in=is_in, is_out=is_out, error=error, producer=producer, fresh=fresh,
         unit=np.maximum(npu_units, bench_units), has_out=has_out, output_error=output_error,
@@ -366,10 +415,10 @@ def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: Tensor
     )
 
 
-def _growth_margins(npu: DumpGraph, pairs: TensorPairs, e: _Errors,
+def _growth_margins(npu: DumpGraph, texts: _PairTexts, e: _Errors,
                     rule: NoiseRule) -> tuple[np.ndarray, np.ndarray, tuple[Calibration, ...], np.ndarray]:
     """Steps 3-4: per node the summed values n, the growth limit G, the calibration and the margin."""
-    reduction = _backward_reductions(npu, pairs, e.node, e.is_in, e.is_out)
+    reduction = _backward_reductions(npu, texts.npu_count, e.node, e.is_in, e.is_out)
     with np.errstate(invalid="ignore"):  # inf / inf (an overflowed input and output) is NaN: no growth measured
         growth = e.output_error / (e.input_error + e.unit * np.sqrt(reduction) + LIBRARY_ERROR)
     communication = communication_calls(npu)
@@ -382,14 +431,14 @@ def _growth_margins(npu: DumpGraph, pairs: TensorPairs, e: _Errors,
         return reduction, growth_limit, calibration, growth / growth_limit
 
 
-def _fresh_margins(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, e: _Errors) -> tuple[np.ndarray, float]:
+def _fresh_margins(npu: DumpGraph, pairs: TensorPairs, e: _Errors, texts: _PairTexts) -> tuple[np.ndarray, float]:
     """Step 5's fresh inputs: per node the margin of its weights, data and arguments over their noise,
     and the largest parameter drift (in units of the coarsest u)."""
     n = len(npu)
     coarsest = float(e.unit.max(initial=UNIT_ROUNDOFF["float64"]))
     earlier = _noise_before(e.leaves, e.output_error, n)
     drift = _drift_of_others(npu, e.node, e.error, _trained_parameters(npu, pairs.npu))
-    if npu.info.step != 0 and _mixed(npu, bench, pairs):  # weights updated with rounded gradients before
+    if npu.info.step != 0 and np.any(texts.npu_unit != texts.bench_unit):  # mixed precision: weights updated
         drift = np.maximum(drift, _gradient_error_of_module(npu, e.output_error))
     weights = np.maximum.reduce([np.full(n, coarsest), drift, earlier])
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -427,16 +476,17 @@ def pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit: 
     `npu_unit` and `bench_unit` are each side's unit roundoff per pair (at the pair's node), used to
     recognise gradients that are zero in theory.
     """
+    return _pair_errors(npu, bench, pairs, npu_unit, bench_unit, *_shape_columns(bench.tensors.shape, pairs.bench))
+
+
+def _pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit: np.ndarray, bench_unit: np.ndarray,
+                 count: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """`pair_errors` with the bench tensors' element counts and shape kinds (`_shape_columns`)."""
     nt, bt = npu.tensors, bench.tensors
     i, j = pairs.npu, pairs.bench
-    count = _element_counts(bt.shape, j)
     error, first_stat, magnitude_a, magnitude_b = by_blocks(
         lambda i, j, count: _stat_errors(nt.stats[i], bt.stats[j], nt.present[i] & bt.present[j], count),
         i, j, count)
-    shape_codes, shapes = string_codes(bt.shape)
-    kinds = np.array([_SCALAR if name == "scalar" else _OTHER if name == "" else _TENSOR for name in shapes]
-                     + [_TENSOR], np.int8)
-    shape = kinds[shape_codes[j]] if len(j) else np.zeros(0, np.int8)  # per pair: tensor, scalar or other value
     scalar = shape == _SCALAR
     if is_cross_framework(npu, bench):  # argument conventions differ (MindSpore's BatchNorm momentum is 1 - torch's)
         error[scalar | (shape == _OTHER)] = 0.0
@@ -465,7 +515,8 @@ def _stat_errors(a: np.ndarray, b: np.ndarray, present: np.ndarray,
         magnitude_a, magnitude_b = _magnitude(a, present), _magnitude(b, present)
         norm = np.abs(b[:, 3])
         rms = np.where(count > 0, norm / np.sqrt(np.maximum(count, 1)), magnitude_b)
-        scale = np.stack([magnitude_b, magnitude_b, rms, norm], axis=1)
+        scale = np.empty((len(b), 4), np.result_type(magnitude_b, rms, norm))
+        scale[:, 0], scale[:, 1], scale[:, 2], scale[:, 3] = magnitude_b, magnitude_b, rms, norm
         per_stat = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), np.where(diff > 0, np.inf, 0.0))
     special = ~np.isfinite(a) | ~np.isfinite(b)
     same_special = (a == b) | (np.isnan(a) & np.isnan(b))
@@ -481,12 +532,6 @@ def _magnitude(stats: np.ndarray, present: np.ndarray) -> np.ndarray:
 
 _DIMS = re.compile(r"-?\d+")
 
-
-def _element_counts(shapes: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
-    """Element count per row from shape texts (``[4, 16, 64]`` -> 4096; 0 where not a tensor shape)."""
-    codes, names = string_codes(shapes)
-    counts = np.array([element_count(s) for s in names] + [0], np.float64)
-    return counts[codes[rows]] if len(rows) else np.zeros(0)
 
 
 def element_count(shape: str) -> float:
@@ -537,16 +582,11 @@ def _zero_in_theory(npu: DumpGraph, rows: np.ndarray, magnitude_a: np.ndarray, m
             & (magnitude_a <= np.sqrt(npu_unit) * s))
 
 
-def _units(dtypes: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
-    codes, names = string_codes(dtypes)
-    table = np.array([unit_roundoff(name) for name in names] + [0.0])
-    return table[codes[rows]] if len(rows) else np.zeros(0)
 
-
-def _chain_units(keys: np.ndarray, node: np.ndarray, unit_pair: np.ndarray, n: int) -> np.ndarray:
-    """u per node: the coarsest unit roundoff of any pair of a call at or before it in execution order."""
+def _chain_units(order: np.ndarray, node: np.ndarray, unit_pair: np.ndarray, n: int) -> np.ndarray:
+    """u per node: the coarsest unit roundoff of any pair of a call at or before it in execution order
+    (`order`: the rows in execution order)."""
     own = _node_max(node, unit_pair, n)
-    order = np.argsort(keys, kind="stable")
     chained = np.empty(n)
     chained[order] = np.maximum.accumulate(own[order]) if n else own
     return np.maximum(chained, UNIT_ROUNDOFF["float64"])
@@ -575,15 +615,12 @@ def _context_errors(npu: DumpGraph, own_input: np.ndarray, output_error: np.ndar
     return context
 
 
-def _has_shape(npu: DumpGraph, rows: np.ndarray) -> np.ndarray:
-    return npu.tensors.has_shape()[rows] if len(rows) else np.zeros(0, bool)
-
 
 _DIRECTIONS = {Direction.FORWARD: "forward", Direction.BACKWARD: "backward", Direction.NONE: "none"}
 _KINDS = {NodeKind.API: "api", NodeKind.MODULE: "module", NodeKind.PARAM_GRAD: "parameter gradient"}
 
 
-def _backward_reductions(npu: DumpGraph, pairs: TensorPairs, node: np.ndarray, is_in: np.ndarray,
+def _backward_reductions(npu: DumpGraph, count: np.ndarray, node: np.ndarray, is_in: np.ndarray,
                          is_out: np.ndarray) -> np.ndarray:
     """Per node, how many incoming values a backward output element sums at most (1 in forward).
 
@@ -593,7 +630,6 @@ def _backward_reductions(npu: DumpGraph, pairs: TensorPairs, node: np.ndarray, i
     parameter gradient, the module's incoming gradient) over the output's element count.
     """
     n = len(npu)
-    count = _element_counts(npu.tensors.shape, pairs.npu)
     incoming = _node_max(node[is_in], count[is_in], n)
     grads = np.flatnonzero(npu.nodes.kind == NodeKind.PARAM_GRAD)
     incoming[grads] = np.maximum(incoming[grads], incoming[npu.nodes.parent[grads]])
@@ -693,10 +729,6 @@ def _module_identity(npu: DumpGraph) -> np.ndarray:
     return identity[module]
 
 
-def _mixed(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs) -> bool:
-    """True when some compared tensor has another float precision on the npu side."""
-    return bool(np.any(_units(npu.tensors.dtype, pairs.npu) != _units(bench.tensors.dtype, pairs.bench)))
-
 
 def _gradient_error_of_module(npu: DumpGraph, output_error: np.ndarray) -> np.ndarray:
     """Per node, the error of its module's parameter gradients in this run (0 when none).
@@ -740,10 +772,8 @@ def _noise_before(leaves: np.ndarray, output_error: np.ndarray, n: int) -> np.nd
     return earlier
 
 
-def _shape_changes(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, node: np.ndarray, is_out: np.ndarray,
-                   n: int) -> np.ndarray:
-    a = _element_counts(npu.tensors.shape, pairs.npu)
-    b = _element_counts(bench.tensors.shape, pairs.bench)
+def _shape_changes(texts: _PairTexts, node: np.ndarray, is_out: np.ndarray, n: int) -> np.ndarray:
+    a, b = texts.npu_count, texts.bench_count
     changed = is_out & (a != b) & (a > 0) & (b > 0)  # a view of the same elements ([72, 96] vs [3, 24, 96]) is not
     out = np.zeros(n, bool)
     out[node[changed]] = True
@@ -802,21 +832,19 @@ def _subtree_end_keys(npu: DumpGraph, keys: np.ndarray) -> np.ndarray:
     return end
 
 
-def _precision(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, is_out: np.ndarray, leaves: np.ndarray,
+def _precision(npu: DumpGraph, pairs: TensorPairs, texts: _PairTexts, is_out: np.ndarray, leaves: np.ndarray,
                keys: np.ndarray, first: int, output_error: np.ndarray) -> tuple[Precision, np.ndarray]:
     """The comparison's precision, and per npu node the index of its dtype pair in it (-1: none).
 
     A node's dtype pair is that of its coarsest compared float output (npu dtype, bench dtype).
     """
-    i, j = pairs.npu[is_out], pairs.bench[is_out]
-    node = npu.tensors.node[i]
-    npu_codes, npu_names = string_codes(npu.tensors.dtype)
-    bench_codes, bench_names = string_codes(bench.tensors.dtype)
+    node = npu.tensors.node[pairs.npu[is_out]]
+    npu_names, bench_names = texts.npu_dtypes, texts.bench_dtypes
     width = max(len(bench_names), 1)
     names = [(normalize_dtype(npu_names[c // width]), normalize_dtype(bench_names[c % width]))
              for c in range(len(npu_names) * len(bench_names))]  # none when a run holds no tensor
     unit = np.array([max(unit_roundoff(a), unit_roundoff(b)) for a, b in names] + [0.0])
-    combined = npu_codes[i] * width + bench_codes[j] if len(i) else np.zeros(0, np.int64)
+    combined = texts.npu_dtype[is_out] * width + texts.bench_dtype[is_out]
     floats = unit[combined] > 0
     order = np.lexsort((-unit[combined[floats]], node[floats]))  # per node, its coarsest pair first
     owners, picked = node[floats][order], combined[floats][order]
