@@ -169,3 +169,21 @@ def test_requires_grad_is_kept_and_older_files_load_without_it(saved, tmp_path):
     back = load_report(old)
     assert back.npu.tensors.requires_grad.tolist() == [-1] * len(grad)
     np.testing.assert_array_equal(back.bench.tensors.requires_grad, report.bench.tensors.requires_grad)
+
+
+def test_npz_float_columns_are_the_decoded_json_columns_bit_for_bit(saved, tmp_path):
+    """save_report writes the report's float columns to npz as they are, not through encode/decode; the
+    bytes are those the encoded columns decode to (every NaN the one NaN, float32 widened, -0.0 kept)."""
+    from graphcmp.core.export.columns import decode_floats, encode_floats
+    from graphcmp.core.report import _npz_floats
+
+    negative_nan = np.frombuffer(np.uint64(0xFFF8000000000001).tobytes(), np.float64)[0]
+    for column in (np.array([1.5, -0.0, np.inf, -np.inf, negative_nan, np.nan]),
+                   np.array([[np.nan, 2.0], [3.0, -np.inf]], np.float32), np.zeros(0)):
+        stored = write_npz(tmp_path / "f.npz", {"c": _npz_floats(column)}) or read_npz(tmp_path / "f.npz")["c"]
+        expected = decode_floats(encode_floats(column))
+        assert stored["values"].tobytes() == expected.tobytes() and stored["values"].shape == expected.shape
+    report, npz, _ = saved
+    with zipfile.ZipFile(npz) as zf:
+        severity = np.load(zf.open("verdicts.severity.values.npy"))
+    assert severity.tobytes() == decode_floats(encode_floats(report.verdicts.severity)).tobytes()
