@@ -152,7 +152,7 @@ class _RowsByNode:
 
 
 def _keys(node: np.ndarray, role: np.ndarray, slot: tuple[str, ...], vocab: dict[str, int], width: int) -> np.ndarray:
-    slot_code = np.fromiter((vocab[s] for s in slot), np.int64, len(slot))
+    slot_code = np.fromiter(map(vocab.__getitem__, slot), np.int64, len(slot))
     return (node.astype(np.int64) * 4 + role.astype(np.int64)) * width + slot_code
 
 
