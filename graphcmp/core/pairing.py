@@ -228,6 +228,8 @@ def _same_values(a: tuple[str, ...], b: tuple[str, ...], rows_a: np.ndarray, row
 
 def _md5_diff(a: tuple[str, ...], b: tuple[str, ...], rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
     """1.0 where the checksums differ, 0.0 where equal, NaN where either side has none."""
+    if a.count("") == len(a) or b.count("") == len(b):  # a statistics dump: no checksums at all
+        return np.full(len(rows_a), np.nan)
     md5_a, md5_b = string_column(a, rows_a), string_column(b, rows_b)
     unknown = (md5_a == "") | (md5_b == "")
     return np.where(unknown, np.nan, (md5_a != md5_b).astype(np.float64))
