@@ -339,8 +339,7 @@ def _pair_texts(npu: DumpGraph, pairs: TensorPairs, ks: np.ndarray, notes: dict[
     stat = np.argmax(m["rel_errs"][ks], axis=1) if len(ks) else np.zeros(0, np.int64)
     rel = (m["rel_errs"][ks, stat] if len(ks) else np.zeros(0)).tolist()
     stat_names = np.array([name.capitalize() for name in STAT_NAMES], object)[stat].tolist()
-    texts = [f"{role}.{slot}: {name} rel err {value:.3g}"
-             for role, slot, name, value in zip(roles, slots, stat_names, rel)]
+    texts = list(map("{}.{}: {} rel err {:.3g}".format, roles, slots, stat_names, rel))  # faster than an f"" loop
     md5 = (m["md5_diff"][ks] == 1.0) & (npu.info.task == "md5")
     for i in np.flatnonzero(md5).tolist():
         texts[i] = f"{roles[i]}.{slots[i]}: md5 differs"
