@@ -27,6 +27,8 @@ import mmap
 import os
 import struct
 import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,7 @@ from graphcmp.core.export.columns import decode_floats
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.outputs import atomic_path
 
-__all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "is_npz", "read_npz", "write_npz"]
+__all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "TextCodes", "is_npz", "read_npz", "write_npz"]
 
 DOCUMENT_MEMBER = "document.json"
 MIN_COLUMN = 64
@@ -47,6 +49,19 @@ _ALIGN = 64
 _MAGIC = b"PK\x03\x04"
 _PAD_ID = 0xD935  # a zip extra field that only pads (the id zipalign uses)
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+
+
+@dataclass(frozen=True, slots=True)
+class TextCodes:
+    """A column of texts already coded (`graphcmp.core.records.string_codes`): `codes` index `values`, the
+    distinct texts in order of first appearance. `write_npz` stores it exactly as the texts it stands for,
+    without coding them again."""
+
+    codes: np.ndarray
+    values: Sequence[str]
+
+    def texts(self) -> list[str]:
+        return np.array(self.values, object)[self.codes].tolist() if len(self.codes) else []
 
 
 def is_npz(path: str | os.PathLike[str]) -> bool:
@@ -101,9 +116,12 @@ class _Writer:
         else:
             table = {v: k for k, v in enumerate(distinct)}
             codes = np.fromiter(map(table.__getitem__, values), np.int32, len(values))
-        self.array(f"{name}.codes", codes)
+        return self.coded(name, codes, distinct)
+
+    def coded(self, name: str, codes: np.ndarray, distinct: list[str]) -> dict[str, Any]:
+        self.array(f"{name}.codes", codes.astype(np.int32, copy=False))
         self.strings(f"{name}.values", distinct)
-        return {"$cat": name, "n": len(values), "k": len(distinct)}
+        return {"$cat": name, "n": len(codes), "k": len(distinct)}
 
     def text(self, name: str, values: tuple[str, ...] | list[str]) -> dict[str, Any] | None:
         """`values` as a column of categories when they repeat, else of strings; None when one is not a str."""
@@ -154,6 +172,11 @@ def _split(value: Any, name: str, writer: _Writer) -> Any:
     if isinstance(value, np.ndarray):
         writer.array(name, value)
         return {"$npy": name}
+    if isinstance(value, TextCodes):  # categories as the texts would give them, else the texts themselves
+        n, k = len(value.codes), len(value.values)
+        if n >= MIN_COLUMN and k * 2 <= n and set(map(type, value.values)) == {str}:
+            return writer.coded(name, value.codes, list(value.values))
+        return _split(value.texts(), name, writer)
     if isinstance(value, dict):
         if value.keys() == {"values", "special"} and isinstance(value["values"], np.ndarray):
             value = {"values": decode_floats(value), "special": {}}  # a float column: npy holds inf and NaN

@@ -26,12 +26,12 @@ from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, RuleNote
 from graphcmp.core.noise import Calibration, NodeRole, NoiseModel, Precision, noise_model
-from graphcmp.core.npzio import is_npz, read_npz, write_npz
+from graphcmp.core.npzio import TextCodes, is_npz, read_npz, write_npz
 from graphcmp.core.outcome import report_outcome
 from graphcmp.core.outputs import write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
 from graphcmp.core.pairing import TensorPairs
-from graphcmp.core.records import DumpGraph, NodeKind
+from graphcmp.core.records import DumpGraph, NodeKind, string_codes
 from graphcmp.core.rules import ERROR, NoiseRule, Status, Thresholds
 
 __all__ = [
@@ -421,7 +421,17 @@ def save_report(report: CompareReport, path: str | os.PathLike[str], *, format: 
     (docs/format.md); by default a ``.json`` name gets JSON and any other name npz.
     """
     npz = format == "npz" or (format is None and not is_json_path(path))
-    _write_document(path, report._document(_npz_floats) if npz else report.to_dict(), format)
+    _write_document(path, _npz_document(report) if npz else report.to_dict(), format)
+
+
+def _npz_document(report: CompareReport) -> dict[str, Any]:
+    """`CompareReport.to_dict` for the npz container: float columns as they are (`_npz_floats`), and the tensors'
+    dtype and shape texts by the codes the comparison already made of them (`string_codes` keeps them)."""
+    doc = report._document(_npz_floats)
+    for side, graph in (("npu", report.npu), ("bench", report.bench)):
+        for column in ("dtype", "shape"):
+            doc[side]["tensors"][column] = TextCodes(*string_codes(getattr(graph.tensors, column)))
+    return doc
 
 
 def save_graph(graph: DumpGraph, path: str | os.PathLike[str], tool_version: str, *,

@@ -187,3 +187,20 @@ def test_npz_float_columns_are_the_decoded_json_columns_bit_for_bit(saved, tmp_p
     with zipfile.ZipFile(npz) as zf:
         severity = np.load(zf.open("verdicts.severity.values.npy"))
     assert severity.tobytes() == decode_floats(encode_floats(report.verdicts.severity)).tobytes()
+
+
+@pytest.mark.parametrize("texts", [
+    ("torch.float32", "torch.bfloat16") * 50,  # few values: categories
+    tuple(f"[{i}, 4]" for i in range(100)),  # distinct: a text column
+    ("[2]", "scalar", ""),  # short: stays in document.json
+], ids=["categories", "texts", "short"])
+def test_coded_texts_are_stored_as_the_texts_themselves(tmp_path, texts):
+    from graphcmp.core.npzio import TextCodes
+    from graphcmp.core.records import string_codes
+
+    write_npz(tmp_path / "texts.npz", {"c": texts})
+    write_npz(tmp_path / "coded.npz", {"c": TextCodes(*string_codes(texts))})
+    with zipfile.ZipFile(tmp_path / "texts.npz") as a, zipfile.ZipFile(tmp_path / "coded.npz") as b:
+        assert a.namelist() == b.namelist()
+        assert all(a.read(name) == b.read(name) for name in a.namelist())
+    assert read_npz(tmp_path / "coded.npz")["c"] == list(texts)
