@@ -68,6 +68,7 @@ from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.hierarchy import depths, execution_keys, levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.by_api import is_cross_framework
+from graphcmp.core.metrics import by_blocks
 from graphcmp.core.overflow import OverflowLevel
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role, string_codes, string_column
@@ -298,15 +299,16 @@ def noise_model(
     """
     rule = rule or NoiseRule()
     keys = execution_keys(npu)
-    e = _errors(npu, bench, matches, pairs, keys)
-    reduction, growth_limit, calibration, margin = _growth_margins(npu, pairs, e, rule)
-    fresh_margin, fresh_limit = _fresh_margins(npu, bench, pairs, e)
-    shape_changed = _shape_changes(npu, bench, pairs, e.node, e.is_out, len(npu))
+    texts = _pair_texts(npu, bench, pairs)
+    e = _errors(npu, bench, matches, pairs, keys, texts)
+    reduction, growth_limit, calibration, margin = _growth_margins(npu, texts, e, rule)
+    fresh_margin, fresh_limit = _fresh_margins(npu, pairs, e, texts)
+    shape_changed = _shape_changes(texts, e.node, e.is_out, len(npu))
     compared = e.has_out & (matches.npu_to_bench >= 0)
     origin = _origins(npu, e.leaves, margin, fresh_margin, e.output_error, shape_changed, overflow, rule, compared)
     roles, origins, level = _roles(npu, keys, e.leaves, origin, compared, e.output_error, e.unit)
     first = int(origins[0]) if len(origins) else -1
-    precision, dtype_pair = _precision(npu, bench, pairs, e.is_out, e.leaves, keys, first, e.output_error)
+    precision, dtype_pair = _precision(npu, pairs, texts, e.is_out, e.leaves, keys, first, e.output_error)
     return NoiseModel(
         pair_error=e.error, fresh_pair=e.fresh, producer=e.producer, unit=e.unit, output_error=e.output_error,
         input_error=e.input_error, fresh_error=e.fresh_error, argument_error=e.argument_error,
@@ -315,6 +317,52 @@ def noise_model(
         noise_level=level, fresh_limit=fresh_limit, calibration=calibration, precision=precision,
         dtype_pair=dtype_pair, rule=rule,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _PairTexts:
+    """What the dtype and shape texts of the paired tensors say, per pair (scratch columns of one
+    `noise_model` call: each text column is coded once)."""
+
+    npu_dtype: np.ndarray  # per pair: code into npu_dtypes
+    bench_dtype: np.ndarray  # per pair: code into bench_dtypes
+    npu_dtypes: list[str]
+    bench_dtypes: list[str]
+    npu_unit: np.ndarray  # per pair: unit roundoff of the npu dtype (0 for exact types)
+    bench_unit: np.ndarray
+    npu_count: np.ndarray  # per pair: elements of the npu tensor (0 where the shape is not a tensor's)
+    bench_count: np.ndarray
+    npu_kind: np.ndarray  # per pair: what the npu shape says: _TENSOR, _SCALAR or _OTHER
+    bench_kind: np.ndarray
+
+
+def _pair_texts(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs) -> _PairTexts:
+    npu_dtype, npu_dtypes = _codes_at(npu.tensors.dtype, pairs.npu)
+    bench_dtype, bench_dtypes = _codes_at(bench.tensors.dtype, pairs.bench)
+    npu_count, npu_kind = _shape_columns(npu.tensors.shape, pairs.npu)
+    bench_count, bench_kind = _shape_columns(bench.tensors.shape, pairs.bench)
+    return _PairTexts(npu_dtype, bench_dtype, npu_dtypes, bench_dtypes, _unit_table(npu_dtypes)[npu_dtype],
+                      _unit_table(bench_dtypes)[bench_dtype], npu_count, bench_count, npu_kind, bench_kind)
+
+
+def _codes_at(texts: tuple[str, ...], rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The codes of `texts` (`string_codes`) at `rows`, and the distinct texts."""
+    codes, names = string_codes(texts)
+    return (codes[rows] if len(rows) else np.zeros(0, np.int64)), names
+
+
+def _unit_table(dtypes: list[str]) -> np.ndarray:
+    return np.array([unit_roundoff(name) for name in dtypes] + [0.0])
+
+
+def _shape_columns(shapes: tuple[str, ...], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row in `rows`, the element count of its shape text (0 where not a tensor shape) and what the text
+    says the value is: _TENSOR (``[2, 3]``), _SCALAR (``scalar``) or _OTHER (``""``: a string, None ...)."""
+    codes, names = _codes_at(shapes, rows)
+    counts = np.array([element_count(s) for s in names] + [0], np.float64)
+    kinds = np.array([_SCALAR if s == "scalar" else _OTHER if s == "" else _TENSOR for s in names] + [_TENSOR],
+                     np.int8)
+    return counts[codes], kinds[codes]
 
 
 @dataclass(slots=True)
@@ -338,15 +386,17 @@ class _Errors:
     leaves: np.ndarray  # compared leaf rows in execution order
 
 
-def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: TensorPairs, keys: np.ndarray) -> _Errors:
+def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: TensorPairs, keys: np.ndarray,
+            texts: _PairTexts) -> _Errors:
     n = len(npu)
     i = pairs.npu
     node = npu.tensors.node[i].astype(np.int64)
     role = npu.tensors.role[i]
     is_out, is_in = np.isin(role, OUTPUT_ROLES), np.isin(role, INPUT_ROLES)
-    npu_units = _chain_units(keys, node, _units(npu.tensors.dtype, i), n)
-    bench_units = _chain_units(keys, node, _units(bench.tensors.dtype, pairs.bench), n)
-    error = pair_errors(npu, bench, pairs, npu_units[node], bench_units[node])
+    order = np.argsort(keys, kind="stable")
+    npu_units = _chain_units(order, node, texts.npu_unit, n)
+    bench_units = _chain_units(order, node, texts.bench_unit, n)
+    error = _pair_errors(npu, bench, pairs, npu_units[node], bench_units[node], texts.bench_count, texts.bench_kind)
     producer = earliest_producers(npu, keys)[i] if len(i) else np.zeros(0, np.int64)
     made = np.maximum(producer, 0)
     fresh = is_in & ~((producer >= 0) & (keys[made] < keys[node]) & (matches.npu_to_bench[made] >= 0))
@@ -356,7 +406,7 @@ def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: Tensor
     output_error = _node_max(node[is_out], error[is_out], n)
     leaves = compared_leaves(npu, matches, has_out, keys)
     input_error = _context_errors(npu, _node_max(node[is_in], error[is_in], n), output_error, leaves)
-    tensor = _has_shape(npu, i)
+    tensor = texts.npu_kind == _TENSOR
     return _Errors(
         node=node, role=role, is_in=is_in, is_out=is_out, error=error, producer=producer, fresh=fresh,
         unit=np.maximum(npu_units, bench_units), has_out=has_out, output_error=output_error,
@@ -365,10 +415,10 @@ def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: Tensor
     )
 
 
-def _growth_margins(npu: DumpGraph, pairs: TensorPairs, e: _Errors,
+def _growth_margins(npu: DumpGraph, texts: _PairTexts, e: _Errors,
                     rule: NoiseRule) -> tuple[np.ndarray, np.ndarray, tuple[Calibration, ...], np.ndarray]:
     """Steps 3-4: per node the summed values n, the growth limit G, the calibration and the margin."""
-    reduction = _backward_reductions(npu, pairs, e.node, e.is_in, e.is_out)
+    reduction = _backward_reductions(npu, texts.npu_count, e.node, e.is_in, e.is_out)
     with np.errstate(invalid="ignore"):  # inf / inf (an overflowed input and output) is NaN: no growth measured
         growth = e.output_error / (e.input_error + e.unit * np.sqrt(reduction) + LIBRARY_ERROR)
     communication = communication_calls(npu)
@@ -381,14 +431,14 @@ def _growth_margins(npu: DumpGraph, pairs: TensorPairs, e: _Errors,
         return reduction, growth_limit, calibration, growth / growth_limit
 
 
-def _fresh_margins(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, e: _Errors) -> tuple[np.ndarray, float]:
+def _fresh_margins(npu: DumpGraph, pairs: TensorPairs, e: _Errors, texts: _PairTexts) -> tuple[np.ndarray, float]:
     """Step 5's fresh inputs: per node the margin of its weights, data and arguments over their noise,
     and the largest parameter drift (in units of the coarsest u)."""
     n = len(npu)
     coarsest = float(e.unit.max(initial=UNIT_ROUNDOFF["float64"]))
     earlier = _noise_before(e.leaves, e.output_error, n)
     drift = _drift_of_others(npu, e.node, e.error, _trained_parameters(npu, pairs.npu))
-    if npu.info.step != 0 and _mixed(npu, bench, pairs):  # weights updated with rounded gradients before
+    if npu.info.step != 0 and np.any(texts.npu_unit != texts.bench_unit):  # mixed precision: weights updated
         drift = np.maximum(drift, _gradient_error_of_module(npu, e.output_error))
     weights = np.maximum.reduce([np.full(n, coarsest), drift, earlier])
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -426,29 +476,22 @@ def pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit: 
     `npu_unit` and `bench_unit` are each side's unit roundoff per pair (at the pair's node), used to
     recognise gradients that are zero in theory.
     """
+    return _pair_errors(npu, bench, pairs, npu_unit, bench_unit, *_shape_columns(bench.tensors.shape, pairs.bench))
+
+
+def _pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit: np.ndarray, bench_unit: np.ndarray,
+                 count: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """`pair_errors` with the bench tensors' element counts and shape kinds (`_shape_columns`)."""
     nt, bt = npu.tensors, bench.tensors
     i, j = pairs.npu, pairs.bench
-    a, b = nt.stats[i], bt.stats[j]
-    present = nt.present[i] & bt.present[j]
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        diff = np.abs(a - b)
-        magnitude_a, magnitude_b = _magnitude(a, present), _magnitude(b, present)
-        norm = np.abs(b[:, 3])
-        count = _element_counts(bt.shape, j)
-        rms = np.where(count > 0, norm / np.sqrt(np.maximum(count, 1)), magnitude_b)
-        scale = np.stack([magnitude_b, magnitude_b, rms, norm], axis=1)
-        per_stat = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), np.where(diff > 0, np.inf, 0.0))
-    special = ~np.isfinite(a) | ~np.isfinite(b)
-    same_special = (a == b) | (np.isnan(a) & np.isnan(b))
-    per_stat = np.where(special, np.where(same_special, 0.0, np.inf), per_stat)
-    per_stat = np.where(present, per_stat, 0.0)
-    error = per_stat.max(axis=1, initial=0.0)
-    shape = string_column(bt.shape, j)
-    scalar = shape == "scalar"
+    error, first_stat, magnitude_a, magnitude_b = by_blocks(
+        lambda i, j, count: _stat_errors(nt.stats[i], bt.stats[j], nt.present[i] & bt.present[j], count),
+        i, j, count)
+    scalar = shape == _SCALAR
     if is_cross_framework(npu, bench):  # argument conventions differ (MindSpore's BatchNorm momentum is 1 - torch's)
-        error[scalar | (shape == "")] = 0.0
+        error[scalar | (shape == _OTHER)] = 0.0
     else:
-        error[scalar] = per_stat[scalar, 0]
+        error[scalar] = first_stat[scalar]
         error = np.where(_values_differ(npu, bench, pairs, shape), np.inf, error)
     if npu.info.task == "md5":  # a checksum difference the statistics do not show: at least one rounding
         md5 = pairs.metrics["md5_diff"] == 1.0
@@ -460,6 +503,28 @@ def pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit: 
     return error
 
 
+_TENSOR, _SCALAR, _OTHER = 0, 1, 2  # what a shape text says a value is: "[2, 3]" a tensor, "scalar", "" another value
+
+
+def _stat_errors(a: np.ndarray, b: np.ndarray, present: np.ndarray,
+                 count: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per pair of npu and bench statistics (`a`, `b`; `count`: the bench tensor's elements): the largest
+    statistic error, the error of the first statistic (Max: a scalar's value), and each side's magnitude."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = np.abs(a - b)
+        magnitude_a, magnitude_b = _magnitude(a, present), _magnitude(b, present)
+        norm = np.abs(b[:, 3])
+        rms = np.where(count > 0, norm / np.sqrt(np.maximum(count, 1)), magnitude_b)
+        scale = np.empty((len(b), 4), np.result_type(magnitude_b, rms, norm))
+        scale[:, 0], scale[:, 1], scale[:, 2], scale[:, 3] = magnitude_b, magnitude_b, rms, norm
+        per_stat = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), np.where(diff > 0, np.inf, 0.0))
+    special = ~np.isfinite(a) | ~np.isfinite(b)
+    same_special = (a == b) | (np.isnan(a) & np.isnan(b))
+    per_stat = np.where(special, np.where(same_special, 0.0, np.inf), per_stat)
+    per_stat = np.where(present, per_stat, 0.0)
+    return per_stat.max(axis=1, initial=0.0), per_stat[:, 0], magnitude_a, magnitude_b
+
+
 def _magnitude(stats: np.ndarray, present: np.ndarray) -> np.ndarray:
     values = np.where(present[:, :2], np.abs(stats[:, :2]), 0.0)
     return np.where(np.isfinite(values), values, 0.0).max(axis=1)
@@ -467,12 +532,6 @@ def _magnitude(stats: np.ndarray, present: np.ndarray) -> np.ndarray:
 
 _DIMS = re.compile(r"-?\d+")
 
-
-def _element_counts(shapes: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
-    """Element count per row from shape texts (``[4, 16, 64]`` -> 4096; 0 where not a tensor shape)."""
-    codes, names = string_codes(shapes)
-    counts = np.array([element_count(s) for s in names] + [0], np.float64)
-    return counts[codes[rows]] if len(rows) else np.zeros(0)
 
 
 def element_count(shape: str) -> float:
@@ -487,15 +546,18 @@ def element_count(shape: str) -> float:
 
 
 def _values_differ(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, shape: np.ndarray) -> np.ndarray:
-    """Non-numeric arguments (strings, None, slices ...) whose text differs, dtypes and devices left out."""
-    other = shape == ""
+    """Non-numeric arguments (strings, None, slices ...) whose text differs, dtypes and devices left out
+    (`shape`: per pair, the kind of value the bench shape says)."""
+    other = shape == _OTHER
     if not other.any():
         return other
-    a = string_column(npu.tensors.value, pairs.npu)
-    b = string_column(bench.tensors.value, pairs.bench)
-    kind = string_column(bench.tensors.dtype, pairs.bench)
+    k = np.flatnonzero(other)
+    a = string_column(npu.tensors.value, pairs.npu[k])
+    b = string_column(bench.tensors.value, pairs.bench[k])
+    kind = string_column(bench.tensors.dtype, pairs.bench[k])
     context = np.isin(kind, list(CONTEXT_VALUE_TYPES))
-    return other & (a != b) & ~context & (a != "") & (b != "")
+    other[k] = (a != b) & ~context & (a != "") & (b != "")
+    return other
 
 
 def _zero_in_theory(npu: DumpGraph, rows: np.ndarray, magnitude_a: np.ndarray, magnitude_b: np.ndarray,
@@ -515,21 +577,16 @@ def _zero_in_theory(npu: DumpGraph, rows: np.ndarray, magnitude_a: np.ndarray, m
     scale[grads] = np.maximum(scale[grads], scale[parents])
     s = scale[node]
     backward = npu.nodes.direction[node] == Direction.BACKWARD
-    tensor = (shape != "") & (shape != "scalar")
+    tensor = shape == _TENSOR
     return (backward & tensor & (magnitude_b < s) & (magnitude_b <= np.sqrt(bench_unit) * s)
             & (magnitude_a <= np.sqrt(npu_unit) * s))
 
 
-def _units(dtypes: tuple[str, ...], rows: np.ndarray) -> np.ndarray:
-    codes, names = string_codes(dtypes)
-    table = np.array([unit_roundoff(name) for name in names] + [0.0])
-    return table[codes[rows]] if len(rows) else np.zeros(0)
 
-
-def _chain_units(keys: np.ndarray, node: np.ndarray, unit_pair: np.ndarray, n: int) -> np.ndarray:
-    """u per node: the coarsest unit roundoff of any pair of a call at or before it in execution order."""
+def _chain_units(order: np.ndarray, node: np.ndarray, unit_pair: np.ndarray, n: int) -> np.ndarray:
+    """u per node: the coarsest unit roundoff of any pair of a call at or before it in execution order
+    (`order`: the rows in execution order)."""
     own = _node_max(node, unit_pair, n)
-    order = np.argsort(keys, kind="stable")
     chained = np.empty(n)
     chained[order] = np.maximum.accumulate(own[order]) if n else own
     return np.maximum(chained, UNIT_ROUNDOFF["float64"])
@@ -558,15 +615,12 @@ def _context_errors(npu: DumpGraph, own_input: np.ndarray, output_error: np.ndar
     return context
 
 
-def _has_shape(npu: DumpGraph, rows: np.ndarray) -> np.ndarray:
-    return npu.tensors.has_shape()[rows] if len(rows) else np.zeros(0, bool)
-
 
 _DIRECTIONS = {Direction.FORWARD: "forward", Direction.BACKWARD: "backward", Direction.NONE: "none"}
 _KINDS = {NodeKind.API: "api", NodeKind.MODULE: "module", NodeKind.PARAM_GRAD: "parameter gradient"}
 
 
-def _backward_reductions(npu: DumpGraph, pairs: TensorPairs, node: np.ndarray, is_in: np.ndarray,
+def _backward_reductions(npu: DumpGraph, count: np.ndarray, node: np.ndarray, is_in: np.ndarray,
                          is_out: np.ndarray) -> np.ndarray:
     """Per node, how many incoming values a backward output element sums at most (1 in forward).
 
@@ -576,7 +630,6 @@ def _backward_reductions(npu: DumpGraph, pairs: TensorPairs, node: np.ndarray, i
     parameter gradient, the module's incoming gradient) over the output's element count.
     """
     n = len(npu)
-    count = _element_counts(npu.tensors.shape, pairs.npu)
     incoming = _node_max(node[is_in], count[is_in], n)
     grads = np.flatnonzero(npu.nodes.kind == NodeKind.PARAM_GRAD)
     incoming[grads] = np.maximum(incoming[grads], incoming[npu.nodes.parent[grads]])
@@ -651,10 +704,15 @@ def _trained_parameters(npu: DumpGraph, rows: np.ndarray) -> np.ndarray:
     grad_rows = np.flatnonzero(t.role == Role.PARAM_GRAD)
     if not len(grad_rows) or not param.any():
         return param
-    with_grad = {(ids[int(t.node[r])].rpartition(".parameters_grad")[0], t.slot[r]) for r in grad_rows.tolist()}
+    slot = t.slot
+    grad_nodes = t.node[grad_rows].tolist()
+    module = {n: ids[n].rpartition(".parameters_grad")[0] for n in set(grad_nodes)}
+    with_grad = {(module[n], slot[r]) for n, r in zip(grad_nodes, grad_rows.tolist())}
     picked = np.flatnonzero(param)
-    param[picked] = [(ids[int(t.node[r])].rpartition(".forward")[0], t.slot[r]) in with_grad
-                     for r in rows[picked].tolist()]
+    param_rows = rows[picked].tolist()
+    param_nodes = t.node[rows[picked]].tolist()
+    module = {n: ids[n].rpartition(".forward")[0] for n in set(param_nodes)}
+    param[picked] = [(module[n], slot[r]) in with_grad for n, r in zip(param_nodes, param_rows)]
     return param
 
 
@@ -664,16 +722,12 @@ def _module_identity(npu: DumpGraph) -> np.ndarray:
     ids, kind, parent = npu.nodes.ids, npu.nodes.kind, npu.nodes.parent
     is_module = kind == NodeKind.MODULE
     module = np.where(is_module, np.arange(len(npu)), np.maximum(parent, 0))
-    names: dict[str, int] = {}
     identity = np.arange(len(npu)) + len(npu)  # rows that are no module's: each its own
     rows = np.flatnonzero(is_module)
-    identity[rows] = [names.setdefault(ids[r].rpartition(".forward")[0] or ids[r], len(names)) for r in rows.tolist()]
+    names = [name.rpartition(".forward")[0] or name for name in map(ids.__getitem__, rows.tolist())]
+    identity[rows] = string_codes(names)[0]  # numbered in order of first appearance
     return identity[module]
 
-
-def _mixed(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs) -> bool:
-    """True when some compared tensor has another float precision on the npu side."""
-    return bool(np.any(_units(npu.tensors.dtype, pairs.npu) != _units(bench.tensors.dtype, pairs.bench)))
 
 
 def _gradient_error_of_module(npu: DumpGraph, output_error: np.ndarray) -> np.ndarray:
@@ -718,10 +772,8 @@ def _noise_before(leaves: np.ndarray, output_error: np.ndarray, n: int) -> np.nd
     return earlier
 
 
-def _shape_changes(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, node: np.ndarray, is_out: np.ndarray,
-                   n: int) -> np.ndarray:
-    a = _element_counts(npu.tensors.shape, pairs.npu)
-    b = _element_counts(bench.tensors.shape, pairs.bench)
+def _shape_changes(texts: _PairTexts, node: np.ndarray, is_out: np.ndarray, n: int) -> np.ndarray:
+    a, b = texts.npu_count, texts.bench_count
     changed = is_out & (a != b) & (a > 0) & (b > 0)  # a view of the same elements ([72, 96] vs [3, 24, 96]) is not
     out = np.zeros(n, bool)
     out[node[changed]] = True
@@ -780,21 +832,19 @@ def _subtree_end_keys(npu: DumpGraph, keys: np.ndarray) -> np.ndarray:
     return end
 
 
-def _precision(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, is_out: np.ndarray, leaves: np.ndarray,
+def _precision(npu: DumpGraph, pairs: TensorPairs, texts: _PairTexts, is_out: np.ndarray, leaves: np.ndarray,
                keys: np.ndarray, first: int, output_error: np.ndarray) -> tuple[Precision, np.ndarray]:
     """The comparison's precision, and per npu node the index of its dtype pair in it (-1: none).
 
     A node's dtype pair is that of its coarsest compared float output (npu dtype, bench dtype).
     """
-    i, j = pairs.npu[is_out], pairs.bench[is_out]
-    node = npu.tensors.node[i]
-    npu_codes, npu_names = string_codes(npu.tensors.dtype)
-    bench_codes, bench_names = string_codes(bench.tensors.dtype)
+    node = npu.tensors.node[pairs.npu[is_out]]
+    npu_names, bench_names = texts.npu_dtypes, texts.bench_dtypes
     width = max(len(bench_names), 1)
     names = [(normalize_dtype(npu_names[c // width]), normalize_dtype(bench_names[c % width]))
              for c in range(len(npu_names) * len(bench_names))]  # none when a run holds no tensor
     unit = np.array([max(unit_roundoff(a), unit_roundoff(b)) for a, b in names] + [0.0])
-    combined = npu_codes[i] * width + bench_codes[j] if len(i) else np.zeros(0, np.int64)
+    combined = texts.npu_dtype[is_out] * width + texts.bench_dtype[is_out]
     floats = unit[combined] > 0
     order = np.lexsort((-unit[combined[floats]], node[floats]))  # per node, its coarsest pair first
     owners, picked = node[floats][order], combined[floats][order]

@@ -27,6 +27,8 @@ import mmap
 import os
 import struct
 import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,7 @@ from graphcmp.core.export.columns import decode_floats
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.outputs import atomic_path
 
-__all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "is_npz", "read_npz", "write_npz"]
+__all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "TextCodes", "is_npz", "read_npz", "write_npz"]
 
 DOCUMENT_MEMBER = "document.json"
 MIN_COLUMN = 64
@@ -47,6 +49,19 @@ _ALIGN = 64
 _MAGIC = b"PK\x03\x04"
 _PAD_ID = 0xD935  # a zip extra field that only pads (the id zipalign uses)
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+
+
+@dataclass(frozen=True, slots=True)
+class TextCodes:
+    """A column of texts already coded (`graphcmp.core.records.string_codes`): `codes` index `values`, the
+    distinct texts in order of first appearance. `write_npz` stores it exactly as the texts it stands for,
+    without coding them again."""
+
+    codes: np.ndarray
+    values: Sequence[str]
+
+    def texts(self) -> list[str]:
+        return np.array(self.values, object)[self.codes].tolist() if len(self.codes) else []
 
 
 def is_npz(path: str | os.PathLike[str]) -> bool:
@@ -86,17 +101,50 @@ class _Writer:
         self.names.add(name)
 
     def strings(self, name: str, values: tuple[str, ...] | list[str]) -> dict[str, Any]:
-        encoded = [v.encode() for v in values]
-        ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)) + 1) - 1
-        self.array(f"{name}.utf8", np.frombuffer(b"\0".join(encoded), np.uint8))
-        self.array(f"{name}.ends", ends)
+        text = "\0".join(values)
+        if text.isascii():  # a character is a byte: the lengths need no encoding
+            lengths = np.fromiter(map(len, values), np.int64, len(values))
+        else:
+            lengths = np.fromiter((len(v.encode()) for v in values), np.int64, len(values))
+        self.array(f"{name}.utf8", np.frombuffer(text.encode(), np.uint8))
+        self.array(f"{name}.ends", np.cumsum(lengths + 1) - 1)
         return {"$str": name, "n": len(values)}
 
     def categories(self, name: str, values: tuple[str, ...] | list[str], distinct: list[str]) -> dict[str, Any]:
-        table = {v: i for i, v in enumerate(distinct)}
-        self.array(f"{name}.codes", np.fromiter(map(table.__getitem__, values), np.int32, len(values)))
+        if len(distinct) == 1:
+            codes = np.zeros(len(values), np.int32)
+        else:
+            table = {v: k for k, v in enumerate(distinct)}
+            codes = np.fromiter(map(table.__getitem__, values), np.int32, len(values))
+        return self.coded(name, codes, distinct)
+
+    def coded(self, name: str, codes: np.ndarray, distinct: list[str]) -> dict[str, Any]:
+        self.array(f"{name}.codes", codes.astype(np.int32, copy=False))
         self.strings(f"{name}.values", distinct)
-        return {"$cat": name, "n": len(values), "k": len(distinct)}
+        return {"$cat": name, "n": len(codes), "k": len(distinct)}
+
+    def text(self, name: str, values: tuple[str, ...] | list[str]) -> dict[str, Any] | None:
+        """`values` as a column of categories when they repeat, else of strings; None when one is not a str."""
+        distinct = _distinct(values)
+        if not distinct or set(map(type, distinct)) != {str}:
+            return None
+        if len(distinct) * 2 <= len(values):
+            return self.categories(name, values, distinct)
+        return self.strings(name, values)
+
+
+def _distinct(values: tuple[Any, ...] | list[Any]) -> list[Any]:
+    """The distinct values in order of first appearance; [] when one is unhashable.
+
+    A column of one value (the md5 or file column of a statistics dump) is recognised without a table.
+    """
+    first = values[0]
+    try:
+        if type(values[-1]) is str and values[-1] == first and values.count(first) == len(values):
+            return [first]
+        return list(dict.fromkeys(values))
+    except (TypeError, ValueError):  # something unhashable, or an array that compares element-wise
+        return []
 
 
 def _npy_header(values: np.ndarray) -> bytes:
@@ -124,20 +172,20 @@ def _split(value: Any, name: str, writer: _Writer) -> Any:
     if isinstance(value, np.ndarray):
         writer.array(name, value)
         return {"$npy": name}
+    if isinstance(value, TextCodes):  # categories as the texts would give them, else the texts themselves
+        n, k = len(value.codes), len(value.values)
+        if n >= MIN_COLUMN and k * 2 <= n and set(map(type, value.values)) == {str}:
+            return writer.coded(name, value.codes, list(value.values))
+        return _split(value.texts(), name, writer)
     if isinstance(value, dict):
         if value.keys() == {"values", "special"} and isinstance(value["values"], np.ndarray):
             value = {"values": decode_floats(value), "special": {}}  # a float column: npy holds inf and NaN
         return {k: _split(v, f"{name}.{k}" if name else str(k), writer) for k, v in value.items()}
     if isinstance(value, (tuple, list)):
         if len(value) >= MIN_COLUMN and type(value[0]) is str:
-            try:
-                distinct = dict.fromkeys(value)
-            except TypeError:  # something unhashable: an ordinary list
-                distinct = {}
-            if distinct and all(type(v) is str for v in distinct):
-                if len(distinct) * 2 <= len(value):
-                    return writer.categories(name, value, list(distinct))
-                return writer.strings(name, value)
+            column = writer.text(name, value)
+            if column is not None:
+                return column
         return [_split(v, f"{name}.{k}", writer) for k, v in enumerate(value)]
     return value
 

@@ -19,7 +19,7 @@ import numpy as np
 from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.jsonio import read_json
-from graphcmp.core.metrics import is_nonfinite
+from graphcmp.core.metrics import by_blocks, is_nonfinite
 from graphcmp.core.records import DumpGraph, Role, string_codes
 
 __all__ = [
@@ -63,14 +63,11 @@ STATUS_BITS = {
 def overflow_levels(graph: DumpGraph) -> np.ndarray:
     """`OverflowLevel` per node (0 none, 1 medium, 2 high, 3 critical); see the module docstring."""
     t = graph.tensors
-    bad = _bad_tensors(graph)
-    magnitude = np.where(t.present[:, :2], np.abs(t.stats[:, :2]), 0.0).max(axis=1, initial=0.0)
+    bad, magnitude = _tensor_overflow(graph)
     is_out = np.isin(t.role, (Role.OUTPUT, Role.PARAM_GRAD))
     n = len(graph)
-    out_bad = np.zeros(n, bool)
-    in_bad = np.zeros(n, bool)
-    np.logical_or.at(out_bad, t.node[is_out], bad[is_out])
-    np.logical_or.at(in_bad, t.node[~is_out], bad[~is_out])
+    out_bad = np.bincount(t.node[is_out & bad], minlength=n) > 0
+    in_bad = np.bincount(t.node[~is_out & bad], minlength=n) > 0
     out_mag = np.zeros(n)
     in_mag = np.zeros(n)
     finite_mag = np.where(np.isfinite(magnitude), magnitude, 0.0)
@@ -84,14 +81,20 @@ def overflow_levels(graph: DumpGraph) -> np.ndarray:
     return level
 
 
-def _bad_tensors(graph: DumpGraph) -> np.ndarray:
+def _tensor_overflow(graph: DumpGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Per tensor: True when a statistic is not finite or at its dtype's limit, and its magnitude (the larger
+    of |Max| and |Min|), computed in blocks of rows."""
     t = graph.tensors
-    nonfinite = is_nonfinite(t.stats, t.present)
     code, names = string_codes(t.dtype)
     limits = np.array([DTYPE_LIMITS.get(normalize_dtype(d), np.inf) for d in names] + [np.inf])[code]
+    return by_blocks(_overflow_rows, t.stats, t.present, limits)
+
+
+def _overflow_rows(stats: np.ndarray, present: np.ndarray, limits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    extent = np.where(present[:, :2], np.abs(stats[:, :2]), 0.0)
     with np.errstate(invalid="ignore"):
-        at_limit = (np.where(t.present[:, :2], np.abs(t.stats[:, :2]), 0.0) >= limits[:, None]).any(axis=1)
-    return nonfinite | at_limit
+        at_limit = (extent >= limits[:, None]).any(axis=1)
+    return is_nonfinite(stats, present) | at_limit, extent.max(axis=1, initial=0.0)
 
 
 def decode_overflow_status(status: int) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -26,12 +27,12 @@ from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, RuleNote
 from graphcmp.core.noise import Calibration, NodeRole, NoiseModel, Precision, noise_model
-from graphcmp.core.npzio import is_npz, read_npz, write_npz
+from graphcmp.core.npzio import TextCodes, is_npz, read_npz, write_npz
 from graphcmp.core.outcome import report_outcome
 from graphcmp.core.outputs import write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
 from graphcmp.core.pairing import TensorPairs
-from graphcmp.core.records import DumpGraph, EdgeTable, NodeKind
+from graphcmp.core.records import DumpGraph, EdgeTable, NodeKind, string_codes
 from graphcmp.core.rules import ERROR, NoiseRule, Status, Thresholds
 
 __all__ = [
@@ -126,6 +127,11 @@ class CompareReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (numpy arrays inside) ready for `orjson` with OPT_SERIALIZE_NUMPY."""
+        return self._document(encode_floats)
+
+    def _document(self, floats: Callable[[np.ndarray], dict[str, Any]]) -> dict[str, Any]:
+        """`to_dict` with the report's own float columns written by `floats` (`encode_floats`, or
+        `_npz_floats` for the npz container, which holds inf and NaN itself)."""
         v = self.verdicts
         return {
             "format": REPORT_FORMAT,
@@ -138,19 +144,20 @@ class CompareReport:
             "enums": {**ENUMS, "status": {name: code for code, name in STATUS_NAMES.items()}},
             "summary": self.summary(),
             "analysis": sanitize_floats(self.analysis().to_dict()),
-            "noise": _noise_to_dict(self.noise),
+            "noise": _noise_to_dict(self.noise, floats),
             "overflow": self.overflow_levels(),
             "flows": _flows_to_dict(self),
             "npu": graph_to_dict(self.npu),
             "bench": graph_to_dict(self.bench),
             "matches": _matches_to_dict(self.matches),
-            "pairs": {"npu": self.pairs.npu, "bench": self.pairs.bench, "metrics": _metrics_to_dict(self.pairs)},
+            "pairs": {"npu": self.pairs.npu, "bench": self.pairs.bench,
+                      "metrics": _metrics_to_dict(self.pairs, floats)},
             "verdicts": {
-                "status": v.status, "severity": encode_floats(v.severity),
-                "input_severity": encode_floats(v.input_severity), "inputs_identical": v.inputs_identical,
-                "reason": v.reason, "worst": v.worst, "worst_severity": encode_floats(v.worst_severity),
+                "status": v.status, "severity": floats(v.severity),
+                "input_severity": floats(v.input_severity), "inputs_identical": v.inputs_identical,
+                "reason": v.reason, "worst": v.worst, "worst_severity": floats(v.worst_severity),
                 "unmatched_below": v.unmatched_below, "pair_level": v.pair_level,
-                "pair_severity": encode_floats(v.pair_severity),
+                "pair_severity": floats(v.pair_severity),
             },
         }
 
@@ -215,7 +222,7 @@ _NOISE_NODE_FLOATS = ("margin", "fresh_margin", "output_error", "input_error", "
                       "argument_error", "reduction", "growth_limit")
 
 
-def _noise_to_dict(noise: NoiseModel) -> dict[str, Any]:
+def _noise_to_dict(noise: NoiseModel, floats: Callable[[np.ndarray], dict[str, Any]]) -> dict[str, Any]:
     """The noise model: summary, per npu node its role, margins and errors, per pair its error (so loading
     a report needs no recomputation)."""
     return {
@@ -223,11 +230,11 @@ def _noise_to_dict(noise: NoiseModel) -> dict[str, Any]:
         "first_origin": noise.first_origin,
         "role": noise.role,
         "dtype_pair": noise.dtype_pair,
-        **{name: encode_floats(getattr(noise, name)) for name in _NOISE_NODE_FLOATS},
+        **{name: floats(getattr(noise, name)) for name in _NOISE_NODE_FLOATS},
         "shape_changed": noise.shape_changed,
         "leaves": noise.leaves,
         "origins": noise.origin_rows,
-        "pair_error": encode_floats(noise.pair_error),
+        "pair_error": floats(noise.pair_error),
         "fresh_pair": noise.fresh_pair,
         "producer": noise.producer,
     }
@@ -313,8 +320,16 @@ def graph_summary(graph: DumpGraph) -> dict[str, Any]:
     }
 
 
-def _metrics_to_dict(pairs: TensorPairs) -> dict[str, Any]:
-    return {name: encode_floats(col) if col.dtype.kind == "f" else col for name, col in pairs.metrics.items()}
+def _metrics_to_dict(pairs: TensorPairs, floats: Callable[[np.ndarray], dict[str, Any]]) -> dict[str, Any]:
+    return {name: floats(col) if col.dtype.kind == "f" else col for name, col in pairs.metrics.items()}
+
+
+def _npz_floats(values: np.ndarray) -> dict[str, Any]:
+    """A float column for the npz container: `encode_floats`'s shape with the values themselves in float64 (inf
+    and NaN included, every NaN the one `decode_floats` restores), so no special indices are listed and undone."""
+    values = np.asarray(values, np.float64)
+    nan = np.isnan(values)
+    return {"values": np.where(nan, np.nan, values) if nan.any() else values, "special": {}}
 
 
 def _matches_to_dict(m: MatchTable) -> dict[str, Any]:
@@ -437,7 +452,18 @@ def save_report(report: CompareReport, path: str | os.PathLike[str], *, format: 
     `format` ``"json"`` writes the annotated JSON document, ``"npz"`` the columnar container
     (docs/format.md); by default a ``.json`` name gets JSON and any other name npz.
     """
-    _write_document(path, report.to_dict(), format)
+    npz = format == "npz" or (format is None and not is_json_path(path))
+    _write_document(path, _npz_document(report) if npz else report.to_dict(), format)
+
+
+def _npz_document(report: CompareReport) -> dict[str, Any]:
+    """`CompareReport.to_dict` for the npz container: float columns as they are (`_npz_floats`), and the tensors'
+    dtype and shape texts by the codes the comparison already made of them (`string_codes` keeps them)."""
+    doc = report._document(_npz_floats)
+    for side, graph in (("npu", report.npu), ("bench", report.bench)):
+        for column in ("dtype", "shape"):
+            doc[side]["tensors"][column] = TextCodes(*string_codes(getattr(graph.tensors, column)))
+    return doc
 
 
 def save_graph(graph: DumpGraph, path: str | os.PathLike[str], tool_version: str, *,

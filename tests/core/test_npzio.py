@@ -78,6 +78,20 @@ def test_string_columns_keep_any_text(tmp_path):
     assert "rep.codes.npy" in names and "ids.utf8.npy" in names  # few values: codes; unique ids: text
 
 
+def test_text_columns_of_one_value_unique_non_ascii_and_mixed_items(tmp_path):
+    empty = ("",) * 100  # the md5 column of a statistics dump: one value
+    unique = tuple(f"层.{i}\0é" for i in range(100))  # unique, non-ASCII, a NUL inside each: the offsets decide
+    mixed = ["a"] * 99 + [1]  # not all text: stays an ordinary list
+    write_npz(tmp_path / "t.npz", {"empty": empty, "unique": unique, "mixed": mixed})
+    back = read_npz(tmp_path / "t.npz")
+    assert back["empty"] == list(empty) and back["unique"] == list(unique) and back["mixed"] == mixed
+    with zipfile.ZipFile(tmp_path / "t.npz") as zf:
+        codes = np.load(zf.open("empty.codes.npy"))
+        ends = np.load(zf.open("unique.ends.npy"))
+    assert codes.dtype == np.int32 and not codes.any()
+    assert ends[0] == len("层.0\0é".encode()) and ends[-1] == sum(len(u.encode()) + 1 for u in unique) - 1
+
+
 def _rewrite(src, dst, change_doc=None, drop=(), replace=None):
     """Copy a container, changing its document or members."""
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
@@ -155,3 +169,38 @@ def test_requires_grad_is_kept_and_older_files_load_without_it(saved, tmp_path):
     back = load_report(old)
     assert back.npu.tensors.requires_grad.tolist() == [-1] * len(grad)
     np.testing.assert_array_equal(back.bench.tensors.requires_grad, report.bench.tensors.requires_grad)
+
+
+def test_npz_float_columns_are_the_decoded_json_columns_bit_for_bit(saved, tmp_path):
+    """save_report writes the report's float columns to npz as they are, not through encode/decode; the
+    bytes are those the encoded columns decode to (every NaN the one NaN, float32 widened, -0.0 kept)."""
+    from graphcmp.core.export.columns import decode_floats, encode_floats
+    from graphcmp.core.report import _npz_floats
+
+    negative_nan = np.frombuffer(np.uint64(0xFFF8000000000001).tobytes(), np.float64)[0]
+    for column in (np.array([1.5, -0.0, np.inf, -np.inf, negative_nan, np.nan]),
+                   np.array([[np.nan, 2.0], [3.0, -np.inf]], np.float32), np.zeros(0)):
+        stored = write_npz(tmp_path / "f.npz", {"c": _npz_floats(column)}) or read_npz(tmp_path / "f.npz")["c"]
+        expected = decode_floats(encode_floats(column))
+        assert stored["values"].tobytes() == expected.tobytes() and stored["values"].shape == expected.shape
+    report, npz, _ = saved
+    with zipfile.ZipFile(npz) as zf:
+        severity = np.load(zf.open("verdicts.severity.values.npy"))
+    assert severity.tobytes() == decode_floats(encode_floats(report.verdicts.severity)).tobytes()
+
+
+@pytest.mark.parametrize("texts", [
+    ("torch.float32", "torch.bfloat16") * 50,  # few values: categories
+    tuple(f"[{i}, 4]" for i in range(100)),  # distinct: a text column
+    ("[2]", "scalar", ""),  # short: stays in document.json
+], ids=["categories", "texts", "short"])
+def test_coded_texts_are_stored_as_the_texts_themselves(tmp_path, texts):
+    from graphcmp.core.npzio import TextCodes
+    from graphcmp.core.records import string_codes
+
+    write_npz(tmp_path / "texts.npz", {"c": texts})
+    write_npz(tmp_path / "coded.npz", {"c": TextCodes(*string_codes(texts))})
+    with zipfile.ZipFile(tmp_path / "texts.npz") as a, zipfile.ZipFile(tmp_path / "coded.npz") as b:
+        assert a.namelist() == b.namelist()
+        assert all(a.read(name) == b.read(name) for name in a.namelist())
+    assert read_npz(tmp_path / "coded.npz")["c"] == list(texts)
