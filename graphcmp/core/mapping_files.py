@@ -213,6 +213,9 @@ def _parse_yaml(text: str, source: str) -> Any:
         mark = getattr(err, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        if "nesting depth" in problem:  # libyaml (PyYAML >= 6.0.4) stops at 1,000 levels itself
+            raise MappingError(f"{source}{line}: nested too deeply for a mapping file (more than {_MAX_DEPTH} "
+                               "levels)") from err
         raise MappingError(f"{source}{line}: not valid YAML ({problem})") from err
     return None if node is None else _from_yaml(node, source, set(), 0)
 
