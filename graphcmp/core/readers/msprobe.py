@@ -37,7 +37,7 @@ from graphcmp.core.readers.msprobe_leaves import (
     typed_records,
 )
 from graphcmp.core.readers.naming import parse_node_id, parse_node_ids
-from graphcmp.core.records import DumpGraph, NodeKind, RunInfo
+from graphcmp.core.records import DumpGraph, NodeKind, RunInfo, ids_to_rows
 
 __all__ = ["parse_msprobe", "read_msprobe", "sniff"]
 
@@ -321,7 +321,7 @@ def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[li
     if data.keys() <= construct.keys():
         return ids, list(map(float, range(len(ids))))  # every node is in construct.json: already in order
     dump_ids = list(data)
-    known = np.fromiter(map(dict(zip(ids, range(len(ids)))).get, dump_ids, repeat(-1)), np.int64, len(dump_ids))
+    known = np.fromiter(map(ids_to_rows(ids).get, dump_ids, repeat(-1)), np.int64, len(dump_ids))
     rows = np.arange(len(dump_ids))
     last_known = np.maximum.accumulate(np.where(known < 0, -1, rows))  # the dump predecessor's row
     previous = np.where(last_known >= 0, known[np.maximum(last_known, 0)], -1).astype(np.float64)
