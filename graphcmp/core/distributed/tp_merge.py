@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from graphcmp.core.dataflow import fingerprints
 from graphcmp.core.distributed.topology import TP_REDUCE, LayoutError, comm_records
 from graphcmp.core.hierarchy import depths, subtree_rows
-from graphcmp.core.records import NodeKind, Role, TensorTable, string_codes
+from graphcmp.core.records import NodeKind, Role, TensorTable
 from graphcmp.core.shards import PARTIAL, REPLICATED, SINGLE, SPLIT, ShardTable, combine_split, shape_text
 from graphcmp.core.tensorcmp import tensor_file
 
@@ -178,12 +179,9 @@ def _equal_across(graphs: list[DumpGraph], pos: list[np.ndarray], stats: np.ndar
 
 
 def _fingerprints(t: TensorTable) -> np.ndarray:
-    """Equal ids for tensors with equal dtype and statistics; -1 for values, scalars and constant tensors."""
-    codes = string_codes(t.dtype)[0].astype(np.float64)
-    stats = np.where(t.present, t.stats, 0.0) + 0.0
-    record = np.ascontiguousarray(np.concatenate([stats, codes[:, None]], axis=1))
-    view = record.view(np.dtype((np.void, record.dtype.itemsize * record.shape[1]))).reshape(-1)
-    fp = np.unique(view, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    """Equal ids for tensors with equal dtype and statistics (`dataflow.fingerprints`); -1 for values, scalars and
+    constant tensors."""
+    fp = fingerprints(t).astype(np.int64)
     constant = ~t.present[:, 0] | ~t.present[:, 1] | (t.stats[:, 0] == t.stats[:, 1])
     fp[constant | ~t.has_shape()] = -1
     return fp
