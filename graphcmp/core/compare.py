@@ -252,8 +252,5 @@ def apply_manual_matches(
     if matchers is None:
         matchers = matchers_from_specs([m for m in report.options.matchers if m.split("=", 1)[0] != "manual"])
     tensors = tensor_metrics_for(report.npu, report.bench) if report.options.tensor_metrics else None
-    again = compare_graphs(report.npu, report.bench, matchers=[ManualMatcher(manual, source=source), *matchers],
-                           thresholds=report.thresholds, tensor_metrics=tensors)
-    if "flows" in report._cache:  # data-flow edges depend on the runs only: keep those already recovered
-        again._cache["flows"] = report._cache["flows"]
-    return again
+    return compare_graphs(report.npu, report.bench, matchers=[ManualMatcher(manual, source=source), *matchers],
+                          thresholds=report.thresholds, tensor_metrics=tensors)

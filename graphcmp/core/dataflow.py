@@ -27,6 +27,7 @@ __all__ = [
     "flow_edges",
     "folded_sources",
     "forward_twins",
+    "keep_flow_edges",
     "latest_producers",
 ]
 
@@ -59,6 +60,16 @@ def fingerprints(tensors: TensorTable) -> np.ndarray:
     return np.unique(mixed, return_inverse=True)[1].reshape(-1)
 
 
+def _fingerprints_of(graph: DumpGraph) -> np.ndarray:
+    """`fingerprints` of a run's tensors, computed once per run (the noise model and the data-flow edges both ask)."""
+    return graph.memo("fingerprints", lambda: _read_only(fingerprints(graph.tensors)))
+
+
+def _read_only(values: np.ndarray) -> np.ndarray:
+    values.flags.writeable = False
+    return values
+
+
 def earliest_producers(graph: DumpGraph, keys: np.ndarray) -> np.ndarray:
     """Per tensor row, the node row of the earliest call with an output of the same fingerprint (-1: none).
 
@@ -66,7 +77,7 @@ def earliest_producers(graph: DumpGraph, keys: np.ndarray) -> np.ndarray:
     statistics but not the shape. `keys` orders the calls (`hierarchy.execution_keys`).
     """
     t = graph.tensors
-    fingerprint = fingerprints(t)
+    fingerprint = _fingerprints_of(graph)
     outputs = np.flatnonzero((t.role == Role.OUTPUT) & t.has_shape())
     made = t.node[outputs]
     order = np.lexsort((made, keys[made]))  # earliest call first (execution key, then row)
@@ -155,7 +166,7 @@ def latest_producers(graph: DumpGraph, keys: np.ndarray, calls: np.ndarray,
     out = np.full(len(t), -1, np.int64)
     if not len(t):
         return out
-    fingerprint = fingerprints(t).astype(np.int64)
+    fingerprint = _fingerprints_of(graph).astype(np.int64)
     rank = np.unique(keys, return_inverse=True)[1].reshape(-1).astype(np.int64)
     span = int(rank.max(initial=0)) + 1
     outputs = np.flatnonzero((t.role == Role.OUTPUT) & t.has_shape() & calls[t.node])
@@ -194,6 +205,15 @@ def flow_edges(graph: DumpGraph) -> EdgeTable:
     """
     if len(graph.edges):
         return graph.edges
+    return graph.memo("flows", lambda: _recovered_edges(graph))
+
+
+def keep_flow_edges(graph: DumpGraph, edges: EdgeTable) -> None:
+    """Make `edges` (read back from a result file) what `flow_edges` gives for `graph`, instead of recovering them."""
+    graph.memo("flows", lambda: edges)
+
+
+def _recovered_edges(graph: DumpGraph) -> EdgeTable:
     if not len(graph.tensors):
         return EdgeTable.empty()
     parent = graph.nodes.parent

@@ -10,7 +10,7 @@ compares values.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from itertools import repeat
@@ -316,12 +316,17 @@ class DumpGraph:
             self._rows.update(ids_to_rows(self.nodes.ids))  # one C call: no thread sees half of it
         return self._rows
 
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """What `compute` derives from this run, computed once and kept with it (its tree, recovered data-flow
+        edges, tensor fingerprints); the first value given for `key` stays."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
     @property
     def tree(self) -> nx.DiGraph:
         """The hierarchy as a networkx tree over node ids."""
-        if "tree" not in self._cache:
-            self._cache["tree"] = _tree(self.nodes)
-        return self._cache["tree"]  # type: ignore[return-value]
+        return self.memo("tree", lambda: _tree(self.nodes))
 
     def __len__(self) -> int:
         return len(self.nodes)

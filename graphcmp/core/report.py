@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from graphcmp.core.dataflow import flow_edges
+from graphcmp.core.dataflow import flow_edges, keep_flow_edges
 from graphcmp.core.divergence import Analysis, analyze
 from graphcmp.core.errors import DumpFormatError, InternalError
 from graphcmp.core.export.columns import encode_floats
@@ -97,11 +97,9 @@ class CompareReport:
         return self._cache["overflow"]
 
     def flow_edges(self) -> dict[str, EdgeTable]:
-        """Per side (``npu``, ``bench``), the data-flow edges a drawing shows (`dataflow.flow_edges`; stored in a
-        result file, computed once otherwise)."""
-        if "flows" not in self._cache:
-            self._cache["flows"] = {"npu": flow_edges(self.npu), "bench": flow_edges(self.bench)}
-        return self._cache["flows"]
+        """Per side (``npu``, ``bench``), the data-flow edges a drawing shows (`dataflow.flow_edges`: kept with
+        each run, read from a result file or recovered once)."""
+        return {"npu": flow_edges(self.npu), "bench": flow_edges(self.bench)}
 
     def verdict(self, node_id: str) -> Verdict:
         """The verdict of one npu node."""
@@ -178,6 +176,7 @@ class CompareReport:
         try:  # every read below goes through `Fields`, which raises DumpFormatError for bad input
             npu = graph_from_dict(f.value("npu"), source, "npu")
             bench = graph_from_dict(f.value("bench"), source, "bench")
+            _keep_stored_flows(f, npu, bench)
             matches = _matches_from(f.child("matches"), len(npu), len(bench))
             pairs = _pairs_from(f.child("pairs"), len(npu.tensors), len(bench.tensors))
             thresholds = _thresholds_from(f.child("thresholds"))
@@ -189,7 +188,7 @@ class CompareReport:
             return cls(npu=npu, bench=bench, matches=matches, pairs=pairs,
                        verdicts=_verdicts_from(f.child("verdicts"), len(npu), len(pairs)), thresholds=thresholds,
                        options=_options_from(f.child("options")), tool_version=f.child("tool").value("version", str),
-                       noise=noise, _cache={"overflow": overflow, **_flows_from(f, npu, bench)})
+                       noise=noise, _cache={"overflow": overflow})
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
             raise InternalError(f"{source}: a report that passed graphcmp's checks could not be rebuilt ({err!r}); "
                                 "this is a graphcmp bug: please report it with the traceback above") from err
@@ -201,21 +200,17 @@ def _flows_to_dict(report: CompareReport) -> dict[str, Any]:
     return {side: {"src": e.src, "dst": e.dst} for side, e in report.flow_edges().items() if not own[side]}
 
 
-def _flows_from(f: Fields, npu: DumpGraph, bench: DumpGraph) -> dict[str, Any]:
-    """``{"flows": ...}`` for the report's cache when the file holds every side's recovered edges, else ``{}``
-    (a file written before they were stored: `CompareReport.flow_edges` computes them)."""
-    flows = {}
+def _keep_stored_flows(f: Fields, npu: DumpGraph, bench: DumpGraph) -> None:
+    """The recovered data-flow edges a result holds become its runs' (`dataflow.keep_flow_edges`); a file written
+    before they were stored has none, and `dataflow.flow_edges` recovers them on first use."""
+    if not f.has("flows"):
+        return
     for side, graph in (("npu", npu), ("bench", bench)):
-        if len(graph.edges):
-            flows[side] = graph.edges
-        elif f.has("flows") and f.child("flows").has(side):
+        if not len(graph.edges) and f.child("flows").has(side):
             g = f.child("flows").child(side)
             src = g.rows("src", None, len(graph), none=False)
-            flows[side] = EdgeTable(src=src, dst=g.rows("dst", len(src), len(graph), none=False),
-                                    control=np.zeros(len(src), bool))
-        else:
-            return {}
-    return {"flows": flows}
+            keep_flow_edges(graph, EdgeTable(src=src, dst=g.rows("dst", len(src), len(graph), none=False),
+                                             control=np.zeros(len(src), bool)))
 
 
 _NOISE_NODE_FLOATS = ("margin", "fresh_margin", "output_error", "input_error", "unit", "fresh_error",

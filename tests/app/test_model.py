@@ -69,7 +69,7 @@ def test_single_run_model(sample_report):
 
 def test_a_result_file_gives_the_viewer_its_data_flow_edges(perturb_pair, tmp_path, monkeypatch):
     """The edges stored in a result are drawn as they are: opening it recovers no data flow again."""
-    import graphcmp.core.report as report_module
+    import graphcmp.core.dataflow as dataflow_module
     from graphcmp.core.dataflow import flow_edges
     from graphcmp.core.report import load_report, save_report
 
@@ -79,7 +79,7 @@ def test_a_result_file_gives_the_viewer_its_data_flow_edges(perturb_pair, tmp_pa
     def recomputed(graph):
         raise AssertionError("data-flow edges recovered again although the result holds them")
 
-    monkeypatch.setattr(report_module, "flow_edges", recomputed)
+    monkeypatch.setattr(dataflow_module, "_recovered_edges", recomputed)
     model = ViewModel(load_report(tmp_path / "cmp.npz"))
     for side in model.sides:
         expected = flow_edges(report.npu if side == "npu" else report.bench)
