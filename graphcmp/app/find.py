@@ -16,9 +16,9 @@ pattern gets a one-line message, as a malformed one does. Matching is case-insen
 All ids of a side are searched in one pass (`IdText`): joined by newlines, with the byte offset of
 each, a pattern in multi-line mode (``^``/``$`` per id) that never matches a newline, each hit mapped
 back to its id by the offsets, and the search going on at the next id. A literal text (letters,
-digits, escaped punctuation such as ``\.``, optionally anchored by ``^``/``$``) is found by Python's
-``re`` on the lower-cased ids instead: a literal cannot backtrack (``re`` scans for it in linear
-time), and ``re`` steps from hit to hit faster than RE2's bindings. A pattern about the whole text
+digits, escaped punctuation such as ``\.``, optionally anchored by ``^``/``$``) is looked for in the
+lower-cased ids without a regex engine (`Literal`): ``bytes.find`` for a rare text, Python's ``re`` for a
+common one (it steps from hit to hit faster than RE2's bindings); neither can backtrack. A pattern about the whole text
 (``\A``, ``\z``, turning multi-line mode off) and ids holding a newline are searched id by id.
 
 Linear is not always short: ``.{1000}`` thirty times is a program of some 100,000 states that RE2 runs
@@ -52,6 +52,7 @@ _STATUS = {"error": ERROR, "warning": WARNING, "pass": PASS, "skip": SKIP, "unma
 _LITERAL = re.compile(r"(?P<start>\^?)(?P<text>(?:[^\\.^$*+?{}\[\]|()\n\r]|\\[^0-9A-Za-z\n\r])*)(?P<end>\$?)")
 _WHOLE_TEXT = re.compile(r"\\[AZz]|\(\?[a-zA-Z]*-[a-zA-Z]*m")  # \A, \Z, \z, (?-m ...): not per line
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_FIND_LOOP_HITS_PER_BYTE = 1e-3  # a literal search steps hit by hit with bytes.find below this, else with re
 
 
 class SearchError(GraphcmpError):
@@ -70,8 +71,8 @@ class SearchPattern:
         RE2, case-insensitive, multi-line and never matching a newline: for ids joined by newlines.
     single : re2._Regexp
         RE2, case-insensitive: for one id at a time.
-    literal : re.Pattern[bytes] | None
-        For a literal text: ``re`` over lower-cased ASCII ids, multi-line; None otherwise.
+    literal : Literal | None
+        For a literal text: what to find in the lower-cased ASCII ids; None otherwise.
     whole : bool
         True when the pattern must see one id at a time (``\\A``, ``\\z``, multi-line mode turned off).
     """
@@ -79,8 +80,53 @@ class SearchPattern:
     query: str
     lines: Any  # re2's compiled pattern (its class is private)
     single: Any
-    literal: re.Pattern[bytes] | None
+    literal: Literal | None
     whole: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """A literal search text, lower-cased ASCII, and whether it is anchored at an id's start (``^``) or end (``$``)."""
+
+    text: bytes
+    start: bool
+    end: bool
+
+    def hits(self, text: bytes) -> list[int]:
+        """A position in each id that matches, ascending, for ids joined by newlines in `text` (an id may give
+        more than one).
+
+        An anchor is a newline in the needle, so the first and the last id, which lack one, are looked at apart.
+        """
+        needle = b"\n" * self.start + self.text + b"\n" * self.end
+        first_end = text.find(b"\n")
+        last_start = text.rfind(b"\n") + 1  # 0: one id only
+        at = [0] if self.matches(text[: first_end if first_end >= 0 else len(text)]) else []
+        if last_start:
+            at += self._between(text, needle, first_end, last_start)
+            if self.matches(text[last_start:]):
+                at.append(last_start)
+        return at
+
+    def _between(self, text: bytes, needle: bytes, start: int, stop: int) -> list[int]:
+        """Hits of `needle` in ``text[start:stop]``. ``bytes.find`` skips to a rare needle several times faster
+        than ``re`` scans, but then costs about a microsecond of Python per hit where ``re`` costs a nanosecond
+        per byte: the loop while hits are rarer than `_FIND_LOOP_HITS_PER_BYTE`."""
+        if text.count(needle, start, stop) > _FIND_LOOP_HITS_PER_BYTE * (stop - start):
+            found = re.compile(re.escape(needle[: len(needle) - self.end]) + b"(?=\n)" * self.end)
+            return [m.start() + self.start for m in found.finditer(text, start, stop)]
+        at: list[int] = []
+        pos = start
+        while (found := text.find(needle, pos, stop)) >= 0:
+            at.append(found + self.start)
+            pos = text.find(b"\n", found + self.start)  # the end of the hit's id: the search goes on at the next
+        return at
+
+    def matches(self, node_id: bytes) -> bool:
+        """True when the lower-cased `node_id` holds the text where the anchors say."""
+        if self.start:
+            return node_id == self.text if self.end else node_id.startswith(self.text)
+        return node_id.endswith(self.text) if self.end else self.text in node_id
 
 
 def compile_search(query: str) -> SearchPattern:
@@ -93,8 +139,8 @@ def compile_search(query: str) -> SearchPattern:
 
     Examples
     --------
-    >>> compile_search(r"layers\.1\.").literal.pattern
-    b'(?m)layers\\.1\\.'
+    >>> compile_search(r"Layers\.1\.").literal
+    Literal(text=b'layers.1.', start=False, end=False)
     >>> compile_search(r"(.|.)*!").literal is None
     True
     >>> try:
@@ -128,13 +174,13 @@ def _rewrite_python_only(query: str) -> str:
     return re.sub(r"\\(.)", lambda m: r"\z" if m.group(1) == "Z" else m.group(0), query, flags=re.DOTALL)
 
 
-def _literal(query: str) -> re.Pattern[bytes] | None:
-    """``re`` for a literal `query` over lower-cased ASCII ids; None when `query` is more than a literal."""
+def _literal(query: str) -> Literal | None:
+    """A literal `query` to find in lower-cased ASCII ids; None when `query` is more than a non-empty literal."""
     parts = _LITERAL.fullmatch(query)
-    if parts is None or not query.isascii():
+    if parts is None or not query.isascii() or not parts["text"]:
         return None
     text = _ESCAPE.sub(r"\1", parts["text"]).lower()
-    return re.compile(f"(?m){parts['start']}{re.escape(text)}{parts['end']}".encode())
+    return Literal(text.encode(), bool(parts["start"]), bool(parts["end"]))
 
 
 def find_hits(model: ViewModel, query: str, filters: tuple[str, ...], micro: int | None) -> tuple[tuple[str, int], ...]:
@@ -201,7 +247,7 @@ class IdText:
 
     def prepare(self) -> None:
         """Build the text now (a viewer does it at start-up, so the first search does not wait for it)."""
-        _ = self._text
+        _ = self._one_line_each
 
     @cached_property
     def _text(self) -> tuple[bytes, np.ndarray, bool]:
@@ -237,7 +283,7 @@ class IdText:
         if pattern.whole or not self._one_line_each:
             return self._one_by_one(pattern, deadline)
         if pattern.literal is not None and lowered:
-            at = [m.start() for m in pattern.literal.finditer(text)]
+            at = pattern.literal.hits(text)
         else:
             at = self._each_line(pattern, text, deadline)
         rows = np.searchsorted(starts, np.array(at, np.int64), side="right") - 1  # ascending: matches come in order

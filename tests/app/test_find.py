@@ -150,3 +150,24 @@ def test_matching_in_chunks_of_a_few_ids_changes_nothing(sample_model, monkeypat
     assert IdText(ids).matching(compile_search(query)).tolist() == whole
     single = compile_search(query).single
     assert whole == [r for r, i in enumerate(ids) if single.search(i)]
+
+
+# every literal text of one to three characters over a small alphabet, anchored four ways, against ids where
+# hits overlap, repeat within an id, sit at the very start and end of the joined text, or the id is empty
+_SHORT_IDS = ("a.1", "", "aa", "aa", "1.a.a", "b", "a", "ab.1a", "1", "a.1")
+
+
+@pytest.mark.parametrize("hits_per_byte", [0.0, float("inf")])  # every search by re / by bytes.find
+@pytest.mark.parametrize("anchors", [("", ""), ("^", ""), ("", "$"), ("^", "$")])
+def test_literal_search_equals_a_regex_id_by_id(anchors, hits_per_byte, monkeypatch):
+    import itertools
+
+    monkeypatch.setattr(find, "_FIND_LOOP_HITS_PER_BYTE", hits_per_byte)
+    texts = ["".join(t) for n in (1, 2, 3) for t in itertools.product("a1.", repeat=n)]
+    for ids in (_SHORT_IDS, _SHORT_IDS[1:-1], ("a.1",), ("",)):
+        for text in texts:
+            query = anchors[0] + re.escape(text) + anchors[1]
+            pattern = compile_search(query)
+            assert pattern.literal is not None
+            expected = [r for r, i in enumerate(ids) if re.search(query, i, re.I)]
+            assert IdText(ids).matching(pattern).tolist() == expected, (ids, query)
