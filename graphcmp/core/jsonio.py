@@ -272,13 +272,16 @@ class MemberChunks:
         (msprobe's): every member starts the line with the object's indent (the first count, cheaper, sees
         the members whose object opens a line of the next indent: all of them but empty ones). Otherwise
         the keys that open an object are counted in the text and in `parsed` written back compactly: a
-        repeated member adds its own (whitespace other than a space after the colon counts as a surplus)."""
+        repeated member adds its own (whitespace other than a space after the colon counts as a surplus). Compact
+        JSON is first checked by length alone (`_members_fill`), which is several times cheaper."""
         cuts = self._cuts
         if cuts is not None and cuts.pad is not None:
             indent = len(cuts.pad) - 1
             if indent and text.count(b'": {\n' + b" " * (indent + indent // 2) + b'"') == len(parsed):
                 return False
             return text.count(cuts.pad + b'"') != len(parsed)
+        if _members_fill(text, len(parsed)):
+            return False
         written = text.count(b'":{') + text.count(b'": {')
         return written != _ENCODER.encode(parsed).count(b'":{')
 
@@ -342,6 +345,23 @@ class MemberChunks:
 
 
 _ENCODER = msgspec.json.Encoder()
+_RAW_MEMBERS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def _members_fill(text: bytes, count: int) -> bool:
+    """True when `count` members with plain keys fill the object `text` byte for byte, written compactly
+    (``{"k":v,"k2":v2}``): a parser kept every member, none was dropped as a repeat. False when that is not
+    known (whitespace between members, escaped or unusual keys)."""
+    try:
+        members = _RAW_MEMBERS.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    keys = "".join(members)
+    if len(members) != count or not count or not (keys.isascii() and keys.isprintable()) or '"' in keys or (
+            "\\" in keys) or "/" in keys:
+        return False  # a key such characters could be written escaped: its length in the text is unknown
+    members_bytes = len(keys) + 4 * count - 1 + sum(map(len, members.values()))  # '"k":v' each, commas between
+    return members_bytes + 2 == len(text)
 
 
 class _Cuts:

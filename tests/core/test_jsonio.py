@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from graphcmp.core.jsonio import LayoutMismatch, MemberChunks, load_json
+from graphcmp.core.jsonio import LayoutMismatch, MemberChunks, _members_fill, load_json
 from tests.conftest import DATA
 
 OVERFLOW = DATA / "msprobe_overflow_tokens" / "npu" / "dump.json"
@@ -136,3 +136,11 @@ def test_an_integer_too_long_to_read_is_a_format_error():
     with pytest.raises(DumpFormatError, match=r"x\.json: not readable JSON"):
         load_json(b"[" + b"9" * 5000 + b"]", "x.json")
     assert load_json(b'{"n": 1' + b"0" * 400 + b"}", "x.json").value["n"] == 10**400
+
+
+def test_compact_members_are_accounted_for_by_length():
+    compact = b'{"a.0":{"x":[1, 2]},"b.1":{},"c.2":{"y":"a b"}}'
+    assert _members_fill(compact, 3)  # the cheap check settles it: no member repeats
+    assert not _members_fill(b'{"a.0":{},"b.1":{"x":1},"a.0":{"x":1}}', 2)  # the repeat leaves text unaccounted
+    assert not _members_fill(compact.replace(b'},"', b'}, "'), 3)  # whitespace between members: not known
+    assert not _members_fill(b'{"a\\/0":{}}', 1) and not _members_fill(b'{"a\\u00e9":{}}', 1)  # escaped keys

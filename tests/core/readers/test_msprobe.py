@@ -353,6 +353,26 @@ def test_node_id_repeated_in_two_chunks_is_an_error(tmp_path, perturb_pair):
             read_msprobe(run, chunk_bytes=chunk_bytes)
 
 
+@pytest.mark.parametrize("separators", [(",", ":"), (", ", ": ")])
+def test_node_id_repeated_in_compact_json_is_an_error(tmp_path, perturb_pair, separators):
+    run = tmp_path / "run"
+    shutil.copytree(perturb_pair[0], run)
+    dump = json.loads((run / "dump.json").read_text())
+    (run / "dump.json").write_text(json.dumps(dump, separators=separators))
+    for chunk_bytes in (512, CHUNK_BYTES):  # every id once: reads as msprobe's own layout does
+        _same_graph(read_msprobe(run, chunk_bytes=chunk_bytes), read_msprobe(run, chunk_bytes=None))
+    records = list(dump["data"].items())
+    first = records[0][0]
+    for where in (1, len(records) // 2, len(records)):  # next to it, in the middle, last
+        text = json.dumps({**dump, "data": {}}, separators=separators)[:-2]
+        members = [json.dumps({k: v}, separators=separators)[1:-1] for k, v in records]
+        members.insert(where, json.dumps({first: records[-1][1]}, separators=separators)[1:-1])
+        (run / "dump.json").write_text(text + separators[0].join(members) + "}}")
+        for chunk_bytes in (512, CHUNK_BYTES):
+            with pytest.raises(DumpFormatError, match=rf"dump.json: '{re.escape(first)}' is recorded twice"):
+                read_msprobe(run, chunk_bytes=chunk_bytes)
+
+
 # --- issue 14: dump content that must not read as something it is not ---------------------------------
 
 def _copy_with(tmp_path, perturb_pair, change, *, indent=1):
