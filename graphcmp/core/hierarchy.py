@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from itertools import chain, pairwise
+from itertools import chain, pairwise, repeat
 from operator import itemgetter
 
 import numpy as np
@@ -95,6 +95,10 @@ class HierarchyBuilder:
         >>> b.missing_parents()
         {'Module.act': 3.0}
         """
+        named = dict.fromkeys(self._parent)  # few distinct parents: one look each
+        named.pop(None, None)
+        if all(map(self._rows.__contains__, named)):
+            return {}
         missing: dict[str, float] = {}
         for parent, seq in zip(self._parent, self._seq):
             if parent is not None and parent not in self._rows:
@@ -139,7 +143,7 @@ class HierarchyBuilder:
         has_data: Sequence[bool],
     ) -> None:
         """`add_node` for many distinct nodes at once, as columns (no stacks or attributes)."""
-        if any(map(self._rows.__contains__, node_ids)):
+        if self._rows and any(map(self._rows.__contains__, node_ids)):
             for node_id, kind, op, direction, parent, seq, data in zip(
                     node_ids, kinds, ops, directions, parents, seqs, has_data):
                 self.add_node(node_id, kind, op, direction, parent, seq, has_data=data)
@@ -164,6 +168,15 @@ class HierarchyBuilder:
     def set_stack(self, node_id: str, stack_row: int) -> None:
         """Attach an interned stack to an already added node."""
         self._stack[self._rows[node_id]] = stack_row
+
+    def set_stacks(self, node_ids: Iterable[str], stack_row: int) -> int:
+        """Attach an interned stack to those of `node_ids` that were added; return how many were not."""
+        rows = list(map(self._rows.get, node_ids))
+        stack = self._stack
+        for row in rows:
+            if row is not None:
+                stack[row] = stack_row
+        return rows.count(None)
 
     def add_edge(self, src_id: str, dst_id: str, control: bool = False) -> None:
         """Add a data-flow edge from node `src_id` to node `dst_id` (a control edge if `control`).
@@ -213,12 +226,10 @@ class HierarchyBuilder:
             If a node names a parent that was never added (the reader must add or drop it).
         """
         root = self._add_root()
-        try:
-            parent = np.fromiter((self._rows[p] if p is not None else root for p in self._parent), np.int64,
-                                 len(self._parent))
-        except KeyError as err:
-            raise InternalError(f"{info.path}: the reader named parent {err.args[0]!r} without adding it "
-                                "(a graphcmp bug: readers add every parent before build)") from err
+        if unknown := next((p for p in dict.fromkeys(self._parent) if p is not None and p not in self._rows), None):
+            raise InternalError(f"{info.path}: the reader named parent {unknown!r} without adding it "
+                                "(a graphcmp bug: readers add every parent before build)")
+        parent = np.fromiter(map(self._rows.get, self._parent, repeat(root)), np.int64, len(self._parent))
         parent[root] = -1
         depth, top = _jump_to_roots(parent)
         if (stuck := np.flatnonzero(top != root)).size:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
-from itertools import compress, repeat
+from collections import ChainMap
+from collections.abc import Callable, Container, Mapping
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from graphcmp.core.readers.msprobe_leaves import (
     typed_records,
 )
 from graphcmp.core.readers.naming import parse_node_id, parse_node_ids
-from graphcmp.core.records import DumpGraph, NodeKind, RunInfo, ids_to_rows
+from graphcmp.core.records import DumpGraph, NodeKind, RunInfo
 
 __all__ = ["parse_msprobe", "read_msprobe", "sniff"]
 
@@ -317,17 +318,18 @@ def _task(header: Mapping[str, Any], md5: bool) -> str:
 def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[list[str], list[float]]:
     """Node ids in creation order (construct.json's) and their order keys; dump-only nodes go after their dump
     predecessor."""
-    ids = list(construct)
-    if data.keys() <= construct.keys():
+    ids, dump_ids = list(construct), list(data)
+    listed = np.fromiter(map(construct.__contains__, dump_ids), bool, len(dump_ids))
+    if listed.all():
         return ids, list(map(float, range(len(ids))))  # every node is in construct.json: already in order
-    dump_ids = list(data)
-    known = np.fromiter(map(ids_to_rows(ids).get, dump_ids, repeat(-1)), np.int64, len(dump_ids))
     rows = np.arange(len(dump_ids))
-    last_known = np.maximum.accumulate(np.where(known < 0, -1, rows))  # the dump predecessor's row
-    previous = np.where(last_known >= 0, known[np.maximum(last_known, 0)], -1).astype(np.float64)
-    extra = known < 0
-    values = previous + (rows - last_known) / (len(dump_ids) + 2)  # the k-th dump-only node after it: k steps on
-    keys = np.concatenate([np.arange(len(ids), dtype=np.float64), values[extra]])
+    extra = ~listed
+    before = np.maximum.accumulate(np.where(listed, rows, -1))[extra]  # each dump-only node's dump predecessor
+    wanted = {dump_ids[r] for r in set(before.tolist()) if r >= 0}
+    placed = {ids[r]: r for r in np.flatnonzero(np.fromiter(map(wanted.__contains__, ids), bool, len(ids))).tolist()}
+    previous = np.array([placed[dump_ids[r]] if r >= 0 else -1 for r in before.tolist()], np.float64)
+    values = previous + (rows[extra] - before) / (len(dump_ids) + 2)  # the k-th dump-only node after it: k steps on
+    keys = np.concatenate([np.arange(len(ids), dtype=np.float64), values])
     ids.extend(compress(dump_ids, extra.tolist()))
     order = np.argsort(keys, kind="stable")
     return list(map(ids.__getitem__, order.tolist())), keys[order].tolist()
@@ -341,7 +343,7 @@ def _parents(
         raise DumpFormatError(f"{source}/{CONSTRUCT_FILE}: {node_id!r}: parent is a "
                               f"{type(parent).__name__}, expected a node id or null")
     parents: dict[str, str | None] = dict(construct)
-    ids = set(construct) | set(data)
+    ids = ChainMap(construct, data)  # every node id, without a set of a million ids built for a few looks
     orphans = 0
     dump_only = [n for n in data if n not in parents]
     for node_id, kind in zip(dump_only, parse_node_ids(dump_only)[0]):
@@ -355,7 +357,7 @@ def _parents(
     return parents
 
 
-def _adopt_backward_calls(parents: dict[str, str | None], ids: set[str]) -> None:
+def _adopt_backward_calls(parents: dict[str, str | None], ids: Container[str]) -> None:
     """A top-level backward API call goes under the backward call of the module its forward twin ran in.
 
     construct.json gives some backward calls no parent (``Functional.embedding.0.backward``: the
@@ -374,7 +376,7 @@ def _adopt_backward_calls(parents: dict[str, str | None], ids: set[str]) -> None
 _GRAD_SUFFIX = re.compile(r"\.parameters_grad(?:\.(\d+))?$")
 
 
-def _param_grad_owner(node_id: str, ids: set[str]) -> str | None:
+def _param_grad_owner(node_id: str, ids: Mapping[str, Any]) -> str | None:
     """The backward call of the module whose parameter gradients these are (else its forward call)."""
     m = _GRAD_SUFFIX.search(node_id)
     stem, counter = node_id[: m.start()], m.group(1) or "0"
@@ -398,11 +400,7 @@ def _attach_stacks(builder: HierarchyBuilder, stack: Mapping[str, Any], source: 
         else:
             raise DumpFormatError(f"{source}/{STACK_FILE}: entry {key!r} is a {type(entry).__name__}, "
                                   "expected a list of frames or [[node ids], [frames]]")
-        for node_id in targets:
-            if node_id in builder:
-                builder.set_stack(node_id, row)
-            else:
-                unknown += 1
+        unknown += builder.set_stacks(targets, row)
     if unknown:
         notes.append(f"{STACK_FILE}: {unknown} stack entr{'y' if unknown == 1 else 'ies'} name nodes not in the dump")
 
