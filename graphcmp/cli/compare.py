@@ -21,6 +21,7 @@ from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
 from graphcmp.cli.render import render_first_divergence, render_outcome, render_summary
+from graphcmp.core.dataflow import flow_edges
 from graphcmp.core.distributed.layout import is_batch_root
 from graphcmp.core.outputs import checked_output
 from graphcmp.core.readers.pair import read_pair
@@ -59,7 +60,8 @@ def handle(args: argparse.Namespace) -> int:
     matchers = matchers_from_args(args)
     with stages(3, "compare", quiet=args.quiet) as bar:
         bar.set_postfix_str("reading both runs")
-        npu, bench = read_pair(args.npu, args.bench, format=args.format, meanwhile=_load_comparison)
+        npu, bench = read_pair(args.npu, args.bench, format=args.format, meanwhile=_load_comparison,
+                               derive=flow_edges)  # the result stores each run's data-flow edges
         from graphcmp.core.compare import compare_graphs
         from graphcmp.core.report import save_report
         from graphcmp.core.tensorcmp import tensor_metrics_for

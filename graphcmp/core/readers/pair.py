@@ -23,13 +23,17 @@ def read_pair(
     *,
     format: str | None = None,
     meanwhile: Callable[[], object] | None = None,
+    derive: Callable[[DumpGraph], object] | None = None,
 ) -> tuple[DumpGraph, DumpGraph]:
     """Read the npu and the bench run; large inputs on a multi-core machine are read side by side.
 
     The bench run is read in a forked child process while this one reads the npu run; the child
     sends the finished `DumpGraph` back (a bad input raises the same `GraphcmpError` as reading
     it here would). `meanwhile` runs here first, once the child is reading: the command line loads
-    the comparison's modules then, which costs no time while the child is busy.
+    the comparison's modules then, which costs no time while the child is busy. `derive` (a module-level
+    function that keeps its result with the run, `DumpGraph.memo`) is what the caller will derive from each
+    run alone: the child derives it from the bench run before sending it, and this process from the npu run
+    if the child is still busy then (else the caller derives it when it needs it).
     """
     if not _worth_parallel(npu_path, bench_path):
         if meanwhile is not None:
@@ -37,11 +41,21 @@ def read_pair(
         return read_graph(npu_path, format), read_graph(bench_path, format)
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        bench_future = pool.submit(read_graph, bench_path, format)
+        bench_future = pool.submit(_read_derived, bench_path, format, derive)
         if meanwhile is not None:
             meanwhile()
         npu = read_graph(npu_path, format)
+        if derive is not None and not bench_future.done():
+            derive(npu)
         return npu, bench_future.result()
+
+
+def _read_derived(path: str | os.PathLike[str], format: str | None,
+                  derive: Callable[[DumpGraph], object] | None) -> DumpGraph:
+    graph = read_graph(path, format)
+    if derive is not None:
+        derive(graph)
+    return graph
 
 
 def _worth_parallel(*paths: str | os.PathLike[str]) -> bool:

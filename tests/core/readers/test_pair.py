@@ -1,0 +1,35 @@
+"""Reading an npu run and its bench run side by side (the bench run in a forked process)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphcmp.core import dataflow
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.readers import pair
+from graphcmp.core.readers.detect import read_graph
+
+
+@pytest.fixture
+def side_by_side(monkeypatch):
+    monkeypatch.setattr(pair, "PARALLEL_READ_BYTES", 0)  # the small sample pair too
+
+
+def test_side_by_side_reads_what_one_process_reads(side_by_side, perturb_pair):
+    npu, bench = pair.read_pair(*perturb_pair)
+    assert npu == read_graph(perturb_pair[0]) and bench == read_graph(perturb_pair[1])
+
+
+def test_what_is_derived_from_the_bench_run_comes_back_with_it(side_by_side, perturb_pair):
+    npu, bench = pair.read_pair(*perturb_pair, derive=dataflow.flow_edges)
+    assert "flows" in bench._cache  # derived in the child, sent with the run
+    for run, path in ((npu, perturb_pair[0]), (bench, perturb_pair[1])):
+        fresh = dataflow.flow_edges(read_graph(path))
+        edges = dataflow.flow_edges(run)
+        assert len(fresh.src) > 0 and np.array_equal(edges.src, fresh.src) and np.array_equal(edges.dst, fresh.dst)
+
+
+def test_a_bad_bench_run_is_the_error_reading_it_here_gives(side_by_side, perturb_pair, tmp_path):
+    with pytest.raises(DumpFormatError, match="missing: no such file or folder"):
+        pair.read_pair(perturb_pair[0], tmp_path / "missing", derive=dataflow.flow_edges)
