@@ -53,6 +53,7 @@ _LITERAL = re.compile(r"(?P<start>\^?)(?P<text>(?:[^\\.^$*+?{}\[\]|()\n\r]|\\[^0
 _WHOLE_TEXT = re.compile(r"\\[AZz]|\(\?[a-zA-Z]*-[a-zA-Z]*m")  # \A, \Z, \z, (?-m ...): not per line
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _FIND_LOOP_HITS_PER_BYTE = 1e-3  # a literal search steps hit by hit with bytes.find below this, else with re
+_FIND_LOOP_MIN_HITS = 64  # ... once it has found more than this many
 
 
 class SearchError(GraphcmpError):
@@ -111,15 +112,15 @@ class Literal:
     def _between(self, text: bytes, needle: bytes, start: int, stop: int) -> list[int]:
         """Hits of `needle` in ``text[start:stop]``. ``bytes.find`` skips to a rare needle several times faster
         than ``re`` scans, but then costs about a microsecond of Python per hit where ``re`` costs a nanosecond
-        per byte: the loop while hits are rarer than `_FIND_LOOP_HITS_PER_BYTE`."""
-        if text.count(needle, start, stop) > _FIND_LOOP_HITS_PER_BYTE * (stop - start):
-            found = re.compile(re.escape(needle[: len(needle) - self.end]) + b"(?=\n)" * self.end)
-            return [m.start() + self.start for m in found.finditer(text, start, stop)]
+        per byte: once hits come more often than `_FIND_LOOP_HITS_PER_BYTE`, ``re`` takes the rest."""
         at: list[int] = []
         pos = start
-        while (found := text.find(needle, pos, stop)) >= 0:
+        while 0 <= pos < stop and (found := text.find(needle, pos, stop)) >= 0:
             at.append(found + self.start)
             pos = text.find(b"\n", found + self.start)  # the end of the hit's id: the search goes on at the next
+            if len(at) > _FIND_LOOP_MIN_HITS and len(at) > _FIND_LOOP_HITS_PER_BYTE * (pos - start):
+                regex = re.compile(re.escape(needle[: len(needle) - self.end]) + b"(?=\n)" * self.end)
+                return at + [m.start() + self.start for m in regex.finditer(text, pos, stop)]
         return at
 
     def matches(self, node_id: bytes) -> bool:

@@ -157,12 +157,13 @@ def test_matching_in_chunks_of_a_few_ids_changes_nothing(sample_model, monkeypat
 _SHORT_IDS = ("a.1", "", "aa", "aa", "1.a.a", "b", "a", "ab.1a", "1", "a.1")
 
 
-@pytest.mark.parametrize("hits_per_byte", [0.0, float("inf")])  # every search by re / by bytes.find
+@pytest.mark.parametrize("hits_per_byte", [0.0, float("inf")])  # re after the first hit / bytes.find throughout
 @pytest.mark.parametrize("anchors", [("", ""), ("^", ""), ("", "$"), ("^", "$")])
 def test_literal_search_equals_a_regex_id_by_id(anchors, hits_per_byte, monkeypatch):
     import itertools
 
     monkeypatch.setattr(find, "_FIND_LOOP_HITS_PER_BYTE", hits_per_byte)
+    monkeypatch.setattr(find, "_FIND_LOOP_MIN_HITS", 0)
     texts = ["".join(t) for n in (1, 2, 3) for t in itertools.product("a1.", repeat=n)]
     for ids in (_SHORT_IDS, _SHORT_IDS[1:-1], ("a.1",), ("",)):
         for text in texts:
