@@ -29,6 +29,7 @@ import struct
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ class _Writer:
         values = np.ascontiguousarray(values)
         if values.dtype.hasobject:
             raise TypeError(f"{name}: object arrays are not stored")
-        header = _npy_header(values)
+        header = _npy_header(values.dtype, values.shape)  # C order: made contiguous above
         info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
         info.compress_type = zipfile.ZIP_STORED
         size = len(header) + values.nbytes
@@ -101,22 +102,24 @@ class _Writer:
         self.names.add(name)
 
     def strings(self, name: str, values: tuple[str, ...] | list[str]) -> dict[str, Any]:
-        text = "\0".join(values)
-        if text.isascii():  # a character is a byte: the lengths need no encoding
-            lengths = np.fromiter(map(len, values), np.int64, len(values))
+        blob = np.frombuffer("\0".join(values).encode(), np.uint8)
+        ends = np.flatnonzero(blob == 0)  # the separators, when no string holds a NUL itself
+        if len(ends) == len(values) - 1:
+            ends = np.append(ends, len(blob))
         else:
             lengths = np.fromiter((len(v.encode()) for v in values), np.int64, len(values))
-        self.array(f"{name}.utf8", np.frombuffer(text.encode(), np.uint8))
-        self.array(f"{name}.ends", np.cumsum(lengths + 1) - 1)
+            ends = np.cumsum(lengths + 1) - 1
+        self.array(f"{name}.utf8", blob)
+        self.array(f"{name}.ends", ends)
         return {"$str": name, "n": len(values)}
 
-    def categories(self, name: str, values: tuple[str, ...] | list[str], distinct: list[str]) -> dict[str, Any]:
-        if len(distinct) == 1:
+    def categories(self, name: str, values: tuple[str, ...] | list[str], table: dict[str, int]) -> dict[str, Any]:
+        """`values` as codes into `table` (each distinct value and its code, in order of first appearance)."""
+        if len(table) == 1:
             codes = np.zeros(len(values), np.int32)
         else:
-            table = {v: k for k, v in enumerate(distinct)}
             codes = np.fromiter(map(table.__getitem__, values), np.int32, len(values))
-        return self.coded(name, codes, distinct)
+        return self.coded(name, codes, list(table))
 
     def coded(self, name: str, codes: np.ndarray, distinct: list[str]) -> dict[str, Any]:
         self.array(f"{name}.codes", codes.astype(np.int32, copy=False))
@@ -125,32 +128,38 @@ class _Writer:
 
     def text(self, name: str, values: tuple[str, ...] | list[str]) -> dict[str, Any] | None:
         """`values` as a column of categories when they repeat, else of strings; None when one is not a str."""
-        distinct = _distinct(values)
-        if not distinct or set(map(type, distinct)) != {str}:
+        table = _distinct(values)
+        if not table or set(map(type, table)) != {str}:
             return None
-        if len(distinct) * 2 <= len(values):
-            return self.categories(name, values, distinct)
+        if len(table) * 2 <= len(values):
+            return self.categories(name, values, table)
         return self.strings(name, values)
 
 
-def _distinct(values: tuple[Any, ...] | list[Any]) -> list[Any]:
-    """The distinct values in order of first appearance; [] when one is unhashable.
+def _distinct(values: tuple[Any, ...] | list[Any]) -> dict[Any, int]:
+    """Each distinct value and its code, numbered in order of first appearance; {} when one is unhashable.
 
     A column of one value (the md5 or file column of a statistics dump) is recognised without a table.
     """
     first = values[0]
     try:
         if type(values[-1]) is str and values[-1] == first and values.count(first) == len(values):
-            return [first]
-        return list(dict.fromkeys(values))
+            return {first: 0}
+        table = dict.fromkeys(values, 0)
     except (TypeError, ValueError):  # something unhashable, or an array that compares element-wise
-        return []
+        return {}
+    for code, value in enumerate(table):  # same keys: only the values change while iterating
+        table[value] = code
+    return table
 
 
-def _npy_header(values: np.ndarray) -> bytes:
-    """The ``.npy`` header of `values` (numpy pads it so the data starts 64-byte aligned)."""
+@lru_cache(maxsize=256)
+def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    """The ``.npy`` header of a C-ordered array (numpy pads it so the data starts 64-byte aligned); made once per
+    dtype and shape, which the columns of a result share."""
     buf = io.BytesIO()
-    np.lib.format.write_array_header_1_0(buf, np.lib.format.header_data_from_array_1_0(values))
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(buf, header)
     return buf.getvalue()
 
 

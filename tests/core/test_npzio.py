@@ -92,6 +92,20 @@ def test_text_columns_of_one_value_unique_non_ascii_and_mixed_items(tmp_path):
     assert ends[0] == len("层.0\0é".encode()) and ends[-1] == sum(len(u.encode()) + 1 for u in unique) - 1
 
 
+
+def test_string_ends_are_byte_offsets_with_or_without_nul_inside(tmp_path):
+    """Ends are found from the separators when no string holds a NUL, else from each string's length: same offsets."""
+    plain = tuple(f"模块.{i}.é" for i in range(70))  # non-ASCII: a character is 2-3 bytes
+    with_nul = (*plain[:-1], "x\0y")
+    write_npz(tmp_path / "e.npz", {"plain": plain, "with_nul": with_nul})
+    back = read_npz(tmp_path / "e.npz")
+    assert back["plain"] == list(plain) and back["with_nul"] == list(with_nul)
+    with zipfile.ZipFile(tmp_path / "e.npz") as zf:
+        for name, texts in (("plain", plain), ("with_nul", with_nul)):
+            ends = np.load(zf.open(f"{name}.ends.npy"))
+            expected = np.cumsum([len(t.encode()) + 1 for t in texts]) - 1
+            assert ends.dtype == np.int64 and ends.tolist() == expected.tolist()
+
 def _rewrite(src, dst, change_doc=None, drop=(), replace=None):
     """Copy a container, changing its document or members."""
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
