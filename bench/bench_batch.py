@@ -13,6 +13,10 @@ the time of a resume that finds every run finished, and what keying the runs for
 every input file (what a batch does) against hashing their content. ``--repeat N`` runs each mode N times
 (medians and ranges). Run it with the interpreter of another tree's environment to time that version of
 the package on the same job (the first line names the package it imported).
+
+``--stages N`` times N runs of the job in this process instead, stage by stage (CPU time, medians over the
+runs after one warm-up run, as a warm worker does them): reading each side, comparing, writing the result, the
+entry; what a run costs without a pool or another process competing for the cores.
 """
 
 from __future__ import annotations
@@ -76,6 +80,49 @@ def key_costs(npu: Path, bench: Path) -> str:
             f"({size / 1e9:.1f} GB read)")
 
 
+def stage_costs(npu: Path, bench: Path, out: Path, runs: int) -> str:
+    """CPU ms per run of each stage of `compare_run` (medians over `runs` runs after a warm-up), one line each."""
+    from graphcmp.core.compare import compare_graphs
+    from graphcmp.core.distributed.batch import BatchOptions, _heat_rows, compare_run
+    from graphcmp.core.distributed.layout import pair_runs
+    from graphcmp.core.distributed.links import comm_calls
+    from graphcmp.core.readers import read_graph
+    from graphcmp.core.report import save_report
+    from graphcmp.core.tensorcmp import tensor_metrics_for
+
+    subprocess.run(["rm", "-rf", str(out)], check=True)
+    out.mkdir(parents=True)
+    pairs = sorted(pair_runs(npu, bench)[0].items(), key=lambda item: item[0].rank or 0)
+    stride = max(1, len(pairs) // runs)
+    chosen = [pairs[0], *pairs[::stride][:runs]]  # the first again as the warm-up
+    costs: dict[str, list[float]] = {}
+    clock = [0.0]
+
+    def tick(stage: str) -> None:
+        now = time.process_time()
+        costs.setdefault(stage, []).append((now - clock[0]) * 1000)
+        clock[0] = now
+
+    for key, (n, b) in chosen:
+        clock[0] = time.process_time()
+        npu_graph = read_graph(n)
+        tick("read npu")
+        bench_graph = read_graph(b)
+        tick("read bench")
+        report = compare_graphs(npu_graph, bench_graph, tensor_metrics=tensor_metrics_for(npu_graph, bench_graph))
+        tick("compare_graphs")
+        save_report(report, out / f"{key.label}.npz")
+        tick("save_report")
+        report.summary(), report.analysis(), comm_calls(report.npu, key.rank or 0), _heat_rows(report)
+        tick("entry (summary, first, comm, heat)")
+        compare_run(str(n), str(b), str(out), key.step, key.rank, BatchOptions())
+        tick("compare_run, all of it")
+    width = max(map(len, costs))
+    lines = [f"{stage:<{width}}  {statistics.median(ms[1:]):6.1f} ms  [{min(ms[1:]):.1f}-{max(ms[1:]):.1f}]"
+             for stage, ms in costs.items()]
+    return f"CPU per run, {len(chosen) - 1} runs in this process (median [range]):\n" + "\n".join(lines)
+
+
 def run_mode(npu: Path, bench: Path, out: Path, workers: int, scheduler: str | None) -> tuple[float, str]:
     """Run the whole job into a fresh `out`; return (wall seconds, one line of figures)."""
     from graphcmp.core.distributed.batch import load_index, run_batch
@@ -109,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dask", action="store_true", help="also run the job through a local Dask cluster")
     parser.add_argument("--no-local", action="store_true", help="skip the local processes")
     parser.add_argument("--repeat", type=int, default=1, help="runs per mode (medians and ranges)")
+    parser.add_argument("--stages", type=int, default=0, metavar="N",
+                        help="only time N runs in this process, stage by stage (CPU ms per run)")
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "graphcmp_batch_bench")
     args = parser.parse_args(argv)
 
@@ -119,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     npu, bench = make_job(args.work_dir, args.ranks, args.nodes, perturbed)
     print(f"graphcmp {graphcmp.__version__} from {Path(graphcmp.__file__).parent}")
     print(f"job: {args.ranks} ranks x {args.nodes} nodes per side; perturbed ranks {sorted(perturbed)}", flush=True)
+    if args.stages:
+        print(stage_costs(npu, bench, args.work_dir / "results_stages", args.stages))
+        return 0
     modes = ([] if args.no_local else ["local processes"]) + (["dask LocalCluster"] if args.dask else [])
     for name in modes:
         cluster = None
