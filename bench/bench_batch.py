@@ -5,7 +5,7 @@ The rank folders of the job are symbolic links to one synthetic npu/bench pair (
 on dist4 rank 0): every rank's comparison is real work, the disk holds one copy. A few ranks get the
 perturbed npu run, the others an exact copy of the bench run. Usage::
 
-    .venv/bin/python bench/bench_batch.py [--ranks 1024] [--nodes 5000] [--workers 2] [--dask]
+    .venv/bin/python bench/bench_batch.py [--ranks 1024] [--nodes 5000] [--workers 2] [--dask] [--indent 1]
 
 Prints wall time, CPU time of the parent and of its local workers, peak RSS of the parent and of the
 largest worker, the index size and the time to load the index (what the viewer's overview reads); then
@@ -35,11 +35,13 @@ SOURCE = HERE.parent.parent / "shared" / "data" / "msprobe" / "dumps" / "dist4" 
     "step0" / "rank0"
 
 
-def make_job(root: Path, ranks: int, nodes: int, perturbed: set[int]) -> tuple[Path, Path]:
-    synth = root / "synth"
+def make_job(root: Path, ranks: int, nodes: int, perturbed: set[int], indent: int | None = None) -> tuple[Path, Path]:
+    """The job's npu and bench roots; its pair is written compactly, or with `indent` (msprobe writes indent=1)."""
+    synth = root / ("synth" if indent is None else f"synth_indent{indent}")
     if not (synth / "npu" / "dump.json").is_file():
+        layout = [] if indent is None else ["--indent", str(indent)]
         subprocess.run([sys.executable, str(HERE / "make_synthetic.py"), "--source", str(SOURCE), "--nodes",
-                        str(nodes), "--out", str(synth)], check=True, capture_output=True)
+                        str(nodes), "--out", str(synth), *layout], check=True, capture_output=True)
     npu_root, bench_root = root / "npu" / "step0", root / "bench" / "step0"
     for rank in range(ranks):
         for side_root, target in ((npu_root, synth / ("npu" if rank in perturbed else "bench")),
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dask", action="store_true", help="also run the job through a local Dask cluster")
     parser.add_argument("--no-local", action="store_true", help="skip the local processes")
     parser.add_argument("--repeat", type=int, default=1, help="runs per mode (medians and ranges)")
+    parser.add_argument("--indent", type=int, default=None,
+                        help="write the pair's dump.json with this indent (msprobe's own: 1); default compact")
     parser.add_argument("--stages", type=int, default=0, metavar="N",
                         help="only time N runs in this process, stage by stage (CPU ms per run)")
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "graphcmp_batch_bench")
@@ -165,9 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     from graphcmp.core.distributed.batch import run_batch
 
     perturbed = {args.ranks // 2, args.ranks // 2 + 1}
-    npu, bench = make_job(args.work_dir, args.ranks, args.nodes, perturbed)
+    npu, bench = make_job(args.work_dir, args.ranks, args.nodes, perturbed, args.indent)
     print(f"graphcmp {graphcmp.__version__} from {Path(graphcmp.__file__).parent}")
-    print(f"job: {args.ranks} ranks x {args.nodes} nodes per side; perturbed ranks {sorted(perturbed)}", flush=True)
+    print(f"job: {args.ranks} ranks x {args.nodes} nodes per side, dump.json "
+          f"{'compact' if args.indent is None else f'indent={args.indent}'}; perturbed ranks {sorted(perturbed)}",
+          flush=True)
     if args.stages:
         print(stage_costs(npu, bench, args.work_dir / "results_stages", args.stages))
         return 0
