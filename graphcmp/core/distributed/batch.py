@@ -366,9 +366,19 @@ def load_index(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _chunks(tasks: list[Task], slots: int) -> list[list[Task]]:
-    """`tasks` in consecutive chunks, about `CHUNKS_PER_SLOT` per worker slot (at most `MAX_CHUNK` runs each)."""
-    size = max(1, min(MAX_CHUNK, math.ceil(len(tasks) / (max(slots, 1) * CHUNKS_PER_SLOT))))
-    return [tasks[i:i + size] for i in range(0, len(tasks), size)]
+    """`tasks` in consecutive chunks, each about 1 / (`CHUNKS_PER_SLOT` x worker slots) of the runs still left (at most
+    `MAX_CHUNK`, at least one): chunks shrink towards the end, so that no worker waits long for the last ones.
+
+    Chunks of equal size left one worker idle for most of a chunk (about 8 s of 175 at 1,024 runs of 5,000 nodes
+    on 2 workers); the chunks a pool takes last are now a run or two.
+    """
+    share = max(slots, 1) * CHUNKS_PER_SLOT
+    chunks, start = [], 0
+    while start < len(tasks):
+        size = max(1, min(MAX_CHUNK, math.ceil((len(tasks) - start) / share)))
+        chunks.append(tasks[start:start + size])
+        start += size
+    return chunks
 
 
 @contextmanager

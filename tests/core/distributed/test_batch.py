@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from graphcmp.core.distributed.batch import BatchOptions, batch_summary, load_index, run_batch
+from graphcmp.core.distributed.batch import MAX_CHUNK, BatchOptions, _chunks, batch_summary, load_index, run_batch
 from graphcmp.core.distributed.layout import RunKey, discover_runs, is_batch_root, pair_runs
 from graphcmp.core.distributed.links import comm_calls, link_calls
 from graphcmp.core.readers import read_graph
@@ -23,6 +23,18 @@ def test_discover_step_and_rank_layouts(perturb_pair):
     assert discover_runs(SAMPLE / "baseline" / "step1") == {RunKey(1, 0): SAMPLE / "baseline" / "step1" / "rank0"}
     assert discover_runs(perturb_pair[0]) == {RunKey(0, 0): perturb_pair[0]}
     assert is_batch_root(SAMPLE / "baseline") and not is_batch_root(perturb_pair[0])
+
+
+@pytest.mark.parametrize(("runs", "slots"), [(1024, 2), (64, 2), (300, 8), (5, 4), (1, 1), (0, 2)])
+def test_chunks_shrink_towards_the_end_so_workers_finish_together(runs, slots):
+    tasks = [(f"npu{i}", f"bench{i}", 0, i, "key") for i in range(runs)]
+    chunks = _chunks(tasks, slots)
+    sizes = [len(c) for c in chunks]
+    assert [t for c in chunks for t in c] == tasks  # every run once, in order
+    assert all(1 <= k <= MAX_CHUNK for k in sizes) and sizes == sorted(sizes, reverse=True)
+    if runs >= 4 * slots:  # the last chunk of each worker slot is a single run: none waits for a long one
+        assert sizes[-slots:] == [1] * slots
+    assert len(chunks) <= max(runs // MAX_CHUNK, 0) + 4 * slots * (1 + runs.bit_length())  # few tasks to schedule
 
 
 def test_missing_runs_are_reported_not_fatal(tmp_path):
