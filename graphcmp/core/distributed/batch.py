@@ -330,7 +330,7 @@ def _complete(path: Path, size: Any) -> bool:
 def _index(out: Path, pairs: dict[RunKey, Any], only_npu: list[RunKey], only_bench: list[RunKey],
            npu_root: Any, bench_root: Any, options: BatchOptions) -> dict[str, Any]:
     entries = [read_json(out / ENTRIES / f"{key.label}.json", salvage=False).value for key in pairs]
-    return sanitize_floats({
+    return {  # entries hold no non-finite float (strict JSON read back): only the analysis is made safe for JSON
         "format": BATCH_FORMAT,
         "schema_version": 1,
         "tool": {"name": "graphcmp", "version": __version__},
@@ -339,8 +339,8 @@ def _index(out: Path, pairs: dict[RunKey, Any], only_npu: list[RunKey], only_ben
                     "rules": list(options.rules)},
         "missing": {"npu_only": [k.label for k in only_npu], "bench_only": [k.label for k in only_bench]},
         "runs": entries,
-        "analysis": job_analysis(entries),
-    })
+        "analysis": sanitize_floats(job_analysis(entries)),
+    }
 
 
 def is_batch_result(path: str | os.PathLike[str]) -> bool:
