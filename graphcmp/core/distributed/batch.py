@@ -4,7 +4,8 @@ Each run reads one npu/bench pair, compares it, writes ``<out>/<stepK_rankN>.npz
 container, docs/format.md) and then a small entry ``<out>/entries/<stepK_rankN>.json`` (counts, first
 divergence, communication calls, a module-level heat row). The worker writes both files itself and
 hands back only (label, error): nothing large crosses the process boundary or a Dask scheduler.
-Runs are submitted in chunks (a few per worker slot) so that per-task overhead stays small.
+Runs are submitted in chunks (a few per worker slot, smaller towards the end) so that per-task overhead
+stays small and the workers finish together.
 ``index.json`` gathers the entries, the cross-rank links and the job-level divergence; the viewer's
 overview reads only it.
 
@@ -62,7 +63,7 @@ BATCH_FORMAT = "graphcmp.batch"
 INDEX_FILE = "index.json"
 ENTRIES = "entries"
 HEAT_DEPTH = 2  # module rows of the rank x module overview: the root's children and grandchildren
-CHUNKS_PER_SLOT = 4  # chunks per worker slot: few tasks to schedule, yet balanced and with a live progress bar
+CHUNKS_PER_SLOT = 4  # a chunk is about 1/4 of a slot's share of what is left: few tasks, balanced, live progress
 MAX_CHUNK = 32
 
 Progress = Callable[[int, int, str], None]
@@ -330,7 +331,7 @@ def _complete(path: Path, size: Any) -> bool:
 def _index(out: Path, pairs: dict[RunKey, Any], only_npu: list[RunKey], only_bench: list[RunKey],
            npu_root: Any, bench_root: Any, options: BatchOptions) -> dict[str, Any]:
     entries = [read_json(out / ENTRIES / f"{key.label}.json", salvage=False).value for key in pairs]
-    return {  # entries hold no non-finite float (strict JSON read back): only the analysis is made safe for JSON
+    return {  # entries were written by orjson, which writes no NaN or Infinity: only the analysis needs making safe
         "format": BATCH_FORMAT,
         "schema_version": 1,
         "tool": {"name": "graphcmp", "version": __version__},
