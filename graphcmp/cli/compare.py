@@ -13,6 +13,7 @@ merged into one logical run per step and those are compared (docs/parallel.md).
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 
 from graphcmp.cli.batch import add_batch_options, handle_batch
 from graphcmp.cli.mapping_options import add_mapping_options, input_files, matchers_from_args, render_rule_report
@@ -24,7 +25,7 @@ from graphcmp.cli.render import render_first_divergence, render_outcome, render_
 from graphcmp.core.dataflow import flow_edges
 from graphcmp.core.distributed.layout import is_batch_root
 from graphcmp.core.outputs import checked_output
-from graphcmp.core.readers.pair import read_pair
+from graphcmp.core.readers.pair import read_pair, side_by_side
 from graphcmp.core.rules import load_thresholds
 
 
@@ -63,16 +64,19 @@ def handle(args: argparse.Namespace) -> int:
         npu, bench = read_pair(args.npu, args.bench, format=args.format, meanwhile=_load_comparison,
                                derive=flow_edges)  # the result stores each run's data-flow edges
         from graphcmp.core.compare import compare_graphs
-        from graphcmp.core.report import save_report
+        from graphcmp.core.report import runs_written_meanwhile, save_report
         from graphcmp.core.tensorcmp import tensor_metrics_for
         bar.update()
         bar.set_postfix_str("comparing")
-        tensors = None if args.no_tensors else tensor_metrics_for(npu, bench)
-        report = compare_graphs(npu, bench, fuzzy=args.fuzzy, matchers=matchers, thresholds=thresholds,
-                                tensor_metrics=tensors)
-        bar.update()
-        bar.set_postfix_str("writing")
-        save_report(report, args.output)
+        meanwhile = runs_written_meanwhile(npu, bench, args.output) if side_by_side(args.npu, args.bench) else (
+            nullcontext())
+        with meanwhile as runs:
+            tensors = None if args.no_tensors else tensor_metrics_for(npu, bench)
+            report = compare_graphs(npu, bench, fuzzy=args.fuzzy, matchers=matchers, thresholds=thresholds,
+                                    tensor_metrics=tensors)
+            bar.update()
+            bar.set_postfix_str("writing")
+            save_report(report, args.output, runs=runs)
         bar.update()
     from graphcmp.core.outcome import report_outcome
 

@@ -41,7 +41,7 @@ from graphcmp.core.export.columns import decode_floats
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.outputs import atomic_path
 
-__all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "TextCodes", "is_npz", "read_npz", "write_npz"]
+__all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "TextCodes", "begin_npz", "is_npz", "read_npz", "write_npz"]
 
 DOCUMENT_MEMBER = "document.json"
 MIN_COLUMN = 64
@@ -163,17 +163,35 @@ def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
     return buf.getvalue()
 
 
-def write_npz(path: str | os.PathLike[str], document: dict[str, Any]) -> None:
+def write_npz(path: str | os.PathLike[str], document: dict[str, Any], *,
+              begun: tuple[Path, dict[str, Any]] | None = None) -> None:
     """Write `document` (arrays, tuples of strings, JSON values) as a container at `path`.
 
     Arrays become ``.npy`` members, tuples or lists of at least `MIN_COLUMN` strings string
-    columns (categories when they repeat), the rest stays in ``document.json``.
+    columns (categories when they repeat), the rest stays in ``document.json``. `begun` is a container
+    `begin_npz` wrote and the references it returned: the members it holds are not written again (its
+    top-level keys of `document` are taken from it), the rest is added to it, and it becomes `path`.
     """
-    with atomic_path(path) as tmp, tmp.open("wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED) as zf:
+    with atomic_path(path) as tmp:
+        if begun is not None:
+            os.replace(begun[0], tmp)
+        with tmp.open("r+b" if begun else "wb") as raw, zipfile.ZipFile(raw, "a" if begun else "w",
+                                                                         zipfile.ZIP_STORED) as zf:
+            writer, done = _Writer(zf), begun[1] if begun else {}
+            tree = {k: done[k] if k in done else _split(v, str(k), writer) for k, v in document.items()}
+            info = zipfile.ZipInfo(DOCUMENT_MEMBER, date_time=(1980, 1, 1, 0, 0, 0))
+            zf.writestr(info, orjson.dumps(tree, option=orjson.OPT_SERIALIZE_NUMPY))
+
+
+def begin_npz(path: Path, part: dict[str, Any]) -> dict[str, Any]:
+    """Write the columns of `part` (some top-level members of a document) as a new container at `path`, for
+    `write_npz` to finish (``begun=(path, references)``); return their references.
+
+    Another process can write them while this one computes the rest of the document.
+    """
+    with path.open("wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED) as zf:
         writer = _Writer(zf)
-        tree = _split(document, "", writer)
-        info = zipfile.ZipInfo(DOCUMENT_MEMBER, date_time=(1980, 1, 1, 0, 0, 0))
-        zf.writestr(info, orjson.dumps(tree, option=orjson.OPT_SERIALIZE_NUMPY))
+        return {k: _split(v, str(k), writer) for k, v in part.items()}
 
 
 def _split(value: Any, name: str, writer: _Writer) -> Any:

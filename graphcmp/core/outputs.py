@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 from graphcmp.core.errors import OutputError
 
-__all__ = ["atomic_output", "atomic_path", "checked_folder", "checked_output", "write_atomic"]
+__all__ = ["atomic_output", "atomic_path", "checked_folder", "checked_output", "sibling_part", "write_atomic"]
 
 _FILE_SUFFIXES = (".json", ".npz", ".db", ".vis", ".gz", ".yaml", ".yml", ".toml", ".txt", ".csv")
 """Endings of a file name, refused where a results folder is expected (``-o mix.json`` for a job)."""
@@ -133,6 +133,16 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """A buffered binary file written under a fresh temporary name and renamed to `path` once complete."""
     with _temporary(path) as (handle, _), os.fdopen(handle, "wb", buffering=1 << 20) as f:
         yield f
+
+
+def sibling_part(path: str | os.PathLike[str]) -> Path:
+    """A new empty file ``.<name>.<random>.part`` next to `path` (parent folders created), for a caller that writes
+    part of `path` there first; the caller removes it."""
+    path = checked_output(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = _create(path)
+    os.close(handle)
+    return tmp
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:

@@ -9,16 +9,20 @@
 from __future__ import annotations
 
 import datetime as _dt
+import gc
+import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from graphcmp.core.dataflow import flow_edges, keep_flow_edges
 from graphcmp.core.divergence import Analysis, analyze
-from graphcmp.core.errors import DumpFormatError, InternalError
+from graphcmp.core.errors import DumpFormatError, GraphcmpError, InternalError
 from graphcmp.core.export.columns import encode_floats
 from graphcmp.core.export.graph_json import ENUMS, graph_from_dict, graph_to_dict
 from graphcmp.core.fields import Fields
@@ -27,9 +31,9 @@ from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, RuleNote
 from graphcmp.core.noise import Calibration, NodeRole, NoiseModel, Precision, noise_model
-from graphcmp.core.npzio import TextCodes, is_npz, read_npz, write_npz
+from graphcmp.core.npzio import TextCodes, begin_npz, is_npz, read_npz, write_npz
 from graphcmp.core.outcome import report_outcome
-from graphcmp.core.outputs import write_atomic
+from graphcmp.core.outputs import sibling_part, write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import DumpGraph, EdgeTable, NodeKind, string_codes
@@ -41,11 +45,13 @@ __all__ = [
     "SCHEMA_VERSION",
     "CompareOptions",
     "CompareReport",
+    "RunsWriting",
     "graph_summary",
     "is_json_path",
     "load_report",
     "load_saved",
     "read_document",
+    "runs_written_meanwhile",
     "save_graph",
     "save_report",
 ]
@@ -441,24 +447,89 @@ def _write_document(path: str | os.PathLike[str], doc: dict[str, Any], format: s
         write_npz(path, doc)
 
 
-def save_report(report: CompareReport, path: str | os.PathLike[str], *, format: str | None = None) -> None:
+def save_report(report: CompareReport, path: str | os.PathLike[str], *, format: str | None = None,
+                runs: RunsWriting | None = None) -> None:
     """Write `report` to `path` (parent folders are created).
 
     `format` ``"json"`` writes the annotated JSON document, ``"npz"`` the columnar container
-    (docs/format.md); by default a ``.json`` name gets JSON and any other name npz.
+    (docs/format.md); by default a ``.json`` name gets JSON and any other name npz. `runs`: the runs'
+    columns being written meanwhile (`runs_written_meanwhile`), which the file then starts with.
     """
     npz = format == "npz" or (format is None and not is_json_path(path))
-    _write_document(path, _npz_document(report) if npz else report.to_dict(), format)
+    if not npz:
+        _write_document(path, report.to_dict(), format)
+    elif runs is not None and (begun := runs.wait()) is not None:
+        write_npz(path, report._document(_npz_floats), begun=begun)
+    else:
+        write_npz(path, {**report._document(_npz_floats), **_runs_document(report.npu, report.bench)})
 
 
-def _npz_document(report: CompareReport) -> dict[str, Any]:
-    """`CompareReport.to_dict` for the npz container: float columns as they are (`_npz_floats`), and the tensors'
-    dtype and shape texts by the codes the comparison already made of them (`string_codes` keeps them)."""
-    doc = report._document(_npz_floats)
-    for side, graph in (("npu", report.npu), ("bench", report.bench)):
+def _runs_document(npu: DumpGraph, bench: DumpGraph) -> dict[str, Any]:
+    """The runs of a result as the npz container holds them: the tensors' dtype and shape texts by their codes (the
+    comparison makes them too: `string_codes` keeps them)."""
+    doc = {"npu": graph_to_dict(npu), "bench": graph_to_dict(bench)}
+    for side, graph in (("npu", npu), ("bench", bench)):
         for column in ("dtype", "shape"):
             doc[side]["tensors"][column] = TextCodes(*string_codes(getattr(graph.tensors, column)))
     return doc
+
+
+class RunsWriting:
+    """The two runs' columns of a result being written by a forked process (`runs_written_meanwhile`)."""
+
+    def __init__(self, path: str | os.PathLike[str], npu: DumpGraph, bench: DumpGraph) -> None:
+        self.part = sibling_part(path)
+        self._answer, sender = multiprocessing.get_context("fork").Pipe(duplex=False)
+        self._process = multiprocessing.get_context("fork").Process(
+            target=_write_runs, args=(sender, self.part, npu, bench), daemon=True)
+        self._process.start()
+        sender.close()
+
+    def wait(self) -> tuple[Path, dict[str, Any]] | None:
+        """(the container holding the runs' columns, their references); None when the process failed (the caller
+        then writes the runs itself)."""
+        try:
+            tree = self._answer.recv()
+        except (EOFError, OSError):
+            tree = None
+        self._process.join()
+        if tree is None or self._process.exitcode != 0:
+            self.discard()
+            return None
+        return self.part, tree
+
+    def discard(self) -> None:
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+        self.part.unlink(missing_ok=True)
+
+
+def _write_runs(answer: Any, part: Path, npu: DumpGraph, bench: DumpGraph) -> None:
+    gc.disable()  # the collector would touch, and so copy, every page of the objects shared with the parent
+    answer.send(begin_npz(part, _runs_document(npu, bench)))
+
+
+@contextmanager
+def runs_written_meanwhile(npu: DumpGraph, bench: DumpGraph, path: str | os.PathLike[str], *,
+                           format: str | None = None) -> Iterator[RunsWriting | None]:
+    """Start writing the runs' columns of the result `path` (npz) in a forked process, for `save_report` to finish
+    the file while this process compares them (on a multi-core machine, about two thirds of the writing happen
+    meanwhile); None when the result is JSON or there is no second core or no fork. The part written is removed
+    if the block does not finish the file."""
+    npz = format == "npz" or (format is None and not is_json_path(path))
+    if not npz or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        yield None
+        return
+    try:
+        runs = RunsWriting(path, npu, bench)
+    except (OSError, GraphcmpError):  # no part here: what is wrong with the place is said when the result is written
+        yield None
+        return
+    try:
+        yield runs
+    finally:
+        runs.discard()
 
 
 def save_graph(graph: DumpGraph, path: str | os.PathLike[str], tool_version: str, *,

@@ -118,3 +118,17 @@ def test_binary_thresholds_file_is_a_clear_error(perturb_pair, tmp_path, capsys)
     code = main(["compare", str(perturb_pair[0]), str(perturb_pair[1]), "-o", str(tmp_path / "c.json"), "-q",
                  "--thresholds", str(bad)])
     assert code == 2 and "not a text file" in capsys.readouterr().err
+
+
+def test_compare_side_by_side_writes_the_result_one_process_writes(perturb_pair, tmp_path, capsys, monkeypatch):
+    from graphcmp.core.npzio import read_npz
+    from graphcmp.core.readers import pair
+
+    args = ["compare", str(perturb_pair[0]), str(perturb_pair[1]), "--json", "-q", "-o"]
+    assert main([*args, str(tmp_path / "one.npz")]) == 1
+    monkeypatch.setattr(pair, "PARALLEL_READ_BYTES", 0)  # the sample pair read, and its result written, in two
+    assert main([*args, str(tmp_path / "two.npz")]) == 1
+    one, two = read_npz(tmp_path / "one.npz"), read_npz(tmp_path / "two.npz")
+    assert one["npu"].keys() == two["npu"].keys() and one["npu"]["nodes"]["id"] == two["npu"]["nodes"]["id"]
+    assert one["summary"] == two["summary"] and one["analysis"] == two["analysis"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.npz", "two.npz"]

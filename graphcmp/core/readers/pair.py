@@ -11,7 +11,7 @@ from pathlib import Path
 from graphcmp.core.readers.detect import read_graph
 from graphcmp.core.records import DumpGraph
 
-__all__ = ["PARALLEL_READ_BYTES", "read_pair"]
+__all__ = ["PARALLEL_READ_BYTES", "read_pair", "side_by_side"]
 
 PARALLEL_READ_BYTES = 8_000_000
 """Above this total input size the two runs are read in two processes (below it, start-up costs more)."""
@@ -35,7 +35,7 @@ def read_pair(
     run alone: the child derives it from the bench run before sending it, and this process from the npu run
     if the child is still busy then (else the caller derives it when it needs it).
     """
-    if not _worth_parallel(npu_path, bench_path):
+    if not side_by_side(npu_path, bench_path):
         if meanwhile is not None:
             meanwhile()
         return read_graph(npu_path, format), read_graph(bench_path, format)
@@ -58,7 +58,9 @@ def _read_derived(path: str | os.PathLike[str], format: str | None,
     return graph
 
 
-def _worth_parallel(*paths: str | os.PathLike[str]) -> bool:
+def side_by_side(*paths: str | os.PathLike[str]) -> bool:
+    """True when runs at `paths` are worth reading (and their result writing) in two processes: a multi-core machine
+    that can fork, and more than `PARALLEL_READ_BYTES` of input."""
     if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return False
     return sum(_input_bytes(Path(p)) for p in paths) > PARALLEL_READ_BYTES

@@ -1,0 +1,79 @@
+"""Writing a result's runs in a forked process while the runs are compared (`runs_written_meanwhile`)."""
+
+from __future__ import annotations
+
+import zipfile
+
+import numpy as np
+import pytest
+
+from graphcmp.core import report as report_module
+from graphcmp.core.compare import compare_graphs
+from graphcmp.core.npzio import read_npz
+from graphcmp.core.readers.detect import read_graph
+from graphcmp.core.report import runs_written_meanwhile, save_report
+
+
+@pytest.fixture(scope="module")
+def runs(perturb_pair):
+    return read_graph(perturb_pair[0]), read_graph(perturb_pair[1])
+
+
+def _same_result(a, b) -> None:
+    """Equal documents (but the time written) and the same members."""
+    assert sorted(zipfile.ZipFile(a).namelist()) == sorted(zipfile.ZipFile(b).namelist())
+
+    def same(x, y, where):
+        if isinstance(x, dict):
+            assert list(x) == list(y), where
+            for k in x.keys() - {"created"}:
+                same(x[k], y[k], f"{where}.{k}")
+        elif isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), where
+        else:
+            assert x == y, where
+
+    same(read_npz(a), read_npz(b), "")
+
+
+def _write(runs, path):
+    npu, bench = runs
+    with runs_written_meanwhile(npu, bench, path) as writing:
+        assert writing is not None
+        save_report(compare_graphs(npu, bench), path, runs=writing)
+
+
+def test_the_result_is_the_one_written_in_one_go(runs, tmp_path):
+    npu, bench = runs
+    save_report(compare_graphs(npu, bench), tmp_path / "whole.npz")
+    _write(runs, tmp_path / "meanwhile.npz")
+    _same_result(tmp_path / "whole.npz", tmp_path / "meanwhile.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["meanwhile.npz", "whole.npz"]  # no part left
+    members = zipfile.ZipFile(tmp_path / "meanwhile.npz").namelist()
+    assert members[0].startswith("npu.") and members[-1] == "document.json"  # the runs' part begins the file
+
+
+def test_a_failed_writer_leaves_the_writing_to_this_process(runs, tmp_path, monkeypatch):
+    def broken(answer, part, npu, bench):
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(report_module, "_write_runs", broken)
+    npu, bench = runs
+    save_report(compare_graphs(npu, bench), tmp_path / "whole.npz")
+    _write(runs, tmp_path / "meanwhile.npz")
+    _same_result(tmp_path / "whole.npz", tmp_path / "meanwhile.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["meanwhile.npz", "whole.npz"]
+    assert zipfile.ZipFile(tmp_path / "meanwhile.npz").namelist() == zipfile.ZipFile(tmp_path / "whole.npz").namelist()
+
+
+def test_a_comparison_that_fails_leaves_no_part_and_no_result(runs, tmp_path):
+    npu, bench = runs
+    with pytest.raises(KeyboardInterrupt), runs_written_meanwhile(npu, bench, tmp_path / "out" / "cmp.npz"):
+        raise KeyboardInterrupt
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_json_result_is_written_in_one_go(runs, tmp_path):
+    npu, bench = runs
+    with runs_written_meanwhile(npu, bench, tmp_path / "cmp.json") as writing:
+        assert writing is None
