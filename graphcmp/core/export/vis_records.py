@@ -26,7 +26,16 @@ from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind, Role, stri
 from graphcmp.core.report import CompareReport
 from graphcmp.core.rules import ERROR, PASS, WARNING
 
-__all__ = ["BLOCK_NODES", "PRECISION_INDEX", "VisBlock", "VisSide", "VisTexts", "vis_sides"]
+__all__ = [
+    "BLOCK_NODES",
+    "PRECISION_INDEX",
+    "VIS_NODE_TYPE",
+    "VisBlock",
+    "VisSide",
+    "VisTexts",
+    "vis_sides",
+    "vis_task",
+]
 
 PRECISION_INDEX = {PASS: 0.0, WARNING: 0.5, ERROR: 1.0}
 """graphcmp status -> ``precision_index`` written for an npu node (skip and unmatched get none)."""
@@ -68,8 +77,9 @@ class VisBlock:
 
 
 _TASKS = {"statistics": "summary", "md5": "md5", "tensor": "all"}
-_NODE_TYPE = {int(kind): int(VisNodeType.API if kind == NodeKind.API else VisNodeType.GROUP if kind == NodeKind.GROUP
-                        else VisNodeType.MODULE) for kind in NodeKind}
+VIS_NODE_TYPE = {int(kind): int(VisNodeType.API if kind == NodeKind.API else VisNodeType.GROUP
+                                if kind == NodeKind.GROUP else VisNodeType.MODULE) for kind in NodeKind}
+"""msprobe's ``node_type`` of each `NodeKind`."""
 _ROLE_KEY = {int(Role.INPUT): b"input.", int(Role.OUTPUT): b"output.", int(Role.PARAM): b"parameters.",
              int(Role.PARAM_GRAD): b""}
 _OUTPUT = int(Role.OUTPUT)
@@ -106,7 +116,7 @@ class VisTexts:
         self.escaped_ids = json_escaped(nodes.ids)
         """Each node id escaped for a JSON string (no quotes)."""
         self._ids = _objects(self.escaped_ids)
-        kinds = np.array([str(_NODE_TYPE[k]).encode() for k in range(max(_NODE_TYPE) + 1)], object)
+        kinds = np.array([str(VIS_NODE_TYPE[k]).encode() for k in range(max(VIS_NODE_TYPE) + 1)], object)
         self.node_types = kinds[nodes.kind].tolist()
         """``node_type`` of each node as text."""
         self.upnodes = _objects([*self.escaped_ids, b"None"])[nodes.parent].tolist()  # row -1: "None"
