@@ -66,6 +66,9 @@ _PRAGMAS = ("PRAGMA page_size=65536", "PRAGMA journal_mode=OFF", "PRAGMA synchro
 write leaves no file); a 256 MiB page cache lets the indexes be sorted in memory. 64 KiB pages (SQLite's largest)
 hold a node's row (2.7 KB on average, with its tensors' texts) without overflow pages: inserting and each index's
 scan of the table take half the time they take with 4 KiB pages."""
+_INDEX_CACHE = "PRAGMA cache_size=-8192"
+"""Building the indexes: SQLite's sorter sorts runs the size of the page cache and merges them; 8 MiB runs sort
+faster than one 256 MiB run (0.4 s of 3.7 s for the 200k result's seven indexes)."""
 _INSERT_NODE = f"INSERT INTO tb_nodes VALUES ({', '.join('?' * 22)})"
 
 
@@ -116,6 +119,7 @@ def _write(db_path: Path, documents: Iterable[CompareReport | DumpGraph], target
         if not seen:
             raise OutputError(f"{target}: nothing to write (no documents)")
         _insert_config(conn, config, seen)
+        conn.execute(_INDEX_CACHE)
         for statement in _INDEXES:
             conn.execute(statement)
         conn.commit()
