@@ -10,8 +10,10 @@ its ancestors (the root excluded); a module's own node sits inside its own layer
 (``config.pinToGroupTop``), so the layer shows the module's data. Dumps record no data flow, so
 each node's incoming edge is the previous sibling in execution order (a module's first child comes
 from the module's own node): the layout reads top to bottom in call order. Runs read from graph
-formats (GE, MindSpore IR) carry data-flow edges, which are written instead. Both files are written
-node by node.
+formats (GE, MindSpore IR) carry data-flow edges, which are written instead. The records are made as
+text from the columns and written a block of nodes at a time (each tensor's metadata item joined from
+column pieces, as `graphcmp.core.export.vis_records` does for the `.vis`), node data a chunk of values
+at a time.
 """
 
 from __future__ import annotations
@@ -367,6 +369,8 @@ class _TensorItems:
         self.tag_codes = t.role.astype(np.int64) * max(len(slots), 1) + slot_codes
         self.dtype_codes, self.shape_codes = dtype_codes, shape_codes
         self.slots, self.dtypes, self.shapes = slots, dtypes, shapes
+        self.texts_held = {name for name, values in (("md5", t.md5), ("value", t.value), ("file", t.file))
+                           if any(string_codes(values)[1])}
 
     def _head(self, key: tuple[int, int, int]) -> bytes:
         tag_code, dtype, shape = key
@@ -394,6 +398,8 @@ class _TensorItems:
             column[shown] = [prefix + stats[4 * k + s] + b'"}' for k in shown.tolist()]
             columns.append(column.tolist())
         for name, values in (("md5", t.md5), ("value", t.value), ("file", t.file)):
+            if name not in self.texts_held:  # no row has one
+                continue
             texts = [values[k] for k in row_list]
             prefix = b',{"key":"' + name.encode() + b'","value":"'
             columns.append([prefix + e + b'"}' if v else b"" for v, e in zip(texts, json_escaped(texts))])

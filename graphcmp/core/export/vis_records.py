@@ -342,6 +342,7 @@ class _Heads:
                                 + b'","shape":"' + shape_text[p % max(len(shapes), 1)] + b'","Max":"'
                                 for p in distinct.tolist()])
         self.grads = _objects([b'"', b'","requires_grad":"False"', b'","requires_grad":"True"'])  # -1, 0, 1
+        self.has_md5, self.has_file = any(string_codes(t.md5)[1]), any(string_codes(t.file)[1])
 
     def tensors(self, rows: np.ndarray) -> tuple[list[bytes], list[bytes]]:
         """(head, statistics and the rest) of tensor rows."""
@@ -350,10 +351,11 @@ class _Heads:
         stats[:] = float_reprs(t.stats[rows])
         stats[~t.present[rows].ravel()] = b"null"
         stats = stats.reshape(-1, 4)
-        md5 = [t.md5[k] for k in rows.tolist()]
-        files = [t.file[k] for k in rows.tolist()]
-        md5_text = [b',"md5":"' + m + b'"' if m else b"" for m in json_escaped(md5)]
-        names = [b',"data_name":"' + (f or b"-1") + b'"' for f in json_escaped(files)]
+        md5_text, names = repeat(b""), repeat(b',"data_name":"-1"')  # runs without md5 or tensor files
+        if self.has_md5:
+            md5_text = [b',"md5":"' + m + b'"' if m else b"" for m in json_escaped([t.md5[k] for k in rows.tolist()])]
+        if self.has_file:
+            names = [b',"data_name":"' + (f or b"-1") + b'"' for f in json_escaped([t.file[k] for k in rows.tolist()])]
         body = list(map(b"".join, zip(stats[:, 0].tolist(), repeat(_STAT_SEPARATORS[0]), stats[:, 1].tolist(),
                                       repeat(_STAT_SEPARATORS[1]), stats[:, 2].tolist(), repeat(_STAT_SEPARATORS[2]),
                                       stats[:, 3].tolist(), self.grads[t.requires_grad[rows] + 1].tolist(),
