@@ -203,9 +203,9 @@ def _write_nodes(f: BinaryIO, graph: DumpGraph, document: CompareReport | DumpGr
     texts = _NodeTexts(graph, document)
     for lo in range(0, len(graph), BLOCK_NODES):
         records = texts.records(lo, min(lo + BLOCK_NODES, len(graph)))
-        if lo:
-            records[0] = b"," + records[0]
-        f.write(b",".join(records))
+        if not lo:
+            records[0] = records[0][1:]  # the first record: no comma
+        f.writelines(records)
     return len(graph)
 
 
@@ -213,7 +213,7 @@ def iter_model_explorer_nodes(graph: DumpGraph, document: CompareReport | DumpGr
     """Model Explorer GraphNode records of one run, one at a time, in execution order (as written)."""
     texts = _NodeTexts(graph, document)
     for lo in range(0, len(graph), BLOCK_NODES):
-        yield from map(orjson.loads, texts.records(lo, min(lo + BLOCK_NODES, len(graph))))
+        yield from (orjson.loads(record[1:]) for record in texts.records(lo, min(lo + BLOCK_NODES, len(graph))))
 
 
 _ROLE_NAMES = {int(r): r.name.lower() for r in Role}
@@ -265,7 +265,7 @@ class _NodeTexts:
         self.tensors = _TensorItems(graph, document)
 
     def records(self, lo: int, hi: int) -> list[bytes]:
-        """The GraphNode records of rows [lo, hi)."""
+        """The GraphNode records of rows [lo, hi), each after a comma."""
         namespaces, pins, edges = self._layout(lo, hi)
         inputs, outputs, params = self.tensors.items(lo, hi)
         attrs = [self.heads[lo:hi], self.compare.texts(lo, hi) if self.compare else repeat(b""), params]
@@ -273,7 +273,7 @@ class _NodeTexts:
             attrs.append([b"".join(b"," + _key_value(k, v) for k, v in a) for a in self.graph.nodes.attrs[lo:hi]])
         attrs.append(self.call_sites[lo:hi].tolist())
         ids = self.ids[lo:hi].tolist()
-        return [b'{"id":"%s","label":"%s","namespace":"%s"%s,"incomingEdges":%s,"attrs":[%s],"inputsMetadata":%s,'
+        return [b',{"id":"%s","label":"%s","namespace":"%s"%s,"incomingEdges":%s,"attrs":[%s],"inputsMetadata":%s,'
                 b'"outputsMetadata":%s}' % (i, i, ns, pin, edge, b"".join(a), ins, outs)
                 for i, ns, pin, edge, a, ins, outs in zip(ids, namespaces, pins, edges, zip(*attrs), inputs, outputs)]
 
@@ -388,14 +388,16 @@ class _TensorItems:
         row_list = rows.tolist()
         heads = _memo_texts(zip(self.tag_codes[rows].tolist(), self.dtype_codes[rows].tolist(),
                                 self.shape_codes[rows].tolist()), self._head)
-        stats = float_reprs(t.stats[rows])
+        stats = t.stats[rows]
         present = t.present[rows]
         columns = [heads]
         for s, name in enumerate(_STAT_NAMES):
             column = np.full(len(rows), b"", object)
             shown = np.flatnonzero(present[:, s])
-            prefix = b',{"key":"' + name.encode() + b'","value":"'
-            column[shown] = [prefix + stats[4 * k + s] + b'"}' for k in shown.tolist()]
+            if len(shown):  # the column's items joined and split again: no Python per value
+                prefix = b',{"key":"' + name.encode() + b'","value":"'
+                joined = b"\n".join(float_reprs(stats[shown, s]))
+                column[shown] = (prefix + joined.replace(b"\n", b'"}\n' + prefix) + b'"}').split(b"\n")
             columns.append(column.tolist())
         for name, values in (("md5", t.md5), ("value", t.value), ("file", t.file)):
             if name not in self.texts_held:  # no row has one
@@ -411,7 +413,7 @@ class _TensorItems:
         items = list(map(b"".join, zip(*columns, repeat(b"]}"))))
         cuts = (bounds - bounds[0]).tolist()
         lists = [b"[" + b",".join(items[a:b]) + b"]" for a, b in pairwise(cuts)]
-        return lists[0::2], lists[1::2], self._params(lo, hi, rows, stats, present, pairs)
+        return lists[0::2], lists[1::2], self._params(lo, hi, rows, pairs)
 
     def _param_pairs(self, rows: np.ndarray) -> dict[int, list[tuple[str, str]]]:
         """How each parameter with a pair compares (its largest relative error and verdict), by position in
@@ -426,16 +428,18 @@ class _TensorItems:
         return {k: [("rel_err", e.decode()), ("verdict", STATUS_NAMES[lv])]
                 for k, e, lv in zip(at.tolist(), errs, levels)}
 
-    def _params(self, lo: int, hi: int, rows: np.ndarray, stats: list[bytes], present: np.ndarray,
-                pairs: dict[int, list[tuple[str, str]]]) -> list[bytes]:
+    def _params(self, lo: int, hi: int, rows: np.ndarray, pairs: dict[int, list[tuple[str, str]]]) -> list[bytes]:
         """Each node's parameters as attributes (Model Explorer lists only inputs an edge reaches)."""
         t = self.t
         out = [b""] * (hi - lo)
-        for i in np.flatnonzero(t.role[rows] == _PARAM).tolist():
+        at = np.flatnonzero(t.role[rows] == _PARAM)
+        stats = [v.decode() for v in float_reprs(t.stats[rows[at]])]
+        present = t.present[rows[at]].tolist()
+        for j, i in enumerate(at.tolist()):
             k = int(rows[i])
             tag = self.tags[self.tag_codes[k]]
             attrs = [("dtype", t.dtype[k]), ("shape", t.shape[k])]
-            attrs += [(name, stats[4 * i + s].decode()) for s, name in enumerate(_STAT_NAMES) if present[i, s]]
+            attrs += [(name, stats[4 * j + s]) for s, name in enumerate(_STAT_NAMES) if present[j][s]]
             attrs += [(name, value) for name, value in (("md5", t.md5[k]), ("value", t.value[k]), ("file", t.file[k]))
                       if value]
             attrs += pairs.get(i, [])
