@@ -2,17 +2,19 @@
 """Time and memory of `graphcmp export` (vis, vis-db, model-explorer) on one comparison report.
 
 Each target runs in its own process: the report is loaded, the peak-RSS counter is reset
-(Linux ``/proc/self/clear_refs``), the export runs, and the script prints the export's wall time,
-the output size and how far the resident set grew above the loaded report during the export.
-A streaming export stays far below the size of the report in memory.
+(Linux ``/proc/self/clear_refs``), the export runs, and the script prints the export's wall and CPU
+time (user + system: what a busy, shared machine does not inflate), the time to load the result
+before it, the output size and how far the resident set grew above the loaded report during the
+export. A streaming export stays far below the size of the report in memory. Run it with
+``PYTHONPATH=<another tree>`` to time that tree (the children inherit the environment).
 
 Usage::
 
     S=../shared/data/msprobe/dumps/tf_big/statistics/baseline/step0/rank0
     .venv/bin/python bench/make_synthetic.py --source $S \\
         --nodes 200000 --out /tmp/synth200k
-    .venv/bin/graphcmp compare /tmp/synth200k/npu /tmp/synth200k/bench -o /tmp/synth200k/cmp.json -q
-    .venv/bin/python bench/bench_export.py /tmp/synth200k/cmp.json --out /tmp/synth200k/export [--json]
+    .venv/bin/graphcmp compare /tmp/synth200k/npu /tmp/synth200k/bench -o /tmp/synth200k/cmp.npz -q
+    .venv/bin/python bench/bench_export.py /tmp/synth200k/cmp.npz --out /tmp/synth200k/export [--json]
 """
 
 from __future__ import annotations
@@ -49,17 +51,20 @@ def run_one(report_path: str, target: str, out_dir: str) -> dict:
     from graphcmp.core.export.vis_db import write_vis_db
     from graphcmp.core.report import load_report
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     report = load_report(report_path)
-    load_s = time.perf_counter() - start
+    load_s, load_cpu = time.perf_counter() - start, time.process_time() - cpu
     rss_loaded = _status_kb("VmRSS")
     exact_peak = _reset_peak()
     out = Path(out_dir) / TARGETS[target]
     writer = {"vis": write_vis, "vis-db": write_vis_db, "model-explorer": write_model_explorer}[target]
+    cpu = time.process_time()
     result = writer(report, out)
+    export_cpu = time.process_time() - cpu
     return {
         "target": target, "nodes": result.nodes, "files": len(result.paths), "bytes": result.bytes,
-        "export_s": round(result.seconds, 2), "load_s": round(load_s, 2),
+        "export_s": round(result.seconds, 2), "export_cpu_s": round(export_cpu, 2), "load_s": round(load_s, 2),
+        "load_cpu_s": round(load_cpu, 2),
         "rss_loaded_mb": round(rss_loaded / 1024, 1), "peak_during_export_mb": round(_status_kb("VmHWM") / 1024, 1),
         "growth_mb": round((_status_kb("VmHWM") - rss_loaded) / 1024, 1), "peak_reset": exact_peak,
     }
@@ -67,7 +72,7 @@ def run_one(report_path: str, target: str, out_dir: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("report", help="a cmp.json written by graphcmp compare")
+    parser.add_argument("report", help="a result written by graphcmp compare (cmp.npz or cmp.json)")
     parser.add_argument("--out", default="/tmp/graphcmp_bench_export", help="folder for the exported files")
     parser.add_argument("--to", nargs="*", choices=sorted(TARGETS), default=list(TARGETS))
     parser.add_argument("--json", action="store_true", help="print one JSON object per target")
@@ -82,9 +87,10 @@ def main(argv: list[str] | None = None) -> int:
                               check=True, capture_output=True, text=True)
         row = json.loads(done.stdout.strip().splitlines()[-1])
         print(json.dumps(row) if args.json else
-              f"{target:15s} {row['nodes']:>8,} nodes  {row['export_s']:6.1f} s  {row['bytes'] / 1e6:8.1f} MB  "
+              f"{target:15s} {row['nodes']:>8,} nodes  {row['export_s']:6.1f} s (CPU {row['export_cpu_s']:.1f} s)  "
+              f"{row['bytes'] / 1e6:8.1f} MB  "
               f"RSS {row['rss_loaded_mb']:7.0f} MB loaded, +{row['growth_mb']:.0f} MB during export "
-              f"(report load {row['load_s']:.1f} s)")
+              f"(report load {row['load_s']:.1f} s, CPU {row['load_cpu_s']:.1f} s)")
     return 0
 
 

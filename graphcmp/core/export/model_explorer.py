@@ -10,8 +10,10 @@ its ancestors (the root excluded); a module's own node sits inside its own layer
 (``config.pinToGroupTop``), so the layer shows the module's data. Dumps record no data flow, so
 each node's incoming edge is the previous sibling in execution order (a module's first child comes
 from the module's own node): the layout reads top to bottom in call order. Runs read from graph
-formats (GE, MindSpore IR) carry data-flow edges, which are written instead. Both files are written
-node by node.
+formats (GE, MindSpore IR) carry data-flow edges, which are written instead. The records are made as
+text from the columns and written a block of nodes at a time (each tensor's metadata item joined from
+column pieces, as `graphcmp.core.export.vis_records` does for the `.vis`), node data a chunk of values
+at a time.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import pairwise, repeat
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -28,11 +31,13 @@ import numpy as np
 import orjson
 
 from graphcmp.core.errors import DumpFormatError, OutputError
+from graphcmp.core.export.columns import float_reprs, json_escaped
 from graphcmp.core.export.vis import ExportResult
+from graphcmp.core.export.vis_records import BLOCK_NODES
 from graphcmp.core.judge import STATUS_NAMES, UNMATCHED
 from graphcmp.core.outputs import atomic_output
 from graphcmp.core.readers.vis import ATTR_PRECISION
-from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role
+from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role, string_codes
 from graphcmp.core.report import CompareReport
 from graphcmp.core.rules import ERROR, PASS, WARNING
 
@@ -169,10 +174,11 @@ def write_model_explorer(document: CompareReport | DumpGraph, folder: str | os.P
             f.write(b"]}")
         f.write(b"]}")
     if isinstance(document, CompareReport):
+        ids = {graph_id: _objects(json_escaped(graph.nodes.ids)) for graph_id, graph, _ in graphs}
         for spec in node_data_specs(document):
             path = folder / f"node_data_{spec.name}.json"
             with atomic_output(path) as f:
-                _write_node_data(f, spec, graphs)
+                _write_node_data(f, spec, graphs, ids)
             paths.append(path)
     size = sum(p.stat().st_size for p in paths)
     return ExportResult(tuple(str(p) for p in paths), count, size, time.perf_counter() - start)
@@ -193,120 +199,252 @@ def _label(document: CompareReport | DumpGraph) -> str:
 
 
 def _write_nodes(f: BinaryIO, graph: DumpGraph, document: CompareReport | DumpGraph) -> int:
-    count = 0
-    for node in iter_model_explorer_nodes(graph, document):
-        f.write((b"," if count else b"") + orjson.dumps(node))
-        count += 1
-    return count
+    """Write the GraphNode records of one run, made as text a block of nodes at a time."""
+    texts = _NodeTexts(graph, document)
+    for lo in range(0, len(graph), BLOCK_NODES):
+        records = texts.records(lo, min(lo + BLOCK_NODES, len(graph)))
+        if not lo:
+            records[0] = records[0][1:]  # the first record: no comma
+        f.writelines(records)
+    return len(graph)
 
 
 def iter_model_explorer_nodes(graph: DumpGraph, document: CompareReport | DumpGraph) -> Iterator[dict[str, Any]]:
-    """Model Explorer GraphNode records of one run, one at a time, in execution order."""
-    nodes = graph.nodes
-    layer_of: dict[int, str] = {}  # namespace of each container row (its own layer)
-    has_kids = np.zeros(len(graph), bool)
-    has_kids[nodes.parent[nodes.parent >= 0]] = True
-    has_kids = has_kids.tolist()
-    parents = nodes.parent.tolist()
-    previous: dict[int, int] = {}  # last child seen per parent row
-    tensors = _TensorTexts(graph, document)
-    incoming = _incoming(graph)
-    for row in range(len(graph)):
-        parent = parents[row]
-        own = nodes.ids[row].replace(_SEP, _SEP_STAND_IN)
-        outer = layer_of.get(parent, "")
-        container = row > 0 and has_kids[row]
-        if container:
-            layer_of[row] = f"{outer}{_SEP}{own}" if outer else own
-        node: dict[str, Any] = {"id": nodes.ids[row], "label": nodes.ids[row],
-                                "namespace": layer_of[row] if container else outer}
-        if container:
-            node["config"] = {"pinToGroupTop": True}
-        if incoming is not None:
-            sources = incoming[0][incoming[1][row]:incoming[1][row + 1]].tolist()
-        else:
-            sources = [previous.get(parent, parent)] if parent >= 0 else []
-            previous[parent] = row
-        node["incomingEdges"] = [{"sourceNodeId": nodes.ids[src], "sourceNodeOutputId": "0",
-                                  "targetNodeInputId": str(i)} for i, src in enumerate(sources)]
-        inputs, outputs, params = tensors.metadata(row)
-        node["attrs"] = _attrs(graph, row, document, params)
-        node["inputsMetadata"], node["outputsMetadata"] = inputs, outputs
-        yield node
+    """Model Explorer GraphNode records of one run, one at a time, in execution order (as written)."""
+    texts = _NodeTexts(graph, document)
+    for lo in range(0, len(graph), BLOCK_NODES):
+        yield from (orjson.loads(record[1:]) for record in texts.records(lo, min(lo + BLOCK_NODES, len(graph))))
 
 
-_BLOCK_NODES = 256
-"""Nodes whose tensor texts are made at a time (whole columns at C speed, a few MB held)."""
 _ROLE_NAMES = {int(r): r.name.lower() for r in Role}
 _OUTPUT_ROLES = (int(Role.OUTPUT), int(Role.PARAM_GRAD))
 _PARAM = int(Role.PARAM)
+_STAT_NAMES = ("max", "min", "mean", "norm")
+_NODE_KINDS = {int(k): k.name.lower() for k in NodeKind}
+_DIRECTION_NAMES = {int(d): d.name.lower() for d in Direction}
+_PIN = b',"config":{"pinToGroupTop":true}'
 
 
-class _TensorTexts:
-    """The metadata items of each node's tensors, their texts made for a block of nodes at a time."""
+def _objects(values: list) -> np.ndarray:
+    """A list as a 1-D object array (so that indexing by rows runs in C)."""
+    out = np.empty(len(values), object)
+    out[:] = values
+    return out
+
+
+def _key_value(key: str, value: str) -> bytes:
+    """``{"key":...,"value":...}`` as orjson writes it."""
+    return orjson.dumps({"key": key, "value": value})
+
+
+class _NodeTexts:
+    """The GraphNode records of one run as text, made from its columns: the namespace and incoming edges by one
+    walk over the rows (each depends on the rows before), everything else for whole columns of a block of nodes.
+    """
 
     def __init__(self, graph: DumpGraph, document: CompareReport | DumpGraph) -> None:
+        nodes = graph.nodes
         self.graph = graph
+        self.ids = _objects(json_escaped(nodes.ids))
+        has_kids = np.zeros(len(graph), bool)
+        has_kids[nodes.parent[nodes.parent >= 0]] = True
+        self.has_kids = has_kids.tolist()
+        self.parents = nodes.parent.tolist()
+        self.layer_of: dict[int, str] = {}  # namespace of each container row (its own layer)
+        self.previous: dict[int, int] = {}  # last child seen per parent row
+        self.incoming = _incoming(graph)
+        op_codes, ops = string_codes(nodes.op)
+        self.heads = _memo_texts(zip(nodes.kind.tolist(), op_codes.tolist(), nodes.direction.tolist(),
+                                     nodes.micro_step.tolist()),
+                                 lambda key: b",".join(_key_value(k, v) for k, v in (
+                                     ("kind", _NODE_KINDS[key[0]]), ("op", ops[key[1]]),
+                                     ("direction", _DIRECTION_NAMES[key[2]]), ("micro_step", str(key[3])))))
+        self.compare = _CompareAttrs(document, graph) if isinstance(document, CompareReport) else None
+        call_sites = [b"," + _key_value("call_site", _call_site(s)) if s else b"" for s in graph.stacks]
+        self.call_sites = _objects([*call_sites, b""])[nodes.stack]  # row -1: no stack
+        self.tensors = _TensorItems(graph, document)
+
+    def records(self, lo: int, hi: int) -> list[bytes]:
+        """The GraphNode records of rows [lo, hi), each after a comma."""
+        namespaces, pins, edges = self._layout(lo, hi)
+        inputs, outputs, params = self.tensors.items(lo, hi)
+        attrs = [self.heads[lo:hi], self.compare.texts(lo, hi) if self.compare else repeat(b""), params]
+        if self.graph.nodes.attrs:
+            attrs.append([b"".join(b"," + _key_value(k, v) for k, v in a) for a in self.graph.nodes.attrs[lo:hi]])
+        attrs.append(self.call_sites[lo:hi].tolist())
+        ids = self.ids[lo:hi].tolist()
+        return [b',{"id":"%s","label":"%s","namespace":"%s"%s,"incomingEdges":%s,"attrs":[%s],"inputsMetadata":%s,'
+                b'"outputsMetadata":%s}' % (i, i, ns, pin, edge, b"".join(a), ins, outs)
+                for i, ns, pin, edge, a, ins, outs in zip(ids, namespaces, pins, edges, zip(*attrs), inputs, outputs)]
+
+    def _layout(self, lo: int, hi: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
+        """Namespace, config and incomingEdges of rows [lo, hi), in row order (a row's layer is its parent's
+        plus its own id; without data-flow edges a row's edge comes from its previous sibling, or its parent)."""
+        ids = self.graph.nodes.ids
+        layer_of, previous, parents, has_kids = self.layer_of, self.previous, self.parents, self.has_kids
+        namespaces, pins, sources = [], [], []
+        for row in range(lo, hi):
+            parent = parents[row]
+            outer = layer_of.get(parent, "")
+            if row > 0 and has_kids[row]:
+                own = ids[row].replace(_SEP, _SEP_STAND_IN)
+                outer = layer_of[row] = f"{outer}{_SEP}{own}" if outer else own
+                pins.append(_PIN)
+            else:
+                pins.append(b"")
+            namespaces.append(outer)
+            if self.incoming is not None:
+                sources.append(self.incoming[0][self.incoming[1][row]:self.incoming[1][row + 1]].tolist())
+            else:
+                sources.append([previous.get(parent, parent)] if parent >= 0 else [])
+                previous[parent] = row
+        edges = [b"[" + b",".join(b'{"sourceNodeId":"%s","sourceNodeOutputId":"0","targetNodeInputId":"%d"}'
+                                  % (self.ids[src], i) for i, src in enumerate(srcs)) + b"]" for srcs in sources]
+        return json_escaped(namespaces), pins, edges
+
+
+def _memo_texts(keys: Iterator[tuple], make: Callable[[tuple], bytes]) -> list[bytes]:
+    """``make(key)`` of every key, made once per distinct key."""
+    made: dict[tuple, bytes] = {}
+    out = []
+    for key in keys:
+        text = made.get(key)
+        if text is None:
+            text = made[key] = make(key)
+        out.append(text)
+    return out
+
+
+class _CompareAttrs:
+    """``matched`` and, where the node has an npu row, the verdict attributes of each node of one run."""
+
+    def __init__(self, report: CompareReport, graph: DumpGraph) -> None:
+        m = report.matches
+        self.is_npu = graph is report.npu
+        self.partner = m.npu_to_bench if self.is_npu else m.bench_to_npu
+        other = report.bench if self.is_npu else report.npu
+        self.other_ids = _objects([*json_escaped(other.nodes.ids), b""])  # row -1: ""
+        self.verdicts = report.verdicts
+        self.names = {k: v.encode() for k, v in STATUS_NAMES.items()}
+
+    def texts(self, lo: int, hi: int) -> list[bytes]:
+        partner = self.partner[lo:hi]
+        npu_rows = np.arange(lo, hi) if self.is_npu else partner
+        matched = self.other_ids[partner].tolist()
+        v = self.verdicts
+        at = np.flatnonzero(npu_rows >= 0)
+        rows = npu_rows[at]
+        out = [b',{"key":"matched","value":"' + t + b'"}' for t in matched]
+        names = self.names
+        severity = float_reprs(v.severity[rows])
+        reasons = json_escaped([v.reason[r] for r in rows.tolist()])
+        for k, status, worst, sev, reason in zip(at.tolist(), v.status[rows].tolist(), v.worst[rows].tolist(),
+                                                 severity, reasons):
+            out[k] += (b',{"key":"verdict","value":"%s"},{"key":"worst","value":"%s"},{"key":"severity","value":"%s"},'
+                       b'{"key":"reason","value":"%s"}' % (names[status], names[worst], sev, reason))
+        return out
+
+
+class _TensorItems:
+    """The inputsMetadata and outputsMetadata lists of each node, and its parameters as attributes: every
+    tensor's item made from its columns, for the tensors of a block of nodes at a time."""
+
+    def __init__(self, graph: DumpGraph, document: CompareReport | DumpGraph) -> None:
         t = graph.tensors
-        self.order = np.argsort(t.node, kind="stable")
-        self.bounds = np.searchsorted(t.node[self.order], np.arange(len(graph) + 1))
-        self.block = (0, 0)
-        self.texts: dict[int, list[tuple[str, str]]] = {}
+        self.t = t
+        is_output = np.isin(t.role, _OUTPUT_ROLES)
+        owner = t.node.astype(np.int64) * 2 + is_output
+        self.order = np.argsort(owner, kind="stable")
+        self.bounds = np.searchsorted(owner[self.order], np.arange(2 * len(graph) + 1))
         self.pair_of = None
-        if isinstance(document, CompareReport) and graph is document.npu:
-            self.report = document
+        self.report = document if isinstance(document, CompareReport) else None
+        if self.report is not None and (graph is self.report.npu or graph is self.report.bench):
             self.pair_of = np.full(len(t), -1, np.int64)
-            self.pair_of[document.pairs.npu] = np.arange(len(document.pairs))
-        elif isinstance(document, CompareReport) and graph is document.bench:
-            self.report = document
-            self.pair_of = np.full(len(t), -1, np.int64)
-            self.pair_of[document.pairs.bench] = np.arange(len(document.pairs))
+            side = self.report.pairs.npu if graph is self.report.npu else self.report.pairs.bench
+            self.pair_of[side] = np.arange(len(self.report.pairs))
+        slot_codes, slots = string_codes(t.slot)
+        dtype_codes, dtypes = string_codes(t.dtype)
+        shape_codes, shapes = string_codes(t.shape)
+        self.tags = [f"{_ROLE_NAMES[r]}.{s}" for r in range(max(_ROLE_NAMES) + 1) for s in slots]
+        self.tag_codes = t.role.astype(np.int64) * max(len(slots), 1) + slot_codes
+        self.dtype_codes, self.shape_codes = dtype_codes, shape_codes
+        self.slots, self.dtypes, self.shapes = slots, dtypes, shapes
+        self.texts_held = {name for name, values in (("md5", t.md5), ("value", t.value), ("file", t.file))
+                           if any(string_codes(values)[1])}
 
-    def metadata(self, row: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[str, str]]]:
-        """(inputsMetadata, outputsMetadata, parameter attrs) of node `row`."""
-        if not self.block[0] <= row < self.block[1]:
-            self._make_block(row)
-        t = self.graph.tensors
-        inputs, outputs, params = [], [], []
-        for k in self.order[self.bounds[row]:self.bounds[row + 1]].tolist():
-            role, attrs = self.texts[k]
-            tag = f"{_ROLE_NAMES[role]}.{t.slot[k]}"
-            item = {"id": t.slot[k] if role in _OUTPUT_ROLES else tag,
-                    "attrs": [{"key": "__tensor_tag", "value": tag}, *({"key": key, "value": value}
-                                                                      for key, value in attrs)]}
-            (outputs if role in _OUTPUT_ROLES else inputs).append(item)
-            if role == _PARAM:  # Model Explorer lists only inputs an edge reaches: a parameter shows as an attribute
-                params.append((tag, _param_text(attrs)))
-        return inputs, outputs, params
+    def _head(self, key: tuple[int, int, int]) -> bytes:
+        tag_code, dtype, shape = key
+        tag = self.tags[tag_code]
+        role, slot = tag_code // max(len(self.slots), 1), self.slots[tag_code % max(len(self.slots), 1)]
+        return orjson.dumps({"id": slot if role in _OUTPUT_ROLES else tag, "attrs": [
+            {"key": "__tensor_tag", "value": tag}, {"key": "dtype", "value": self.dtypes[dtype]},
+            {"key": "shape", "value": self.shapes[shape]}]})[:-2]
 
-    def _make_block(self, row: int) -> None:
-        hi = min(row + _BLOCK_NODES, len(self.graph))
-        rows = self.order[self.bounds[row]:self.bounds[hi]]
-        t = self.graph.tensors
-        stats = [list(map(_text, column)) for column in t.stats[rows].T.tolist()]
-        present = t.present[rows].T.tolist()
-        roles = t.role[rows].tolist()
-        pairs = self.pair_of[rows].tolist() if self.pair_of is not None else [-1] * len(rows)
-        texts = {}
-        for i, k in enumerate(rows.tolist()):
+    def items(self, lo: int, hi: int) -> tuple[list[bytes], list[bytes], list[bytes]]:
+        """(inputsMetadata, outputsMetadata, parameter attributes) texts of nodes [lo, hi)."""
+        t = self.t
+        bounds = self.bounds[2 * lo: 2 * hi + 1]
+        rows = self.order[bounds[0]:bounds[-1]]
+        row_list = rows.tolist()
+        heads = _memo_texts(zip(self.tag_codes[rows].tolist(), self.dtype_codes[rows].tolist(),
+                                self.shape_codes[rows].tolist()), self._head)
+        stats = t.stats[rows]
+        present = t.present[rows]
+        columns = [heads]
+        for s, name in enumerate(_STAT_NAMES):
+            column = np.full(len(rows), b"", object)
+            shown = np.flatnonzero(present[:, s])
+            if len(shown):  # the column's items joined and split again: no Python per value
+                prefix = b',{"key":"' + name.encode() + b'","value":"'
+                joined = b"\n".join(float_reprs(stats[shown, s]))
+                column[shown] = (prefix + joined.replace(b"\n", b'"}\n' + prefix) + b'"}').split(b"\n")
+            columns.append(column.tolist())
+        for name, values in (("md5", t.md5), ("value", t.value), ("file", t.file)):
+            if name not in self.texts_held:  # no row has one
+                continue
+            texts = [values[k] for k in row_list]
+            prefix = b',{"key":"' + name.encode() + b'","value":"'
+            columns.append([prefix + e + b'"}' if v else b"" for v, e in zip(texts, json_escaped(texts))])
+        pairs = self._param_pairs(rows)
+        pair_texts = [b""] * len(rows)
+        for k, attrs in pairs.items():
+            pair_texts[k] = b"".join(b"," + _key_value(key, value) for key, value in attrs)
+        columns.append(pair_texts)
+        items = list(map(b"".join, zip(*columns, repeat(b"]}"))))
+        cuts = (bounds - bounds[0]).tolist()
+        lists = [b"[" + b",".join(items[a:b]) + b"]" for a, b in pairwise(cuts)]
+        return lists[0::2], lists[1::2], self._params(lo, hi, rows, pairs)
+
+    def _param_pairs(self, rows: np.ndarray) -> dict[int, list[tuple[str, str]]]:
+        """How each parameter with a pair compares (its largest relative error and verdict), by position in
+        `rows`."""
+        if self.pair_of is None:
+            return {}
+        pairs = self.pair_of[rows]
+        at = np.flatnonzero((pairs >= 0) & (self.t.role[rows] == _PARAM))
+        report = self.report
+        errs = float_reprs(report.pairs.metrics["rel_err"][pairs[at]])
+        levels = report.verdicts.pair_level[pairs[at]].tolist()
+        return {k: [("rel_err", e.decode()), ("verdict", STATUS_NAMES[lv])]
+                for k, e, lv in zip(at.tolist(), errs, levels)}
+
+    def _params(self, lo: int, hi: int, rows: np.ndarray, pairs: dict[int, list[tuple[str, str]]]) -> list[bytes]:
+        """Each node's parameters as attributes (Model Explorer lists only inputs an edge reaches)."""
+        t = self.t
+        out = [b""] * (hi - lo)
+        at = np.flatnonzero(t.role[rows] == _PARAM)
+        stats = [v.decode() for v in float_reprs(t.stats[rows[at]])]
+        present = t.present[rows[at]].tolist()
+        for j, i in enumerate(at.tolist()):
+            k = int(rows[i])
+            tag = self.tags[self.tag_codes[k]]
             attrs = [("dtype", t.dtype[k]), ("shape", t.shape[k])]
-            attrs += [(name, stats[s][i]) for s, name in enumerate(_STAT_NAMES) if present[s][i]]
+            attrs += [(name, stats[4 * j + s]) for s, name in enumerate(_STAT_NAMES) if present[j][s]]
             attrs += [(name, value) for name, value in (("md5", t.md5[k]), ("value", t.value[k]), ("file", t.file[k]))
                       if value]
-            if pairs[i] >= 0 and roles[i] == _PARAM:
-                attrs += _pair_attrs(self.report, pairs[i])
-            texts[k] = (roles[i], attrs)
-        self.texts = texts
-        self.block = (row, hi)
-
-
-_STAT_NAMES = ("max", "min", "mean", "norm")
-
-
-def _pair_attrs(report: CompareReport, pair: int) -> list[tuple[str, str]]:
-    """How a parameter compares: its largest relative error and its verdict."""
-    return [("rel_err", _text(report.pairs.metrics["rel_err"][pair])),
-            ("verdict", STATUS_NAMES[int(report.verdicts.pair_level[pair])])]
+            attrs += pairs.get(i, [])
+            out[int(t.node[k]) - lo] += b"," + _key_value(tag, _param_text(attrs))
+        return out
 
 
 def _param_text(attrs: list[tuple[str, str]]) -> str:
@@ -326,27 +464,6 @@ def _incoming(graph: DumpGraph) -> tuple[np.ndarray, np.ndarray] | None:
     return edges.src[order], np.searchsorted(edges.dst[order], np.arange(len(graph) + 1))
 
 
-_NODE_KINDS = {int(k): k.name.lower() for k in NodeKind}
-_DIRECTION_NAMES = {int(d): d.name.lower() for d in Direction}
-
-
-def _attrs(graph: DumpGraph, row: int, document: CompareReport | DumpGraph,
-           params: list[tuple[str, str]] = ()) -> list[dict[str, str]]:
-    nodes = graph.nodes
-    attrs = [("kind", _NODE_KINDS[int(nodes.kind[row])]), ("op", nodes.op[row]),
-             ("direction", _DIRECTION_NAMES[int(nodes.direction[row])]),
-             ("micro_step", str(int(nodes.micro_step[row])))]
-    if isinstance(document, CompareReport):
-        attrs.extend(_compare_attrs(document, graph is document.npu, row))
-    attrs.extend(params)
-    if nodes.attrs:
-        attrs.extend(nodes.attrs[row])
-    stack_row = int(nodes.stack[row])
-    if stack_row >= 0 and graph.stacks[stack_row]:
-        attrs.append(("call_site", _call_site(graph.stacks[stack_row])))
-    return [{"key": k, "value": v} for k, v in attrs]
-
-
 def _call_site(frames: tuple[str, ...]) -> str:
     """The first frame outside installed packages (the user's line), else the first frame.
 
@@ -356,50 +473,32 @@ def _call_site(frames: tuple[str, ...]) -> str:
     return next((f for f in frames if "site-packages" not in f and "/lib/python" not in f), frames[0])
 
 
-def _compare_attrs(report: CompareReport, is_npu: bool, row: int) -> list[tuple[str, str]]:
-    m = report.matches
-    partner = int(m.npu_to_bench[row] if is_npu else m.bench_to_npu[row])
-    other = report.bench if is_npu else report.npu
-    out = [("matched", other.nodes.ids[partner] if partner >= 0 else "")]
-    npu_row = row if is_npu else partner
-    if npu_row >= 0:
-        v = report.verdicts
-        out += [("verdict", STATUS_NAMES[int(v.status[npu_row])]), ("worst", STATUS_NAMES[int(v.worst[npu_row])]),
-                ("severity", _text(v.severity[npu_row])), ("reason", v.reason[npu_row])]
-    return out
+def _write_node_data(f: BinaryIO, spec: NodeDataSpec, graphs: list[tuple[str, DumpGraph, np.ndarray | None]],
+                     ids: dict[str, np.ndarray]) -> None:
+    """ModelNodeData: ``{graph id: {"results": {node id: {"value": v}}, "thresholds" | "gradient": [...]}}``.
 
-
-def _text(value: float) -> str:
-    value = float(value)
-    if math.isnan(value):
-        return "nan"
-    return repr(value) if math.isfinite(value) else ("inf" if value > 0 else "-inf")
-
-
-def _write_node_data(f: BinaryIO, spec: NodeDataSpec, graphs: list[tuple[str, DumpGraph, np.ndarray | None]]) -> None:
-    """ModelNodeData: ``{graph id: {"results": {node id: {"value": v}}, "thresholds" | "gradient": [...]}}``."""
+    A node's value is its npu row's (`ids`: each graph's escaped node ids); a bench node without one has
+    the verdict "unmatched" in the verdict file and no value in the others; NaN is no value.
+    """
     f.write(b"{")
+    unmatched = float(VERDICT_VALUES[UNMATCHED]) if spec.name == "verdict" else np.nan
     for i, (graph_id, graph, npu_rows) in enumerate(graphs):
         f.write((b"," if i else b"") + orjson.dumps(graph_id) + b':{"results":{')
-        first = True
-        values = spec.values
-        for row, node_id in enumerate(graph.nodes.ids):
-            npu_row = int(npu_rows[row]) if npu_rows is not None else row
-            value = _row_value(spec, values, npu_row)
-            if value is None:
-                continue
-            f.write((b"" if first else b",") + orjson.dumps(node_id) + b':{"value":' + orjson.dumps(value) + b"}")
-            first = False
+        rows = npu_rows if npu_rows is not None else np.arange(len(graph))
+        values = np.where(rows >= 0, spec.values[rows] if len(rows) else rows, unmatched).astype(np.float64)
+        shown = np.flatnonzero(~np.isnan(values))
+        for start in range(0, len(shown), _NODE_DATA_ROWS):
+            part = shown[start:start + _NODE_DATA_ROWS]
+            texts = orjson.dumps(values[part], option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
+            f.write((b"," if start else b"") + b",".join(
+                b'"%s":{"value":%s}' % pair for pair in zip(ids[graph_id][part].tolist(), texts)))
         tail = {"thresholds": list(spec.thresholds)} if spec.thresholds else {"gradient": list(spec.gradient)}
         f.write(b"}," + orjson.dumps(tail)[1:])
     f.write(b"}")
 
 
-def _row_value(spec: NodeDataSpec, values: np.ndarray, npu_row: int) -> float | None:
-    if npu_row < 0:
-        return float(VERDICT_VALUES[UNMATCHED]) if spec.name == "verdict" else None
-    value = float(values[npu_row])
-    return None if math.isnan(value) else value
+_NODE_DATA_ROWS = 65536
+"""Node-data entries written at a time."""
 
 
 # --------------------------------------------------------------------------- validation

@@ -17,6 +17,6 @@ def test_float_reprs_equal_repr_everywhere():
         np.array([1e16, 9.999999999999998e15, 1e-4, 9.99e-5, 1e-5, 9.999999999999999e-06, 0.0, -0.0, 5e-324,
                   2.2250738585072014e-308, 1.7976931348623157e308, np.nan, np.inf, -np.inf, *edges]),
     ])
-    assert float_reprs(values) == list(map(repr, values.tolist()))
-    assert float_reprs(values.reshape(-1, 1)[:12]) == list(map(repr, values[:12].tolist()))
+    assert float_reprs(values) == [repr(v).encode() for v in values.tolist()]
+    assert float_reprs(values.reshape(-1, 1)[:12]) == [repr(v).encode() for v in values[:12].tolist()]
     assert float_reprs(np.zeros(0)) == []
