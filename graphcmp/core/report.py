@@ -133,9 +133,10 @@ class CompareReport:
         """Plain data (numpy arrays inside) ready for `orjson` with OPT_SERIALIZE_NUMPY."""
         return self._document(encode_floats)
 
-    def _document(self, floats: Callable[[np.ndarray], dict[str, Any]]) -> dict[str, Any]:
+    def _document(self, floats: Callable[[np.ndarray], dict[str, Any]],
+                  runs: Callable[[DumpGraph], Any] = graph_to_dict) -> dict[str, Any]:
         """`to_dict` with the report's own float columns written by `floats` (`encode_floats`, or
-        `_npz_floats` for the npz container, which holds inf and NaN itself)."""
+        `_npz_floats` for the npz container, which holds inf and NaN itself) and each run by `runs`."""
         v = self.verdicts
         return {
             "format": REPORT_FORMAT,
@@ -151,8 +152,8 @@ class CompareReport:
             "noise": _noise_to_dict(self.noise, floats),
             "overflow": self.overflow_levels(),
             "flows": _flows_to_dict(self),
-            "npu": graph_to_dict(self.npu),
-            "bench": graph_to_dict(self.bench),
+            "npu": runs(self.npu),
+            "bench": runs(self.bench),
             "matches": _matches_to_dict(self.matches),
             "pairs": {"npu": self.pairs.npu, "bench": self.pairs.bench,
                       "metrics": _metrics_to_dict(self.pairs, floats)},
@@ -459,9 +460,15 @@ def save_report(report: CompareReport, path: str | os.PathLike[str], *, format: 
     if not npz:
         _write_document(path, report.to_dict(), format)
     elif runs is not None and (begun := runs.wait()) is not None:
-        write_npz(path, report._document(_npz_floats), begun=begun)
+        write_npz(path, report._document(_npz_floats, runs=_written_apart), begun=begun)
     else:
-        write_npz(path, {**report._document(_npz_floats), **_runs_document(report.npu, report.bench)})
+        write_npz(path, {**report._document(_npz_floats, runs=_written_apart), **_runs_document(report.npu,
+                                                                                                report.bench)})
+
+
+def _written_apart(graph: DumpGraph) -> None:
+    """A run's place in a result document whose runs `_runs_document` makes."""
+    return None
 
 
 def _runs_document(npu: DumpGraph, bench: DumpGraph) -> dict[str, Any]:
@@ -506,8 +513,13 @@ class RunsWriting:
 
 
 def _write_runs(answer: Any, part: Path, npu: DumpGraph, bench: DumpGraph) -> None:
+    """Send the runs' references once written to `part`, None if that failed (the parent then writes them)."""
     gc.disable()  # the collector would touch, and so copy, every page of the objects shared with the parent
-    answer.send(begin_npz(part, _runs_document(npu, bench)))
+    try:
+        tree = begin_npz(part, _runs_document(npu, bench))
+    except Exception:  # whatever it was, the parent writes the runs itself and reports it then
+        tree = None
+    answer.send(tree)
 
 
 @contextmanager

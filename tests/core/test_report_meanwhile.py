@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import zipfile
 
 import numpy as np
@@ -53,17 +54,28 @@ def test_the_result_is_the_one_written_in_one_go(runs, tmp_path):
     assert members[0].startswith("npu.") and members[-1] == "document.json"  # the runs' part begins the file
 
 
-def test_a_failed_writer_leaves_the_writing_to_this_process(runs, tmp_path, monkeypatch):
-    def broken(answer, part, npu, bench):
-        raise OSError("no space left on device")
+def test_a_failed_writer_leaves_the_writing_to_this_process(runs, tmp_path, monkeypatch, capfd):
+    def full_disk(path, part):
+        raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(report_module, "_write_runs", broken)
+    monkeypatch.setattr(report_module, "begin_npz", full_disk)
     npu, bench = runs
     save_report(compare_graphs(npu, bench), tmp_path / "whole.npz")
     _write(runs, tmp_path / "meanwhile.npz")
     _same_result(tmp_path / "whole.npz", tmp_path / "meanwhile.npz")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["meanwhile.npz", "whole.npz"]
     assert zipfile.ZipFile(tmp_path / "meanwhile.npz").namelist() == zipfile.ZipFile(tmp_path / "whole.npz").namelist()
+    assert "Traceback" not in capfd.readouterr().err  # the writer's failure is not shown: the result is whole
+
+
+def test_a_writer_that_dies_leaves_the_writing_to_this_process(runs, tmp_path, monkeypatch):
+    def killed(answer, part, npu, bench):
+        os._exit(9)
+
+    monkeypatch.setattr(report_module, "_write_runs", killed)
+    _write(runs, tmp_path / "meanwhile.npz")
+    assert read_npz(tmp_path / "meanwhile.npz")["npu"]["nodes"]["id"] == list(runs[0].nodes.ids)
+    assert [p.name for p in tmp_path.iterdir()] == ["meanwhile.npz"]
 
 
 def test_a_comparison_that_fails_leaves_no_part_and_no_result(runs, tmp_path):
