@@ -36,6 +36,7 @@ from graphcmp.core.outcome import report_outcome
 from graphcmp.core.outputs import sibling_part, write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
 from graphcmp.core.pairing import TensorPairs
+from graphcmp.core.readers.pair import can_fork_aside
 from graphcmp.core.records import DumpGraph, EdgeTable, NodeKind, string_codes
 from graphcmp.core.rules import ERROR, NoiseRule, Status, Thresholds
 
@@ -530,7 +531,7 @@ def runs_written_meanwhile(npu: DumpGraph, bench: DumpGraph, path: str | os.Path
     meanwhile); None when the result is JSON or there is no second core or no fork. The part written is removed
     if the block does not finish the file."""
     npz = format == "npz" or (format is None and not is_json_path(path))
-    if not npz or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if not npz or not can_fork_aside():
         yield None
         return
     try:

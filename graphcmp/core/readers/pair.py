@@ -11,7 +11,7 @@ from pathlib import Path
 from graphcmp.core.readers.detect import read_graph
 from graphcmp.core.records import DumpGraph
 
-__all__ = ["PARALLEL_READ_BYTES", "read_pair", "side_by_side"]
+__all__ = ["PARALLEL_READ_BYTES", "can_fork_aside", "read_pair", "side_by_side"]
 
 PARALLEL_READ_BYTES = 8_000_000
 """Above this total input size the two runs are read in two processes (below it, start-up costs more)."""
@@ -59,11 +59,14 @@ def _read_derived(path: str | os.PathLike[str], format: str | None,
 
 
 def side_by_side(*paths: str | os.PathLike[str]) -> bool:
-    """True when runs at `paths` are worth reading (and their result writing) in two processes: a multi-core machine
-    that can fork, and more than `PARALLEL_READ_BYTES` of input."""
-    if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return False
-    return sum(_input_bytes(Path(p)) for p in paths) > PARALLEL_READ_BYTES
+    """True when runs at `paths` are worth reading (and their result writing) in two processes: `can_fork_aside`,
+    and more than `PARALLEL_READ_BYTES` of input."""
+    return can_fork_aside() and sum(_input_bytes(Path(p)) for p in paths) > PARALLEL_READ_BYTES
+
+
+def can_fork_aside() -> bool:
+    """True on a machine with a second core and ``fork`` (a child shares this process's data without a copy)."""
+    return (os.cpu_count() or 1) >= 2 and "fork" in multiprocessing.get_all_start_methods()
 
 
 def _input_bytes(path: Path) -> int:
