@@ -12,6 +12,7 @@ import datetime as _dt
 import gc
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
@@ -516,6 +517,7 @@ class RunsWriting:
 def _write_runs(answer: Any, part: Path, npu: DumpGraph, bench: DumpGraph) -> None:
     """Send the runs' references once written to `part`, None if that failed (the parent then writes them)."""
     gc.disable()  # the collector would touch, and so copy, every page of the objects shared with the parent
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to answer: it stops this process
     try:
         tree = begin_npz(part, _runs_document(npu, bench))
     except Exception:  # whatever it was, the parent writes the runs itself and reports it then

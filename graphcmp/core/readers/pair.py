@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -40,7 +41,7 @@ def read_pair(
             meanwhile()
         return read_graph(npu_path, format), read_graph(bench_path, format)
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_quiet_interrupt) as pool:
         bench_future = pool.submit(_read_derived, bench_path, format, derive)
         if meanwhile is not None:
             meanwhile()
@@ -48,6 +49,12 @@ def read_pair(
         if derive is not None and not bench_future.done():
             derive(npu)
         return npu, bench_future.result()
+
+
+def _quiet_interrupt() -> None:
+    """Ctrl-C is this process's to answer: the reading process finishes its run and stops with the pool (ended
+    while sending its run, it would leave the pool waiting for the rest for ever), without a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _read_derived(path: str | os.PathLike[str], format: str | None,
