@@ -165,10 +165,6 @@ class HierarchyBuilder:
         key = tuple(frames)
         return self._stacks.setdefault(key, len(self._stacks))
 
-    def set_stack(self, node_id: str, stack_row: int) -> None:
-        """Attach an interned stack to an already added node."""
-        self._stack[self._rows[node_id]] = stack_row
-
     def set_stacks(self, node_ids: Iterable[str], stack_row: int) -> int:
         """Attach an interned stack to those of `node_ids` that were added; return how many were not."""
         rows = list(map(self._rows.get, node_ids))
@@ -226,7 +222,7 @@ class HierarchyBuilder:
             If a node names a parent that was never added (the reader must add or drop it).
         """
         root = self._add_root()
-        if unknown := next((p for p in dict.fromkeys(self._parent) if p is not None and p not in self._rows), None):
+        if unknown := next(iter(self.missing_parents()), None):
             raise InternalError(f"{info.path}: the reader named parent {unknown!r} without adding it "
                                 "(a graphcmp bug: readers add every parent before build)")
         parent = np.fromiter(map(self._rows.get, self._parent, repeat(root)), np.int64, len(self._parent))
