@@ -68,3 +68,14 @@ def test_a_run_cut_to_one_micro_batch_has_one():
 def test_micro_steps_of_real_jobs(run, expected):
     graph = read_msprobe(shared(run))
     assert int(graph.nodes.micro_step.max()) + 1 == expected
+
+
+def test_a_parent_never_added_is_a_bug_named_by_build():
+    from graphcmp.core.errors import InternalError
+    from graphcmp.core.hierarchy import HierarchyBuilder
+    from graphcmp.core.records import Direction, NodeKind, RunInfo
+
+    b = HierarchyBuilder()
+    b.add_node("Functional.relu.0.forward", NodeKind.API, "relu", Direction.FORWARD, "Module.act.ReLU.forward.0", 0)
+    with pytest.raises(InternalError, match=r"named parent 'Module\.act\.ReLU\.forward\.0' without adding it"):
+        b.build(RunInfo(path="mem"))
