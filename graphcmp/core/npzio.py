@@ -82,7 +82,6 @@ class _Writer:
 
     def __init__(self, zf: zipfile.ZipFile) -> None:
         self.zf = zf
-        self.names: set[str] = set()
 
     def array(self, name: str, values: np.ndarray) -> None:
         values = np.ascontiguousarray(values)
@@ -99,7 +98,6 @@ class _Writer:
         with self.zf.open(info, "w", force_zip64=zip64) as f:
             f.write(header)
             f.write(memoryview(values.reshape(-1)).cast("B"))
-        self.names.add(name)
 
     def strings(self, name: str, values: tuple[str, ...] | list[str]) -> dict[str, Any]:
         blob = np.frombuffer("\0".join(values).encode(), np.uint8)
