@@ -488,9 +488,9 @@ class RunsWriting:
 
     def __init__(self, path: str | os.PathLike[str], npu: DumpGraph, bench: DumpGraph) -> None:
         self.part = sibling_part(path)
-        self._answer, sender = multiprocessing.get_context("fork").Pipe(duplex=False)
-        self._process = multiprocessing.get_context("fork").Process(
-            target=_write_runs, args=(sender, self.part, npu, bench), daemon=True)
+        fork = multiprocessing.get_context("fork")
+        self._answer, sender = fork.Pipe(duplex=False)
+        self._process = fork.Process(target=_write_runs, args=(sender, self.part, npu, bench), daemon=True)
         self._process.start()
         sender.close()
 
