@@ -431,13 +431,21 @@ def _pool(workers: int | None, scheduler: str | None, tasks: int) -> Iterator[tu
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """Kill the pool's processes now (the executor has no public way before Python 3.14), then cancel the rest."""
+    """Kill the pool's processes now (the executor has no public way before Python 3.14), cancel the rest, and wait
+    for the pool's manager thread to end.
+
+    The wait matters: a manager thread still closing its wake-up pipe when the interpreter exits races with the
+    exit hook that writes to that pipe (CPython 3.11), which then prints an OSError traceback after our message.
+    """
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.kill()
     for process in processes:
         process.join(5)
+    if manager is not None:
+        manager.join(5)
 
 
 _PR_SET_PDEATHSIG = 1

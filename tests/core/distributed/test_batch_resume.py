@@ -7,12 +7,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from graphcmp.core.distributed.batch import BatchOptions, options_digest, run_batch, run_key
+from graphcmp.core.distributed.batch import BatchOptions, BatchStopped, _pool, options_digest, run_batch, run_key
 from graphcmp.core.report import load_report
 from graphcmp.samples import samples_dir
 
@@ -214,3 +215,15 @@ def test_sigterm_stops_the_workers_and_the_same_command_resumes(tmp_path):
     assert 0 < finished < 400 and not (out / "index.json").exists()  # no index of another batch beside them
     index = run_batch(npu, bench, out, workers=2, progress=lambda *a: None)
     assert len(index["runs"]) == 400 and _origin(index) == ORIGIN
+
+
+def test_a_stopped_pool_leaves_no_thread_running():
+    """The pool's manager thread ends before the stop is raised on: at interpreter exit a thread still closing its
+    wake-up pipe races with the exit hook that writes to it (an OSError traceback after the stop message)."""
+    before = set(threading.enumerate())
+    with pytest.raises(BatchStopped), _pool(2, None, 4) as (pool, _slots):
+        running = [pool.submit(time.sleep, 30) for _ in range(4)]
+        time.sleep(0.5)  # the workers have taken their tasks
+        raise BatchStopped(signal.SIGTERM)
+    assert [t.name for t in set(threading.enumerate()) - before if t.is_alive()] == []
+    assert all(future.done() for future in running)
