@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import signal
+import tempfile
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -28,27 +30,33 @@ def read_pair(
 ) -> tuple[DumpGraph, DumpGraph]:
     """Read the npu and the bench run; large inputs on a multi-core machine are read side by side.
 
-    The bench run is read in a forked child process while this one reads the npu run; the child
-    sends the finished `DumpGraph` back (a bad input raises the same `GraphcmpError` as reading
-    it here would). `meanwhile` runs here first, once the child is reading: the command line loads
-    the comparison's modules then, which costs no time while the child is busy. `derive` (a module-level
-    function that keeps its result with the run, `DumpGraph.memo`) is what the caller will derive from each
-    run alone: the child derives it from the bench run before sending it, and this process from the npu run
-    if the child is still busy then (else the caller derives it when it needs it).
+    The bench run is read in a forked child process while this one reads the npu run; the child writes the
+    finished `DumpGraph` into a temporary file that this process loads once the child has ended (a bad input
+    raises the same `GraphcmpError` as reading it here would). `meanwhile` runs here first, once the child is
+    reading: the command line loads the comparison's modules then, which costs no time while the child is busy.
+    `derive` (a module-level function that keeps its result with the run, `DumpGraph.memo`) is what the caller
+    will derive from each run alone: the child derives it from the bench run before writing it, and this process
+    from the npu run if the child is still busy then (else the caller derives it when it needs it).
     """
     if not side_by_side(npu_path, bench_path):
         if meanwhile is not None:
             meanwhile()
         return read_graph(npu_path, format), read_graph(bench_path, format)
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_quiet_interrupt) as pool:
-        bench_future = pool.submit(_read_derived, bench_path, format, derive)
-        if meanwhile is not None:
-            meanwhile()
-        npu = read_graph(npu_path, format)
-        if derive is not None and not bench_future.done():
-            derive(npu)
-        return npu, bench_future.result()
+    with tempfile.TemporaryFile(prefix="graphcmp-run-") as spool:  # unnamed: nothing is left, however this ends
+        with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_quiet_interrupt) as pool:
+            bench_future = pool.submit(_read_derived, bench_path, format, derive, spool.fileno())
+            if meanwhile is not None:
+                meanwhile()
+            npu = read_graph(npu_path, format)
+            if derive is not None and not bench_future.done():
+                derive(npu)
+            bench = bench_future.result()
+        # the pool has ended: the reading process's memory is free before the run it spooled is loaded here
+        if bench is None:
+            spool.seek(0)
+            bench = pickle.load(spool)
+        return npu, bench
 
 
 def _quiet_interrupt() -> None:
@@ -58,11 +66,22 @@ def _quiet_interrupt() -> None:
 
 
 def _read_derived(path: str | os.PathLike[str], format: str | None,
-                  derive: Callable[[DumpGraph], object] | None) -> DumpGraph:
+                  derive: Callable[[DumpGraph], object] | None, spool: int) -> DumpGraph | None:
+    """Read (and derive from) the bench run; write it into the file `spool` (a descriptor inherited from the parent)
+    and return None, or return the run itself when the file cannot take it (a full disk).
+
+    Written into a file rather than sent whole through the pool's pipe, the run is never one pickled bytes object
+    here and another one there: at 1M nodes per side that was 0.5 GB in each process at the peak of the comparison.
+    """
     graph = read_graph(path, format)
     if derive is not None:
         derive(graph)
-    return graph
+    try:
+        with open(spool, "wb", closefd=False) as file:
+            pickle.dump(graph, file, protocol=pickle.HIGHEST_PROTOCOL)
+    except OSError:
+        return graph
+    return None
 
 
 def side_by_side(*paths: str | os.PathLike[str]) -> bool:

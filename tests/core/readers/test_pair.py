@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import pickle
+import tempfile
+
 import numpy as np
 import pytest
 
@@ -33,3 +37,18 @@ def test_what_is_derived_from_the_bench_run_comes_back_with_it(side_by_side, per
 def test_a_bad_bench_run_is_the_error_reading_it_here_gives(side_by_side, perturb_pair, tmp_path):
     with pytest.raises(DumpFormatError, match="missing: no such file or folder"):
         pair.read_pair(perturb_pair[0], tmp_path / "missing", derive=dataflow.flow_edges)
+
+
+def test_the_bench_run_leaves_no_file_behind(side_by_side, perturb_pair, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the bench run is written for this process
+    _npu, bench = pair.read_pair(*perturb_pair)
+    assert bench == read_graph(perturb_pair[1]) and list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_sends_the_bench_run_through_the_pipe(side_by_side, perturb_pair, monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pickle, "dump", full)  # in the forked process too
+    _npu, bench = pair.read_pair(*perturb_pair)
+    assert bench == read_graph(perturb_pair[1])
