@@ -74,11 +74,9 @@ def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUN
     missing: list[str] = []
     with gc_paused():
         if chunk_bytes is not None and (streamed := _read_dump_chunked(folder, chunk_bytes)) is not None:
-            builder, header, data, md5 = streamed
-            construct = _read_part(folder / CONSTRUCT_FILE, missing)
-            stack = _read_part(folder / STACK_FILE, missing)
-            return _assemble(builder, header, data, construct, stack, source=str(folder), notes=missing,
-                             md5=lambda: md5)
+            builder, info = _streamed_nodes(folder, streamed, missing)
+            del streamed  # its table of the dump's ids is not needed to build: free before the columns are made
+            return _built(builder, info)
         dump = _read_part(folder / DUMP_FILE, missing, required=True)
         construct = _read_part(folder / CONSTRUCT_FILE, missing)
         stack = _read_part(folder / STACK_FILE, missing)
@@ -115,6 +113,18 @@ def _read_dump_chunked(
         return None
     header = chunks.rest or {}
     return builder, header, data, bool(md5)
+
+
+def _streamed_nodes(folder: Path, streamed: tuple[HierarchyBuilder, dict[str, Any], dict[str, None], bool],
+                    missing: list[str]) -> tuple[HierarchyBuilder, RunInfo]:
+    """`_add_nodes` on what `_read_dump_chunked` gave, with construct.json and stack.json read here: the parsed
+    documents are freed when this returns, before the builder makes the run's columns (the read's peak: 11 % lower
+    at 200k nodes)."""
+    builder, header, data, md5 = streamed
+    construct = _read_part(folder / CONSTRUCT_FILE, missing)
+    stack = _read_part(folder / STACK_FILE, missing)
+    info = _add_nodes(builder, header, data, construct, stack, source=str(folder), notes=missing, md5=lambda: md5)
+    return builder, info
 
 
 class _Twice(DumpFormatError):
@@ -254,12 +264,13 @@ def parse_msprobe(
     if not isinstance(data, Mapping):
         raise DumpFormatError(f"{source}/{DUMP_FILE}: no \"data\" object; is this an msprobe dump.json?")
 
-    return _assemble(HierarchyBuilder(), dump, data, construct, stack, source=source, notes=list(missing),
-                     md5=lambda: bool(md5_flag(data, source)),
-                     add_tensors=lambda builder: _add_records(builder, data, source))
+    builder = HierarchyBuilder()
+    info = _add_nodes(builder, dump, data, construct, stack, source=source, notes=list(missing),
+                      md5=lambda: bool(md5_flag(data, source)), add_tensors=lambda b: _add_records(b, data, source))
+    return _built(builder, info)
 
 
-def _assemble(
+def _add_nodes(
     builder: HierarchyBuilder,
     header: Mapping[str, Any],
     data: Mapping[str, Any],
@@ -270,8 +281,9 @@ def _assemble(
     notes: list[str],
     md5: Callable[[], bool],
     add_tensors: Callable[[HierarchyBuilder], None] | None = None,
-) -> DumpGraph:
-    """Nodes (ids and order from `data`'s keys), tensors (already in `builder`, or `add_tensors`), stacks.
+) -> RunInfo:
+    """Add the nodes (ids and order from `data`'s keys), tensors (already in `builder`, or `add_tensors`) and
+    stacks to `builder`; return the run's `RunInfo`.
 
     `md5` tells whether the first tensor record has an md5 (called last: records are checked first).
     """
@@ -285,14 +297,17 @@ def _assemble(
     _attach_stacks(builder, stack or {}, source, notes)
     _add_implicit_parents(builder, notes)
     step, rank = _step_rank(source)
-    info = RunInfo(
+    return RunInfo(
         path=source, format="msprobe", framework=str(header.get("framework") or ""),
         task=_task(header, md5()), level=str(header.get("level") or ""), rank=rank, step=step, missing=tuple(notes),
     )
+
+
+def _built(builder: HierarchyBuilder, info: RunInfo) -> DumpGraph:
     try:
         return builder.build(info)
     except GraphCycleError as err:  # the parents come from construct.json: name it
-        raise GraphCycleError(f"{source}/{CONSTRUCT_FILE}: {str(err).removeprefix(f'{source}: ')}") from None
+        raise GraphCycleError(f"{info.path}/{CONSTRUCT_FILE}: {str(err).removeprefix(f'{info.path}: ')}") from None
 
 
 def _add_implicit_parents(builder: HierarchyBuilder, notes: list[str]) -> None:
