@@ -307,7 +307,7 @@ def test_job_overview_cell_opens_the_rank(browser, tmp_path):
         box = v.page.locator("#job-heat .nsewdrag").bounding_box()
         v.page.mouse.click(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
         v.page.wait_for_function("(b) => window.location.search !== b && window.location.search.includes('sel=npu')",
-                                 arg=before, timeout=15000)
+                                 arg=before, timeout=30000)  # a loaded machine: the rank opens in a second
         heat = [h[0] for h in next(r for r in index["runs"] if r["step"] == 0)["heat"]]
         from urllib.parse import parse_qs, urlparse
         node = parse_qs(urlparse(v.page.url).query)["sel"][0].split(":", 1)[1]
