@@ -349,25 +349,59 @@ def _struct_columns(items: list[Any]) -> tuple:
         If a leaf that is not a tensor would read differently from its plain dict.
     """
     odd = [i for i, x in enumerate(items) if type(x) is not Leaf or (x.dtype is UNSET and x.Max is UNSET)]
-    recs = items.copy()
-    for i in odd:
-        recs[i] = _BLANK
+    recs = items
+    if odd:
+        recs = items.copy()
+        for i in odd:
+            recs[i] = _BLANK
     _, dtypes, shapes, *stat_columns, grads, md5s, files = islice(zip(*map(astuple, recs)), _LAST_COLUMN)
     dtype = _mapped(dtypes, lambda v: intern(v or ""))
     shape = _mapped(shapes, _shape_text)
     md5 = _mapped(md5s, lambda v: v or "")
     file = _mapped(files, file_name)
+    stats, present = _stat_array(stat_columns, len(items))
+    has_bools = _holds_bool(stats, stat_columns)
+    value = [""] * len(items)
+    if odd:
+        _odd_rows(items, odd, dtype, shape, md5, file, value, stats, present)
+    stats[~present] = 0.0  # as plain dicts give: an absent statistic is a 0 that `present` masks
+    _check_bools(stats, present, lambda i: [None if v is UNSET else v for v in (c[i] for c in stat_columns)], dtype,
+                 has_bools)
+    grad = [1 if v is True else 0 if v is False else -1 for v in grads]  # not by value: True == 1
+    for i in odd:  # read as plain dicts read them
+        x = items[i]
+        grad[i] = requires_grad_code(x.requires_grad if type(x) is Leaf else
+                                     x.get("requires_grad") if type(x) is dict else None)
+    return dtype, shape, md5, file, value, stats, present, grad
+
+
+def _stat_array(stat_columns: list[tuple], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (n, 4) float statistics of the leaves (NaN where null or absent) and where they are present."""
     try:
-        stats = np.ascontiguousarray(np.array(stat_columns, np.float64).T)
+        stats = np.fromiter(chain.from_iterable(zip(*stat_columns)), np.float64, 4 * n).reshape(n, 4)
     except TypeError:  # an absent statistic (UNSET): as null
         rows = zip(*stat_columns)
         stats = np.array([[None if v is UNSET else v for v in row] for row in rows], np.float64).reshape(-1, 4)
-    present = ~np.isnan(stats)
-    value = [""] * len(items)
+    return stats, ~np.isnan(stats)
+
+
+def _holds_bool(stats: np.ndarray, stat_columns: list[tuple]) -> bool:
+    """Whether a statistic was decoded as true/false: only the raw values read as 0.0 or 1.0 are looked at."""
+    for k, column in enumerate(stat_columns):
+        rows = np.flatnonzero((stats[:, k] == 0.0) | (stats[:, k] == 1.0)).tolist()
+        if bool in map(type, map(column.__getitem__, rows)):
+            return True
+    return False
+
+
+def _odd_rows(items: list[Any], odd: list[int], dtype: list[str], shape: list[str], md5: list[str], file: list[str],
+              value: list[str], stats: np.ndarray, present: np.ndarray) -> None:
+    """Fill the rows of the leaves that are no tensor, as plain dicts read them (`leaf_row`); a number argument
+    gets shape "scalar" and its value as max, min and mean."""
     scalars = [i for i in odd if type(x := items[i]) is Leaf and type(x.value) in _NUMBERS and x.shape is UNSET
                and x.Min is UNSET and x.Mean is UNSET and x.Norm is UNSET and x.md5 is UNSET
                and x.data_name is UNSET]
-    if scalars:  # a number argument: shape "scalar", its value as max, min and mean
+    if scalars:
         numbers = [items[i].value for i in scalars]
         stats[scalars, :3] = np.array(numbers, np.float64)[:, None]
         present[scalars] = (True, True, True, False)
@@ -377,15 +411,6 @@ def _struct_columns(items: list[Any]) -> tuple:
         dtype[i], shape[i], md5[i], file[i], value[i], *row = leaf_row(_as_plain(items[i]))
         stats[i] = [math.nan if v is None else _number(i, k, v) for k, v in zip(STAT_KEYS, row)]
         present[i] = [v is not None for v in row]
-    stats[~present] = 0.0  # as plain dicts give: an absent statistic is a 0 that `present` masks
-    _check_bools(stats, present, lambda i: [None if v is UNSET else v for v in (c[i] for c in stat_columns)], dtype,
-                 any(bool in set(map(type, column)) for column in stat_columns))
-    grad = [1 if v is True else 0 if v is False else -1 for v in grads]  # not by value: True == 1
-    for i in odd:  # read as plain dicts read them
-        x = items[i]
-        grad[i] = requires_grad_code(x.requires_grad if type(x) is Leaf else
-                                     x.get("requires_grad") if type(x) is dict else None)
-    return dtype, shape, md5, file, value, stats, present, grad
 
 
 _LAST_COLUMN = 10
