@@ -25,7 +25,6 @@ from graphcmp.core.records import (
     NodeTable,
     RunInfo,
     TensorTable,
-    ids_to_rows,
 )
 
 __all__ = [
@@ -294,13 +293,12 @@ class HierarchyBuilder:
             stack=np.array(self._stack, np.int32)[order], has_data=np.array(self._has_data, bool)[order],
             attrs=attrs,
         )
-        rows = ids_to_rows(ids)
         stack_list = sorted(self._stacks, key=self._stacks.__getitem__)
-        return DumpGraph(info=info, nodes=table, tensors=self._tensor_table(rows), stacks=tuple(stack_list),
-                         _rows=rows)
+        # no id -> row table: the graph builds it on first use (most runs are compared by rows, never by id)
+        return DumpGraph(info=info, nodes=table, tensors=self._tensor_table(position), stacks=tuple(stack_list))
 
     def _edge_table(self, graph: DumpGraph, source: str) -> EdgeTable:
-        rows = graph._rows
+        rows = graph._row_index  # built here: edges name nodes by id
         unknown = next((n for edge in self._edges for n in edge[:2] if n not in rows), None)
         if unknown is not None:
             raise DumpFormatError(f"{source}: an edge names node {unknown!r}, which the graph does not have")
@@ -309,11 +307,13 @@ class HierarchyBuilder:
         return EdgeTable(src=np.fromiter((rows[s] for s in src), np.int32, n),
                          dst=np.fromiter((rows[d] for d in dst), np.int32, n), control=np.array(control, bool))
 
-    def _tensor_table(self, rows: dict[str, int]) -> TensorTable:
+    def _tensor_table(self, position: np.ndarray) -> TensorTable:
+        """The tensors, ordered by node (`position`: each added node's row in the graph); a node's own in the
+        order added."""
         if not self._tensor_parts:
             return TensorTable.empty()
         columns = list(zip(*self._tensor_parts))
-        node = np.concatenate([_rows_of(part, rows) for part in columns[0]])
+        node = position[np.concatenate([_rows_of(part, self._rows) for part in columns[0]])].astype(np.int32)
         by_row = np.argsort(node, kind="stable")
         pick = by_row.tolist()
 
