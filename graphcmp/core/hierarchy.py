@@ -318,7 +318,7 @@ class HierarchyBuilder:
         pick = by_row.tolist()
 
         def strings(k: int) -> tuple[str, ...]:
-            return _take(list(chain.from_iterable(columns[k])), pick)
+            return _one_value(columns[k]) or _take(list(chain.from_iterable(columns[k])), pick)
 
         return TensorTable(
             node=node[by_row], role=np.concatenate(columns[1])[by_row], slot=strings(2), dtype=strings(3),
@@ -332,6 +332,15 @@ def _rows_of(node_ids: list[str], rows: dict[str, int]) -> np.ndarray:
     is faster to look up in than the run's)."""
     local = {node_id: rows[node_id] for node_id in dict.fromkeys(node_ids)}
     return np.fromiter(map(local.__getitem__, node_ids), np.int32, len(node_ids))
+
+
+def _one_value(parts: Sequence[list[str]]) -> tuple[str, ...] | None:
+    """The column of `parts` when all of it is one value (md5, file and value of a statistics dump: ""), which
+    needs no reordering; None otherwise."""
+    first = next((part[0] for part in parts if part), None)
+    if first is None or any(part.count(first) != len(part) for part in parts):
+        return None
+    return (first,) * sum(map(len, parts))
 
 
 def _take(values: Sequence, pick: list[int]) -> tuple:
