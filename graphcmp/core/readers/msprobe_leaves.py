@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from itertools import chain, compress, islice, repeat
-from operator import methodcaller
 from sys import intern
 from types import NoneType
 from typing import Any
@@ -188,7 +187,7 @@ def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
         keep[grads] = False
         ids, values = list(compress(ids, keep.tolist())), list(compress(values, keep.tolist()))
     for role_key, role in ROLE_KEYS:
-        column = list(map(methodcaller("get", role_key), values))
+        column = list(map(dict.get, values, repeat(role_key)))  # the unbound method: no bound method per record
         kinds = list(map(type, column))
         if kinds.count(NoneType) == len(kinds):
             continue
@@ -202,11 +201,11 @@ def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
 def _add_param_grads(leaves: Leaves, ids: list[str], records: list[dict[str, Any]], rows: list[int]) -> None:
     """Add parameter-gradient records (``{name: gradient or [gradient]}``, the names are the slots) in bulk, those
     holding other values record by record."""
-    gradients = chain.from_iterable(map(methodcaller("values"), records))
+    gradients = chain.from_iterable(map(dict.values, records))
     items = [v[0] if type(v) is list and len(v) == 1 else v for v in gradients]
     odd = [k for k, record in enumerate(records) if "" in record]  # "": its leaf's slot is "0"
     rest = _add_flat(leaves, _PARAM_GRAD, ids, rows, list(map(len, records)), items,
-                     map(intern, map(str, chain.from_iterable(records))), odd)
+                     map(intern, chain.from_iterable(records)), odd)  # JSON keys: str already
     record_of = dict(zip(rows, records))
     for k in rest:
         _collect_param_grads(leaves, ids[k], record_of[k])
@@ -232,9 +231,9 @@ def _add_dicts(leaves: Leaves, role: int, ids: list[str], column: list[Any], kin
     rows = [k for k, kind in enumerate(kinds) if kind is dict and column[k]]
     dicts = [column[k] for k in rows]
     odd = [k for k, d in enumerate(dicts) if "type" in d or "" in d]
-    items = chain.from_iterable(map(methodcaller("values"), dicts))
+    items = chain.from_iterable(map(dict.values, dicts))
     return _add_flat(leaves, role, ids, rows, list(map(len, dicts)), items,
-                     map(intern, map(str, chain.from_iterable(dicts))), odd)
+                     map(intern, chain.from_iterable(dicts)), odd)  # JSON keys: str already
 
 
 _ITEM_CODE = {Leaf: 0, NoneType: 1}  # anything else: 2, a value the per-record path flattens
@@ -429,10 +428,9 @@ def requires_grad_code(value: Any) -> int:
 
 def _mapped(values: tuple[Any, ...], convert: Any) -> list[Any]:
     """`convert` of every value, computed once per distinct value (a column holds few)."""
-    first = values[0] if values else None
-    if values.count(first) == len(values):  # one value (md5 and file of a statistics dump): no lookups
-        return [convert(first)] * len(values)
     table = {v: convert(v) for v in set(values)}
+    if len(table) == 1:  # one value (md5 and file of a statistics dump): no lookups
+        return [*table.values()] * len(values)
     return list(map(table.__getitem__, values))
 
 
