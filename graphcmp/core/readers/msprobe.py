@@ -369,7 +369,7 @@ def _parents(
         raise DumpFormatError(f"{source}/{CONSTRUCT_FILE}: {node_id!r}: parent is a "
                               f"{type(parent).__name__}, expected a node id or null")
     parents: dict[str, str | None] = dict(construct)
-    ids = ChainMap(construct, data)  # every node id, without a set of a million ids built for a few looks
+    ids = _Ids(construct, data)
     orphans = 0
     dump_only = [n for n in data if n not in parents]
     for node_id, kind in zip(dump_only, parse_node_ids(dump_only)[0]):
@@ -381,6 +381,15 @@ def _parents(
         notes.append(f"{CONSTRUCT_FILE}: {orphans} node(s) of {DUMP_FILE} are not in it; shown at top level")
     _adopt_backward_calls(parents, ids)
     return parents
+
+
+class _Ids(ChainMap):
+    """The node ids of construct.json and dump.json together, without a set of a million ids built for a few
+    looks; a look is two dict looks (ChainMap's own runs a generator)."""
+
+    def __contains__(self, node_id: object) -> bool:
+        construct, data = self.maps
+        return node_id in construct or node_id in data
 
 
 def _adopt_backward_calls(parents: dict[str, str | None], ids: Container[str]) -> None:
