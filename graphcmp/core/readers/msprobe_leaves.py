@@ -245,14 +245,9 @@ def _add_flat(leaves: Leaves, role: int, ids: list[str], rows: list[int], length
     but those of containers holding something other than `Leaf` or None and the containers `odd` (indexes of
     `rows`); return the positions of the containers left out."""
     items = list(items)
-    codes = np.fromiter(map(_ITEM_CODE.get, map(type, items), repeat(2)), np.int8, len(items))
-    owner = np.repeat(np.arange(len(rows)), lengths)
-    skipped = np.union1d(owner[codes == 2], odd).astype(np.int64)
-    keep = codes == 0
-    if skipped.size:
-        keep &= ~np.isin(owner, skipped)
     nodes = chain.from_iterable(map(repeat, map(ids.__getitem__, rows), lengths))
-    if keep.all():
+    keep, skipped = _kept(items, rows, lengths, odd)
+    if keep is None:
         leaves.leaf.extend(items)
         leaves.slot.extend(slots)
         leaves.node.extend(nodes)
@@ -262,7 +257,21 @@ def _add_flat(leaves: Leaves, role: int, ids: list[str], rows: list[int], length
         leaves.slot.extend(compress(slots, mask))
         leaves.node.extend(compress(nodes, mask))
     leaves.role.extend(repeat(role, len(leaves.leaf) - len(leaves.role)))
-    return [rows[k] for k in skipped.tolist()]
+    return [rows[k] for k in skipped]
+
+
+def _kept(items: list[Any], rows: list[int], lengths: list[int], odd: list[int]) -> tuple[np.ndarray | None, list[int]]:
+    """Which `items` `_add_flat` adds (None: all, the common case, found without numpy) and the indexes of the
+    containers it leaves out."""
+    if not odd and set(map(type, items)) <= {Leaf}:
+        return None, []
+    codes = np.fromiter(map(_ITEM_CODE.get, map(type, items), repeat(2)), np.int8, len(items))
+    owner = np.repeat(np.arange(len(rows)), lengths)
+    skipped = np.union1d(owner[codes == 2], odd).astype(np.int64)
+    keep = codes == 0
+    if skipped.size:
+        keep &= ~np.isin(owner, skipped)
+    return (None if keep.all() else keep), skipped.tolist()
 
 
 def md5_flag(records: dict[str, Any], source: str) -> bool | None:
