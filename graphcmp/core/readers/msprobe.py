@@ -103,9 +103,11 @@ def _read_dump_chunked(
             records = _add_chunk(builder, text, str(folder), state, chunks.split_members)
             if chunks.may_repeat(text, records) and (twice := repeated_keys(text)):
                 raise _Twice(folder / DUMP_FILE, twice)
-            if not data.keys().isdisjoint(records):
-                raise _Twice(folder / DUMP_FILE, [k for k in records if k in data])
+            before = len(data)
             data.update(dict.fromkeys(records))
+            if len(data) != before + len(records):  # an id of an earlier chunk: not added again
+                added = set(list(data)[before:])
+                raise _Twice(folder / DUMP_FILE, [k for k in records if k not in added])
             if md5 is None:
                 md5 = md5_flag(records, str(folder))
             del records  # free this chunk's records before the next one is parsed
