@@ -191,8 +191,11 @@ def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
         kinds = list(map(type, column))
         if kinds.count(NoneType) == len(kinds):
             continue
-        rest = _add_lists(leaves, role, ids, column, kinds)
-        rest += _add_dicts(leaves, role, ids, column, kinds)
+        lists, dicts = kinds.count(list), kinds.count(dict)  # a role holds lists or dicts: skip the other kind
+        rest = _add_lists(leaves, role, ids, column, kinds) if lists else []
+        rest += _add_dicts(leaves, role, ids, column, kinds) if dicts else []
+        if lists + dicts + kinds.count(NoneType) != len(kinds):  # a single leaf, another value
+            rest += [k for k, kind in enumerate(kinds) if kind not in _CONTAINERS]
         for k in sorted(rest):
             value = column[k]
             leaves.collect(ids[k], role, [value] if isinstance(value, dict) and "type" in value else value, "")
@@ -213,7 +216,7 @@ def _add_param_grads(leaves: Leaves, ids: list[str], records: list[dict[str, Any
 
 def _add_lists(leaves: Leaves, role: int, ids: list[str], column: list[Any], kinds: list[type]) -> list[int]:
     """Add the role's lists of `Leaf` structs and None (slots "0", "1", ...); return the positions of the others
-    (a nested list, more than 64 arguments) and of values that are neither a list nor a dict."""
+    (a nested list, more than 64 arguments)."""
     rows = [k for k, kind in enumerate(kinds) if kind is list]
     lists = [column[k] for k in rows]
     lengths = list(map(len, lists))
@@ -221,8 +224,7 @@ def _add_lists(leaves: Leaves, role: int, ids: list[str], column: list[Any], kin
     runs = [_SLOT_RUNS[n] if n < len(_SLOT_RUNS) else repeat("", n) for n in lengths] if long else \
         map(_SLOT_RUNS.__getitem__, lengths)  # a long list's leaves are left out: placeholders keep the count
     slots = chain.from_iterable(runs)
-    rest = _add_flat(leaves, role, ids, rows, lengths, chain.from_iterable(lists), slots, long)
-    return rest + [k for k, kind in enumerate(kinds) if kind is not list and kind is not dict and kind is not NoneType]
+    return _add_flat(leaves, role, ids, rows, lengths, chain.from_iterable(lists), slots, long)
 
 
 def _add_dicts(leaves: Leaves, role: int, ids: list[str], column: list[Any], kinds: list[type]) -> list[int]:
@@ -236,6 +238,7 @@ def _add_dicts(leaves: Leaves, role: int, ids: list[str], column: list[Any], kin
                      map(intern, chain.from_iterable(dicts)), odd)  # JSON keys: str already
 
 
+_CONTAINERS = frozenset({list, dict, NoneType})  # a role's values flattened in bulk (None: no value)
 _ITEM_CODE = {Leaf: 0, NoneType: 1}  # anything else: 2, a value the per-record path flattens
 
 
