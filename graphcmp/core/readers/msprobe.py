@@ -303,9 +303,9 @@ def _add_nodes(
     `md5` tells whether the first tensor record has an md5 (called last: records are checked first).
     """
     construct = construct or {}
-    ids, seq = _sequence(construct, data)
-    parents = _parents(construct, data, source, notes)
+    ids, seq, dump_only = _sequence(construct, data)
     kinds, ops, directions = parse_node_ids(ids)
+    parents = _parents(construct, data, [(ids[r], kinds[r]) for r in dump_only], source, notes)
     builder.add_nodes(ids, kinds, ops, directions, list(map(parents.get, ids)), seq, list(map(data.__contains__, ids)))
     if add_tensors is not None:
         add_tensors(builder)
@@ -345,13 +345,13 @@ def _task(header: Mapping[str, Any], md5: bool) -> str:
     return "md5" if task == "statistics" and md5 else task
 
 
-def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[list[str], list[float]]:
-    """Node ids in creation order (construct.json's) and their order keys; dump-only nodes go after their dump
-    predecessor."""
+def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[list[str], list[float], list[int]]:
+    """Node ids in creation order (construct.json's), their order keys, and the rows of the dump-only nodes
+    among them; dump-only nodes go after their dump predecessor."""
     ids, dump_ids = list(construct), list(data)
     listed = np.fromiter(map(construct.__contains__, dump_ids), bool, len(dump_ids))
     if listed.all():
-        return ids, list(map(float, range(len(ids))))  # every node is in construct.json: already in order
+        return ids, list(map(float, range(len(ids)))), []  # every node is in construct.json: already in order
     rows = np.arange(len(dump_ids))
     extra = ~listed
     before = np.maximum.accumulate(np.where(listed, rows, -1))[extra]  # each dump-only node's dump predecessor
@@ -360,14 +360,19 @@ def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[li
     previous = np.array([placed[dump_ids[r]] if r >= 0 else -1 for r in before.tolist()], np.float64)
     values = previous + (rows[extra] - before) / (len(dump_ids) + 2)  # the k-th dump-only node after it: k steps on
     keys = np.concatenate([np.arange(len(ids), dtype=np.float64), values])
+    listed_count = len(ids)
     ids.extend(compress(dump_ids, extra.tolist()))
     order = np.argsort(keys, kind="stable")
-    return list(map(ids.__getitem__, order.tolist())), keys[order].tolist()
+    return list(map(ids.__getitem__, order.tolist())), keys[order].tolist(), np.flatnonzero(
+        order >= listed_count).tolist()
 
 
 def _parents(
-    construct: Mapping[str, Any], data: Mapping[str, Any], source: str, notes: list[str]
+    construct: Mapping[str, Any], data: Mapping[str, Any], dump_only: list[tuple[str, int]], source: str,
+    notes: list[str],
 ) -> dict[str, str | None]:
+    """Each node's parent: construct.json's, a parameter-gradient node's module call, a backward API call adopted
+    (`_adopt_backward_calls`); `dump_only` holds the ids of dump.json that construct.json lacks, with their kinds."""
     if not set(map(type, construct.values())) <= {str, type(None)}:
         node_id, parent = next((k, p) for k, p in construct.items() if p is not None and not isinstance(p, str))
         raise DumpFormatError(f"{source}/{CONSTRUCT_FILE}: {node_id!r}: parent is a "
@@ -375,8 +380,7 @@ def _parents(
     parents: dict[str, str | None] = dict(construct)
     ids = _Ids(construct, data)
     orphans = 0
-    dump_only = [n for n in data if n not in parents]
-    for node_id, kind in zip(dump_only, parse_node_ids(dump_only)[0]):
+    for node_id, kind in dump_only:
         if kind == NodeKind.PARAM_GRAD:
             parents[node_id] = _param_grad_owner(node_id, ids)
         elif construct:
