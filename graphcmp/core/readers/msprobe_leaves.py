@@ -388,8 +388,10 @@ def _struct_columns(items: list[Any]) -> tuple:
 
 def _stat_array(stat_columns: list[tuple], n: int) -> tuple[np.ndarray, np.ndarray]:
     """The (n, 4) float statistics of the leaves (NaN where null or absent) and where they are present."""
+    stats = np.empty((n, 4))
     try:
-        stats = np.fromiter(chain.from_iterable(zip(*stat_columns)), np.float64, 4 * n).reshape(n, 4)
+        for k, column in enumerate(stat_columns):  # column by column: no tuple per row
+            stats[:, k] = np.fromiter(column, np.float64, n)
     except TypeError:  # an absent statistic (UNSET): as null
         rows = zip(*stat_columns)
         stats = np.array([[None if v is UNSET else v for v in row] for row in rows], np.float64).reshape(-1, 4)
