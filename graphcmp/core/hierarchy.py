@@ -82,6 +82,7 @@ class HierarchyBuilder:
         self._stacks: dict[tuple[str, ...], int] = {}
         self._tensor_parts: list[tuple] = []
         self._edges: list[tuple[str, str, bool]] = []
+        self._parents_found = 0  # the first nodes, whose parents `missing_parents` found added
 
     def __contains__(self, node_id: str) -> bool:
         return node_id in self._rows
@@ -94,9 +95,10 @@ class HierarchyBuilder:
         >>> b.missing_parents()
         {'Module.act': 3.0}
         """
-        named = dict.fromkeys(self._parent)  # few distinct parents: one look each
+        named = dict.fromkeys(self._parent[self._parents_found:])  # few distinct parents: one look each
         named.pop(None, None)
         if all(map(self._rows.__contains__, named)):
+            self._parents_found = len(self._parent)  # nodes are never removed: these parents stay found
             return {}
         missing: dict[str, float] = {}
         for parent, seq in zip(self._parent, self._seq):
