@@ -16,6 +16,7 @@ says which route runs when, and its tests check every route against it.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable
 from itertools import chain, compress, islice, repeat
 from sys import intern
@@ -418,12 +419,18 @@ def _odd_rows(items: list[Any], odd: list[int], dtype: list[str], shape: list[st
         numbers = [items[i].value for i in scalars]
         stats[scalars, :3] = np.array(numbers, np.float64)[:, None]
         present[scalars] = (True, True, True, False)
-        for i, number in zip(scalars, numbers):
-            dtype[i], shape[i], value[i] = items[i].type, "scalar", orjson.dumps(number).decode()
+        _set_all(dtype, scalars, [items[i].type for i in scalars])
+        _set_all(shape, scalars, repeat("scalar"))
+        _set_all(value, scalars, map(bytes.decode, map(orjson.dumps, numbers)))  # the number as JSON
     for i in sorted(set(odd).difference(scalars)):
         dtype[i], shape[i], md5[i], file[i], value[i], *row = leaf_row(_as_plain(items[i]))
         stats[i] = [math.nan if v is None else _number(i, k, v) for k, v in zip(STAT_KEYS, row)]
         present[i] = [v is not None for v in row]
+
+
+def _set_all(column: list[Any], rows: list[int], values: Iterable[Any]) -> None:
+    """``column[r] = v`` for every row and value, in C."""
+    deque(map(column.__setitem__, rows, values), maxlen=0)
 
 
 _LAST_COLUMN = 10
