@@ -3,8 +3,9 @@
 `orjson` reads the common case. msprobe writes bare ``NaN``/``Infinity`` tokens in overflow dumps,
 which orjson rejects, so such files fall back to the standard library. A file cut short (a run
 killed mid-dump) is salvaged entry by entry: every complete entry is kept and the loss reported.
-`MemberChunks` reads the big object of a file written with ``json.dump(..., indent=1)`` a few
-megabytes at a time, so that a caller can turn each chunk into columns and drop its dicts.
+`MemberChunks` reads the big object of a file written with ``json.dump(..., indent=1)`` a chunk of
+whole members at a time (the caller sets its size), so that a caller can turn each chunk into columns and
+drop its dicts.
 """
 
 from __future__ import annotations
