@@ -8,13 +8,18 @@ nodes at a time, and the indexes are built once at the end, as msprobe does.
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import os
+import signal
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from itertools import repeat
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -31,11 +36,12 @@ from graphcmp.core.export.vis_records import (
     vis_task,
 )
 from graphcmp.core.outputs import atomic_path
+from graphcmp.core.readers.pair import can_fork_aside
 from graphcmp.core.readers.vis import ATTR_OVERFLOW
 from graphcmp.core.records import DumpGraph
 from graphcmp.core.report import CompareReport
 
-__all__ = ["SCHEMA", "write_vis_db"]
+__all__ = ["FORK_NODES", "SCHEMA", "write_vis_db"]
 
 SCHEMA = (
     """CREATE TABLE tb_nodes (
@@ -69,7 +75,9 @@ scan of the table take half the time they take with 4 KiB pages."""
 _INDEX_CACHE = "PRAGMA cache_size=-8192"
 """Building the indexes: SQLite's sorter sorts runs the size of the page cache and merges them; 8 MiB runs sort
 faster than one 256 MiB run (0.4 s of 3.7 s for the 200k result's seven indexes)."""
-_INSERT_NODE = f"INSERT INTO tb_nodes VALUES ({', '.join('?' * 22)})"
+FORK_NODES = 20_000
+"""A document of at least this many nodes (both runs) has its record texts made by a forked process while this one
+inserts the rows (below it, starting the process costs more than it saves)."""
 
 
 def write_vis_db(
@@ -114,8 +122,10 @@ def _write(db_path: Path, documents: Iterable[CompareReport | DumpGraph], target
         count = 0
         for document in documents:
             key = _key(document, seen, config, target)
-            for side in vis_sides(document):
-                count += _insert_side(conn, side, key)
+            sides = vis_sides(document)
+            with _texts_of(sides) as texts:
+                for index, side in enumerate(sides):
+                    count += _insert_side(conn, side, key, texts(index))
         if not seen:
             raise OutputError(f"{target}: nothing to write (no documents)")
         _insert_config(conn, config, seen)
@@ -148,18 +158,116 @@ def _has_overflow(graph: DumpGraph) -> bool:
     return bool(graph.nodes.attrs) and any(k == ATTR_OVERFLOW for a in graph.nodes.attrs for k, _ in a)
 
 
-def _insert_side(conn: sqlite3.Connection, side: VisSide, key: tuple[int, int]) -> int:
+def _insert_side(conn: sqlite3.Connection, side: VisSide, key: tuple[int, int], blocks: Iterator[_RowTexts]) -> int:
     step, rank = key
     graph_id = f"{side.name}_{step}_{rank}"
     stacks = side.graph.stacks
     conn.executemany("INSERT INTO tb_stack VALUES (?, ?)",
                      [(f"{graph_id}_{k}", orjson.dumps(list(s)).decode()) for k, s in enumerate(stacks)]
                      + [(f"{graph_id}_none", "[]")])
-    texts = VisTexts(side)
     columns = _NodeColumns(side, graph_id)
-    for block in texts.blocks():
-        conn.executemany(_INSERT_NODE, _rows(texts, columns, block, step, rank))
+    insert = _insert_statement(columns, step, rank)
+    for block in blocks:
+        conn.executemany(insert, _rows(block, columns))
     return len(side.graph)
+
+
+class _RowTexts(NamedTuple):
+    """The values of rows [start, stop) of one side that come from its `.vis` records: each JSON column's texts
+    joined by newlines (orjson never writes a raw newline), which is all that crosses from a forked text maker."""
+
+    start: int
+    stop: int
+    outputs: bytes  # output_data
+    inputs: bytes  # input_data
+    subnodes: bytes  # sub_nodes ("" for a node without children)
+    links: bytes  # matched_node_link
+    overflow: list[str | None] | None  # overflow_level, None when no node has attributes
+    distributed: tuple[list[str], list[int]] | None  # matched_distributed, is_distributed; idem
+
+
+def _row_texts(texts: VisTexts, block: VisBlock) -> _RowTexts:
+    lo, hi = block.start, block.stop
+    overflow = [v or None for v in texts.overflow[lo:hi]] if texts.overflow is not None else None
+    distributed = None
+    if texts.distributed is not None:
+        pairs = [_distributed(v) for v in texts.distributed[lo:hi]]
+        distributed = ([text for text, _ in pairs], [flag for _, flag in pairs])
+    return _RowTexts(lo, hi, b"\n".join(block.outputs), b"\n".join(block.inputs),
+                     b"\n".join([t if t != b"[]" else b"" for t in block.subnodes]), b"\n".join(block.links),
+                     overflow, distributed)
+
+
+def _side_texts(side: VisSide, start: int = 0) -> Iterator[_RowTexts]:
+    """The `_RowTexts` of a side's blocks from row `start` (a block's first row), made here."""
+    texts = VisTexts(side)
+    for block in texts.blocks(start):
+        yield _row_texts(texts, block)
+
+
+@contextmanager
+def _texts_of(sides: tuple[VisSide, ...]) -> Iterator[Callable[[int], Iterator[_RowTexts]]]:
+    """The `_RowTexts` of each side (by its index): made by a forked process while this one inserts the rows when
+    the document is large and the machine has a second core, else made here when asked for."""
+    if sum(len(side.graph) for side in sides) < FORK_NODES or not can_fork_aside():
+        yield lambda index: _side_texts(sides[index])
+        return
+    maker = _ForkedTexts(sides)
+    try:
+        yield maker.texts
+    finally:
+        maker.stop()
+
+
+class _ForkedTexts:
+    """A forked process making the `_RowTexts` of a document's sides in order and sending them through a pipe (it
+    shares the document with this process without a copy). Should it fail, this process makes the rest itself."""
+
+    def __init__(self, sides: tuple[VisSide, ...]) -> None:
+        self.sides = sides
+        fork = multiprocessing.get_context("fork")
+        self._answer, sender = fork.Pipe(duplex=False)
+        self._process = fork.Process(target=_send_texts, args=(sender, sides), daemon=True)
+        self._process.start()
+        sender.close()
+        self._failed = False
+
+    def texts(self, index: int) -> Iterator[_RowTexts]:
+        """The `_RowTexts` of side `index`, in row order (the sides are asked for in order)."""
+        start = 0
+        while not self._failed:
+            try:
+                item = self._answer.recv()
+            except (EOFError, OSError):
+                item = None
+            if item is None:  # the process failed: what it was is met again making the rest here
+                self._failed = True
+            elif isinstance(item, int):  # the side is complete
+                return
+            else:
+                start = item.stop
+                yield item
+        yield from _side_texts(self.sides[index], start)
+
+    def stop(self) -> None:
+        if self._process.is_alive():
+            self._process.kill()
+        self._process.join()
+        self._answer.close()
+
+
+def _send_texts(answer: Connection, sides: tuple[VisSide, ...]) -> None:
+    """Send each side's `_RowTexts`, then its index; None if anything fails (the parent then makes the rest)."""
+    gc.disable()  # the collector would touch, and so copy, every page of the objects shared with the parent
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to answer: it stops this process
+    try:
+        for index, side in enumerate(sides):
+            for texts in _side_texts(side):
+                answer.send(texts)
+            answer.send(index)
+    except Exception:  # whatever it was (a closed pipe too), the parent makes the rest itself
+        with suppress(OSError):
+            answer.send(None)
 
 
 class _NodeColumns:
@@ -175,32 +283,44 @@ class _NodeColumns:
         self.stack_id = _objects([f"{graph_id}_{k}" for k in range(len(side.graph.stacks))] + [f"{graph_id}_none"])[
             nodes.stack]
         self.micro_step = nodes.micro_step
+        self.status = side.report.verdicts.status if side.report is not None else None
 
 
-def _rows(texts: VisTexts, columns: _NodeColumns, block: VisBlock, step: int, rank: int) -> Iterator[tuple]:
-    lo, hi = block.start, block.stop
-    ids = columns.ids[lo:hi].tolist()
+def _insert_statement(columns: _NodeColumns, step: int, rank: int) -> str:
+    """The INSERT of a side's node rows with what is the same in all of them written in the statement (fewer values
+    to bind per row): ``id`` is the graph id, ``_`` and ``node_name``; the rest of `_rows`'s tuple by position."""
+    graph_id = _quoted(columns.graph_id)
+    return (f"INSERT INTO tb_nodes VALUES ({graph_id} || '_' || ?1, {graph_id}, ?2, ?1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+            f"?10, '', ?11, 0, ?12, ?13, {_quoted(columns.name)}, NULL, {int(step)}, {int(rank)}, ?14)")
+
+
+def _quoted(text: str) -> str:
+    """An SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _rows(texts: _RowTexts, columns: _NodeColumns) -> Iterator[tuple]:
+    """The values `_insert_statement` binds for each row of a block: node_name, node_order, node_type, up_node,
+    sub_nodes, precision_index, overflow_level, micro_step_id, matched_node_link, stack_id, matched_distributed,
+    input_data, output_data, is_distributed."""
+    lo, hi = texts.start, texts.stop
     up = columns.ids[columns.parent[lo:hi]].tolist()
     if lo == 0:
         up[0] = ""
-    precision = [PRECISION_INDEX.get(s) for s in texts.status[lo:hi].tolist()] if texts.status is not None \
+    precision = [PRECISION_INDEX.get(s) for s in columns.status[lo:hi].tolist()] if columns.status is not None \
         else repeat(None)
-    overflow = [v or None for v in texts.overflow[lo:hi]] if texts.overflow is not None else repeat(None)
-    distributed = [_distributed(v) for v in texts.distributed[lo:hi]] if texts.distributed is not None \
-        else [("{}", 0)] * (hi - lo)
-    subnodes = [t if t != "[]" else "" for t in _decoded(block.subnodes)]
+    overflow = texts.overflow if texts.overflow is not None else repeat(None)
+    distributed, flags = texts.distributed if texts.distributed is not None else (repeat("{}"), repeat(0))
     return zip(
-        [f"{columns.graph_id}_{i}" for i in ids], repeat(columns.graph_id), range(lo, hi), ids,
-        columns.node_type[lo:hi].tolist(), up, subnodes, precision, overflow, columns.micro_step[lo:hi].tolist(),
-        _decoded(block.links), columns.stack_id[lo:hi].tolist(), repeat(""), [d[0] for d in distributed],
-        repeat(0), _decoded(block.inputs), _decoded(block.outputs), repeat(columns.name), repeat(None), repeat(step),
-        repeat(rank), [d[1] for d in distributed],
+        columns.ids[lo:hi].tolist(), range(lo, hi), columns.node_type[lo:hi].tolist(), up, _decoded(texts.subnodes),
+        precision, overflow, columns.micro_step[lo:hi].tolist(), _decoded(texts.links),
+        columns.stack_id[lo:hi].tolist(), distributed, _decoded(texts.inputs), _decoded(texts.outputs), flags,
     )
 
 
-def _decoded(texts: list[bytes]) -> list[str]:
-    """JSON texts as str, decoded at once (orjson never writes a raw newline)."""
-    return b"\n".join(texts).decode().split("\n") if texts else []
+def _decoded(texts: bytes) -> list[str]:
+    """Newline-joined JSON texts as a list of str, decoded at once."""
+    return texts.decode().split("\n")
 
 
 def _distributed(value: str | None) -> tuple[str, int]:

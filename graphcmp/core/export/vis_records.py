@@ -133,12 +133,13 @@ class VisTexts:
         self._tensors = _Tensors(side, self.escaped_ids)
         self._links = _Links(side) if side.partner is not None and side.partner_rows is not None else None
 
-    def blocks(self) -> Iterator[VisBlock]:
-        """The per-node texts of every block of `BLOCK_NODES` rows, in row order."""
+    def blocks(self, start: int = 0) -> Iterator[VisBlock]:
+        """The per-node texts of every block of `BLOCK_NODES` rows from row `start` (a block's first row), in row
+        order."""
         n = len(self.side.graph)
         starts, ends, members = self._kids
         kid_ids = self._ids[members].tolist()
-        for lo in range(0, n, BLOCK_NODES):
+        for lo in range(start, n, BLOCK_NODES):
             hi = min(lo + BLOCK_NODES, n)
             outputs, inputs = self._tensors.objects(lo, hi)
             subnodes = [b'["' + b'","'.join(kid_ids[a:b]) + b'"]' if b > a else b"[]"

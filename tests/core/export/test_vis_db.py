@@ -14,8 +14,10 @@ import pytest
 
 from graphcmp.core.compare import compare_paths, compare_vis
 from graphcmp.core.errors import OutputError
+from graphcmp.core.export import vis_db, vis_records
 from graphcmp.core.export.vis_db import write_vis_db
 from graphcmp.core.readers import read_graph
+from graphcmp.core.readers.pair import can_fork_aside
 from graphcmp.core.readers.vis import VisGraphKey, list_vis_graphs, read_vis
 from graphcmp.core.report import CompareReport
 from graphcmp.samples import samples_dir
@@ -56,6 +58,63 @@ def test_round_trip_holds_every_step(reports, tmp_path):
     assert list_vis_graphs(path) == (VisGraphKey(0, 0), VisGraphKey(1, 0))
     for step, ours in enumerate(reports):
         assert_same_report(compare_vis(read_vis(path, step=step)), ours)
+
+
+def table_rows(path: Path) -> dict[str, list[tuple]]:
+    """Every row of each table, sorted, and the tables and indexes in the order they were made."""
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro&immutable=1", uri=True)
+    rows = {name: sorted(conn.execute(f"SELECT * FROM {name}"), key=repr)
+            for name in ("tb_nodes", "tb_stack", "tb_config")}
+    rows["schema"] = list(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY rowid"))
+    conn.close()
+    return rows
+
+
+def overflow_report(tmp_path: Path) -> CompareReport:
+    """msprobe's cnn comparison with overflow levels (attributes every node has)."""
+    path = tmp_path / "overflow.vis.db"
+    with gzip.open(DATA / "vis_cnn_overflow" / "compare_v26.vis.db.gz") as src, path.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return compare_vis(read_vis(path))
+
+
+@pytest.mark.skipif(not can_fork_aside(), reason="needs fork and a second core")
+@pytest.mark.parametrize("case", ["two_steps", "overflow"])
+def test_texts_made_by_a_forked_process_give_the_same_rows(case, reports, tmp_path, monkeypatch):
+    documents = reports if case == "two_steps" else [overflow_report(tmp_path)]
+    here = tmp_path / "here.vis.db"
+    write_vis_db(documents, here)  # small documents: their texts are made in this process
+    started = []
+
+    class Counted(vis_db._ForkedTexts):
+        def __init__(self, sides):
+            started.append(len(sides))
+            super().__init__(sides)
+
+    monkeypatch.setattr(vis_db, "_ForkedTexts", Counted)
+    monkeypatch.setattr(vis_db, "FORK_NODES", 0)
+    monkeypatch.setattr(vis_records, "BLOCK_NODES", 40)  # several blocks a side
+    forked = tmp_path / "forked.vis.db"
+    write_vis_db(documents, forked)
+    assert started == [2] * len(documents)
+    assert table_rows(forked) == table_rows(here)
+
+
+@pytest.mark.skipif(not can_fork_aside(), reason="needs fork and a second core")
+def test_a_failed_text_process_leaves_the_rest_to_this_one(reports, tmp_path, monkeypatch):
+    here = tmp_path / "here.vis.db"
+    write_vis_db(reports, here)
+    monkeypatch.setattr(vis_records, "BLOCK_NODES", 40)
+    monkeypatch.setattr(vis_db, "FORK_NODES", 0)
+
+    def first_block_then_fail(answer, sides):
+        answer.send(next(vis_db._side_texts(sides[0])))
+        answer.send(None)
+
+    monkeypatch.setattr(vis_db, "_send_texts", first_block_then_fail)
+    forked = tmp_path / "forked.vis.db"
+    write_vis_db(reports, forked)
+    assert table_rows(forked) == table_rows(here)
 
 
 def test_schema_is_msprobes(reports, tmp_path):
