@@ -3,7 +3,9 @@
 One file holds every (step, rank): pass several documents and each becomes one graph pair. The
 tables and indexes are msprobe 26.2's (``tb_nodes``, ``tb_stack``, ``tb_config``); a node's row holds
 the texts of its `.vis` record (`graphcmp.core.export.vis_records`), made and inserted a block of
-nodes at a time, and the indexes are built once at the end, as msprobe does.
+nodes at a time, and the indexes are built once at the end, as msprobe does. For a large document on a
+machine with a second core, a forked process makes the texts while this one inserts the rows (the texts
+and SQLite's inserts take comparable time).
 """
 
 from __future__ import annotations
