@@ -66,13 +66,12 @@ def rule_specs(args: argparse.Namespace) -> list[str]:
     >>> rule_specs(ns)
     ['layer-mapping', 'fused-ops', 'fused']
     """
-    from graphcmp.core.matching.specs import spec  # lazy: the rule matchers load only when a rule is given
-
+    given = [(source, value) for dest, source in _OPTIONS if (value := getattr(args, dest, None)) is not None]
     specs = []
-    for dest, source in _OPTIONS:
-        value = getattr(args, dest, None)
-        if value is not None:
-            specs.append(spec(source, value or None))
+    if given:
+        from graphcmp.core.matching.specs import spec  # lazy: the rule matchers load only when a rule is given
+
+        specs = [spec(source, value or None) for source, value in given]
     if getattr(args, "fused", False):
         specs.extend(("fused-ops", "fused"))
     return specs
