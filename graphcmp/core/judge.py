@@ -20,7 +20,16 @@ from graphcmp.core.matching import MatchTable
 from graphcmp.core.metrics import by_blocks, is_nonfinite
 from graphcmp.core.noise import NodeRole, NoiseModel, element_count
 from graphcmp.core.pairing import TensorPairs
-from graphcmp.core.records import STAT_NAMES, DumpGraph, FrozenColumns, NodeKind, Role, TensorTable, string_codes
+from graphcmp.core.records import (
+    STAT_NAMES,
+    DumpGraph,
+    FrozenColumns,
+    NodeKind,
+    Role,
+    TensorTable,
+    is_output,
+    string_codes,
+)
 from graphcmp.core.rules import ERROR, PASS, WARNING, Status, Thresholds
 
 __all__ = ["SKIP", "STATUS_NAMES", "UNMATCHED", "NodeVerdicts", "Status", "Verdict", "judge", "pair_messages",
@@ -28,7 +37,6 @@ __all__ = ["SKIP", "STATUS_NAMES", "UNMATCHED", "NodeVerdicts", "Status", "Verdi
 
 SKIP, UNMATCHED = Status.SKIP, Status.UNMATCHED
 STATUS_NAMES = {PASS: "pass", WARNING: "warning", ERROR: "error", SKIP: "skip", UNMATCHED: "unmatched"}
-_OUTPUT_ROLES = (Role.OUTPUT, Role.PARAM_GRAD)
 
 
 def status_code(name: str) -> int:
@@ -94,7 +102,7 @@ def judge(
     level, severity, notes = _pair_levels(npu, bench, pairs, thresholds, expected_dtypes)
     n = len(npu)
     node = npu.tensors.node[pairs.npu]
-    is_out = np.isin(npu.tensors.role[pairs.npu], _OUTPUT_ROLES)
+    is_out = is_output(npu.tensors.role[pairs.npu])
     status = np.full(n, SKIP, np.int8)
     np.maximum.at(status, node[is_out], level[is_out])
     node_sev = np.zeros(n)
@@ -256,7 +264,7 @@ def _inputs_identical(npu: DumpGraph, pairs: TensorPairs, node: np.ndarray, is_o
     np.logical_and.at(all_same, node[~is_out], ident[~is_out])
     paired_inputs = np.bincount(node[~is_out], minlength=n)
     t = npu.tensors
-    inputs = np.bincount(t.node[~np.isin(t.role, _OUTPUT_ROLES)], minlength=n)
+    inputs = np.bincount(t.node[~is_output(t.role)], minlength=n)
     return all_same & (paired_inputs > 0) & (paired_inputs == inputs)
 
 
@@ -264,7 +272,7 @@ def _unpaired_outputs(npu: DumpGraph, pairs: TensorPairs, matches: MatchTable) -
     n = len(npu)
     t = npu.tensors
     has_shape = t.has_shape()
-    tensor_outputs = np.isin(t.role, _OUTPUT_ROLES) & has_shape
+    tensor_outputs = is_output(t.role) & has_shape
     outputs = np.bincount(t.node[tensor_outputs], minlength=n)
     paired = np.zeros(len(t), bool)
     paired[pairs.npu] = True
@@ -283,7 +291,7 @@ def _reasons(
     reason[skipped & npu.nodes.has_data] = "no output data to compare"
     reason[skipped & ~npu.nodes.has_data] = "not dumped (structure only)"
     node = npu.tensors.node[pairs.npu]
-    is_out = np.isin(npu.tensors.role[pairs.npu], _OUTPUT_ROLES)
+    is_out = is_output(npu.tensors.role[pairs.npu])
     flagged = np.flatnonzero((status >= WARNING) | quiet)
     if not len(flagged):
         return tuple(reason.tolist())

@@ -68,10 +68,20 @@ from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.hierarchy import depths, execution_keys, levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.by_api import is_cross_framework
-from graphcmp.core.metrics import by_blocks
+from graphcmp.core.metrics import by_blocks, mark_nonfinite, rows_max
 from graphcmp.core.overflow import OverflowLevel
 from graphcmp.core.pairing import TensorPairs
-from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role, string_codes, string_column
+from graphcmp.core.records import (
+    Direction,
+    DumpGraph,
+    FrozenColumns,
+    NodeKind,
+    Role,
+    is_input,
+    is_output,
+    string_codes,
+    string_column,
+)
 from graphcmp.core.rules import NoiseRule
 
 __all__ = [
@@ -119,8 +129,6 @@ and are origins only through their inputs, arguments, overflow or shape."""
 CONTEXT_VALUE_TYPES = frozenset({"torch.dtype", "torch.device", "mindspore.dtype", "mindspore.Type", "device"})
 """Argument types that name a precision or a device: they differ between the runs by design."""
 
-OUTPUT_ROLES = (Role.OUTPUT, Role.PARAM_GRAD)
-INPUT_ROLES = (Role.INPUT, Role.PARAM)
 
 
 class NodeRole(enum.IntEnum):
@@ -392,7 +400,7 @@ def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: Tensor
     i = pairs.npu
     node = npu.tensors.node[i].astype(np.int64)
     role = npu.tensors.role[i]
-    is_out, is_in = np.isin(role, OUTPUT_ROLES), np.isin(role, INPUT_ROLES)
+    is_out, is_in = is_output(role), is_input(role)
     order = np.argsort(keys, kind="stable")
     npu_units = _chain_units(order, node, texts.npu_unit, n)
     bench_units = _chain_units(order, node, texts.bench_unit, n)
@@ -509,25 +517,36 @@ _TENSOR, _SCALAR, _OTHER = 0, 1, 2  # what a shape text says a value is: "[2, 3]
 def _stat_errors(a: np.ndarray, b: np.ndarray, present: np.ndarray,
                  count: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per pair of npu and bench statistics (`a`, `b`; `count`: the bench tensor's elements): the largest
-    statistic error, the error of the first statistic (Max: a scalar's value), and each side's magnitude."""
+    statistic error, the error of the first statistic (Max: a scalar's value), and each side's magnitude.
+
+    Each statistic's error is ``|a - b| / scale`` (inf for a difference over a zero scale, 0 for none); a
+    non-finite value on either side gives inf unless both sides hold the same one; 0 where a statistic is
+    not recorded. Computed in place on one (n, 4) array: the rare cases are fixed on their rows only.
+    """
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        diff = np.abs(a - b)
+        per_stat = np.subtract(a, b)
+        np.abs(per_stat, out=per_stat)
         magnitude_a, magnitude_b = _magnitude(a, present), _magnitude(b, present)
         norm = np.abs(b[:, 3])
         rms = np.where(count > 0, norm / np.sqrt(np.maximum(count, 1)), magnitude_b)
         scale = np.empty((len(b), 4), np.result_type(magnitude_b, rms, norm))
         scale[:, 0], scale[:, 1], scale[:, 2], scale[:, 3] = magnitude_b, magnitude_b, rms, norm
-        per_stat = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), np.where(diff > 0, np.inf, 0.0))
-    special = ~np.isfinite(a) | ~np.isfinite(b)
-    same_special = (a == b) | (np.isnan(a) & np.isnan(b))
-    per_stat = np.where(special, np.where(same_special, 0.0, np.inf), per_stat)
-    per_stat = np.where(present, per_stat, 0.0)
-    return per_stat.max(axis=1, initial=0.0), per_stat[:, 0], magnitude_a, magnitude_b
+        no_scale = ~(scale > 0)
+        np.divide(per_stat, scale, out=per_stat)
+    if no_scale.any():  # a difference over a zero (or NaN) scale: inf, none: 0
+        diff = np.abs(a[no_scale] - b[no_scale])
+        per_stat[no_scale] = np.where(diff > 0, np.inf, 0.0)
+    mark_nonfinite(per_stat, a, b)
+    np.copyto(per_stat, 0.0, where=~present)
+    return rows_max(per_stat), per_stat[:, 0], magnitude_a, magnitude_b
 
 
 def _magnitude(stats: np.ndarray, present: np.ndarray) -> np.ndarray:
-    values = np.where(present[:, :2], np.abs(stats[:, :2]), 0.0)
-    return np.where(np.isfinite(values), values, 0.0).max(axis=1)
+    """max(|Max|, |Min|) over the recorded finite ones, 0 when none."""
+    high, low = np.abs(stats[:, 0]), np.abs(stats[:, 1])
+    high[~(present[:, 0] & np.isfinite(high))] = 0.0
+    low[~(present[:, 1] & np.isfinite(low))] = 0.0
+    return np.maximum(high, low, out=high)
 
 
 _DIMS = re.compile(r"-?\d+")

@@ -19,8 +19,8 @@ import numpy as np
 from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.jsonio import read_json
-from graphcmp.core.metrics import by_blocks, is_nonfinite
-from graphcmp.core.records import DumpGraph, Role, string_codes
+from graphcmp.core.metrics import by_blocks, is_nonfinite, rows_max
+from graphcmp.core.records import DumpGraph, is_output, string_codes
 
 __all__ = [
     "EXPLODE_MIN",
@@ -64,7 +64,7 @@ def overflow_levels(graph: DumpGraph) -> np.ndarray:
     """`OverflowLevel` per node (0 none, 1 medium, 2 high, 3 critical); see the module docstring."""
     t = graph.tensors
     bad, magnitude = _tensor_overflow(graph)
-    is_out = np.isin(t.role, (Role.OUTPUT, Role.PARAM_GRAD))
+    is_out = is_output(t.role)
     n = len(graph)
     out_bad = np.bincount(t.node[is_out & bad], minlength=n) > 0
     in_bad = np.bincount(t.node[~is_out & bad], minlength=n) > 0
@@ -92,9 +92,10 @@ def _tensor_overflow(graph: DumpGraph) -> tuple[np.ndarray, np.ndarray]:
 
 def _overflow_rows(stats: np.ndarray, present: np.ndarray, limits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     extent = np.where(present[:, :2], np.abs(stats[:, :2]), 0.0)
+    high, low = extent[:, 0], extent[:, 1]
     with np.errstate(invalid="ignore"):
-        at_limit = (extent >= limits[:, None]).any(axis=1)
-    return is_nonfinite(stats, present) | at_limit, extent.max(axis=1, initial=0.0)
+        at_limit = (high >= limits) | (low >= limits)
+    return is_nonfinite(stats, present) | at_limit, rows_max(extent)
 
 
 def decode_overflow_status(status: int) -> tuple[str, ...]:

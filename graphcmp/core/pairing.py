@@ -10,7 +10,7 @@ import numpy as np
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, SlotMap
 from graphcmp.core.matching.by_api import is_cross_framework
-from graphcmp.core.metrics import by_blocks, stat_abs_diff, stat_rel_errors, stats_identical
+from graphcmp.core.metrics import by_blocks, rows_max, stat_abs_diff, stat_rel_errors, stats_identical
 from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role, TensorTable, string_column
 from graphcmp.core.rules import Thresholds
 
@@ -206,7 +206,7 @@ def pair_metrics(
         a, b = nt.stats[i], bt.stats[j]
         present = nt.present[i] & bt.present[j]
         rel = stat_rel_errors(a, b, present, atol=thresholds.atol, magnitude_floor=thresholds.magnitude_floor)
-        return (np.round(rel.max(axis=1, initial=0.0), 12), rel, np.where(present, stat_abs_diff(a, b), np.nan),
+        return (np.round(rows_max(rel), 12), rel, np.where(present, stat_abs_diff(a, b), np.nan),
                 stats_identical(a, b, present))
 
     rel_err, rel, abs_diff, identical = by_blocks(stat_metrics, npu_rows, bench_rows)

@@ -35,6 +35,8 @@ __all__ = [
     "RunInfo",
     "TensorTable",
     "TensorView",
+    "is_input",
+    "is_output",
     "string_codes",
     "string_column",
 ]
@@ -132,6 +134,29 @@ class Role(enum.IntEnum):
     OUTPUT = 1
     PARAM = 2
     PARAM_GRAD = 3
+
+
+def is_output(role: np.ndarray) -> np.ndarray:
+    """True per `Role` code that a call produces: an output or a parameter gradient (``np.isin(role, (OUTPUT,
+    PARAM_GRAD))`` without its sort).
+
+    >>> is_output(np.array([0, 1, 2, 3], np.int8)).tolist()
+    [False, True, False, True]
+    """
+    out = role == Role.OUTPUT
+    out |= role == Role.PARAM_GRAD
+    return out
+
+
+def is_input(role: np.ndarray) -> np.ndarray:
+    """True per `Role` code that a call computes from: an input or a parameter.
+
+    >>> is_input(np.array([0, 1, 2, 3], np.int8)).tolist()
+    [True, False, True, False]
+    """
+    out = role == Role.INPUT
+    out |= role == Role.PARAM
+    return out
 
 
 @dataclass(frozen=True, slots=True)
