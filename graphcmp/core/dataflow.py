@@ -15,6 +15,9 @@ transpose or a dropout between two calls keeps the statistics, and the picture s
 
 from __future__ import annotations
 
+import operator
+from itertools import repeat
+
 import numpy as np
 
 from graphcmp.core.hierarchy import execution_keys
@@ -99,18 +102,26 @@ def forward_twins(graph: DumpGraph, rows: np.ndarray | None = None) -> np.ndarra
     >>> [g.nodes.ids[r] for r in forward_twins(g) if r >= 0]
     ['Torch.relu.0.forward']
     """
-    twins = np.full(len(graph), -1, np.int64)
+    n = len(graph)
+    twins = np.full(n, -1, np.int64)
     ids = graph.nodes.ids
     backward = graph.nodes.direction == Direction.BACKWARD
     if rows is not None:
-        backward &= np.isin(np.arange(len(graph)), rows)
+        asked = np.zeros(n, bool)
+        asked[rows[rows >= 0]] = True
+        backward &= asked
     found, names = [], []
     for row in np.flatnonzero(backward).tolist():
         head, sep, tail = ids[row].rpartition(".backward")
         if sep:
             found.append(row)
             names.append(f"{head}.forward{tail}")
-    twins[found] = graph.rows_of(names)
+    if not found:
+        return twins
+    # only an id with ".forward" in it can be a twin: an index of those (not of every id) finds them
+    forward = np.flatnonzero(np.fromiter(map(operator.contains, ids, repeat(".forward")), bool, n)).tolist()
+    index = dict(zip(map(ids.__getitem__, forward), forward))
+    twins[found] = np.fromiter(map(index.get, names, repeat(-1)), np.int64, len(names))
     return twins
 
 

@@ -28,7 +28,7 @@ from graphcmp.core.records import (
     Role,
     TensorTable,
     is_output,
-    string_codes,
+    shared_codes,
 )
 from graphcmp.core.rules import ERROR, PASS, WARNING, Status, Thresholds
 
@@ -212,12 +212,12 @@ def _pair_notes(nt: TensorTable, bt: TensorTable, pairs: TensorPairs, nonfinite:
     i, j = pairs.npu, pairs.bench
     notes: dict[int, str] = {}
     if not expected_dtypes:
-        dtype_a, dtype_b, _ = _shared_codes(nt.dtype, bt.dtype)
+        dtype_a, dtype_b, _ = shared_codes(nt.dtype, bt.dtype)
         for k in np.flatnonzero(dtype_a[i] != dtype_b[j]).tolist():
             a, b = nt.dtype[i[k]], bt.dtype[j[k]]
             if a and b and precision_changed(a, b):
                 notes[k] = f"dtype {a} vs {b}"
-    shape_a, shape_b, shapes = _shared_codes(nt.shape, bt.shape)
+    shape_a, shape_b, shapes = shared_codes(nt.shape, bt.shape)
     shape_a, shape_b = shape_a[i], shape_b[j]
     empty = shapes.index("") if "" in shapes else -1
     for k in np.flatnonzero((shape_a != shape_b) & (shape_a != empty) & (shape_b != empty)).tolist():
@@ -227,23 +227,6 @@ def _pair_notes(nt: TensorTable, bt: TensorTable, pairs: TensorPairs, nonfinite:
     for k in np.flatnonzero(nonfinite).tolist():
         notes[k] = _nonfinite_text(nt, int(i[k]), "npu") or _nonfinite_text(bt, int(j[k]), "bench")
     return notes
-
-
-def _shared_codes(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Codes of two string columns in one table of distinct strings: equal codes are equal strings.
-
-    >>> a, b, names = _shared_codes(("x", "y"), ("y", "z"))
-    >>> a.tolist(), b.tolist(), names
-    ([0, 1], [1, 2], ['x', 'y', 'z'])
-    """
-    codes_a, names = string_codes(a)
-    codes_b, names_b = string_codes(b)
-    index = {name: k for k, name in enumerate(names)}
-    for name in names_b:
-        if name not in index:
-            index[name] = len(names)
-            names.append(name)
-    return codes_a, np.array([index[name] for name in names_b], np.int64)[codes_b], names
 
 
 def _rule_levels(thresholds: Thresholds, task: str, metrics: dict[str, np.ndarray]) -> np.ndarray:

@@ -59,6 +59,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -706,33 +707,85 @@ def _drift_of_others(npu: DumpGraph, node: np.ndarray, error: np.ndarray, param:
     out = np.zeros(n)
     if not param.any():
         return out
-    owner = _module_identity(npu)
-    drift = np.zeros(int(owner.max(initial=0)) + 1)
-    np.maximum.at(drift, owner[node[param]], np.where(np.isnan(error[param]), np.inf, error[param]))
-    order = np.argsort(-drift, kind="stable")
-    top, second = drift[order[0]], drift[order[1]] if len(order) > 1 else 0.0
-    return np.where(owner == order[0], second, top)
+    if npu.nodes.kind[0] == NodeKind.MODULE:  # every slot of `drift` may hold a module (no root above them)
+        owner = _module_identity(npu)
+        drift = np.zeros(int(owner.max(initial=0)) + 1)
+        np.maximum.at(drift, owner[node[param]], np.where(np.isnan(error[param]), np.inf, error[param]))
+        order = np.argsort(-drift, kind="stable")
+        top, second = drift[order[0]], drift[order[1]] if len(order) > 1 else 0.0
+        return np.where(owner == order[0], second, top)
+    # The same as above for a run with a root: the root owns no module, so some owner has no drift (0), and
+    # only the modules that own a parameter need their names; the others' rows are found by the top one's.
+    owners = _module_of(npu, node[param])
+    key, rows = _owner_keys(npu, owners)
+    drift = np.zeros(len(rows))
+    np.maximum.at(drift, key, np.where(np.isnan(error[param]), np.inf, error[param]))
+    ranked = np.sort(drift)[::-1]
+    top, second = ranked[0], ranked[1] if len(ranked) > 1 else 0.0
+    if not top > second:  # a tie: every row gets the same
+        return np.full(n, top)
+    at_top = np.zeros(n, bool)
+    at_top[_rows_of_owner(npu, int(rows[int(np.argmax(drift))]))] = True
+    return np.where(at_top[_module_of(npu, np.arange(n))], second, top)
+
+
+def _module_name(node_id: str) -> str:
+    """The name every call of a module shares (``Module.fc.Linear`` of ``Module.fc.Linear.forward.0``)."""
+    return node_id.rpartition(".forward")[0] or node_id
+
+
+def _owner_keys(npu: DumpGraph, owners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_module_identity` for the owner rows given only: a key per item of `owners` (equal for the calls of one
+    module) and, per key, one of its rows."""
+    distinct, at = np.unique(owners, return_inverse=True)
+    is_module = npu.nodes.kind[distinct] == NodeKind.MODULE
+    ids = npu.nodes.ids
+    names = [_module_name(ids[r]) if m else r for r, m in zip(distinct.tolist(), is_module.tolist())]
+    table: dict[str | int, int] = {}
+    code = np.array([table.setdefault(name, len(table)) for name in names], np.int64)
+    first = np.zeros(len(table), np.int64)
+    first[code[::-1]] = distinct[::-1]
+    return code[at.reshape(-1)], first
+
+
+def _rows_of_owner(npu: DumpGraph, row: int) -> np.ndarray:
+    """The owner rows with `row`'s `_module_identity`: the calls of its module (`row` alone when not a module)."""
+    nodes = npu.nodes
+    if nodes.kind[row] != NodeKind.MODULE:
+        return np.array([row])
+    name = _module_name(nodes.ids[row])
+    modules = np.flatnonzero(nodes.kind == NodeKind.MODULE)
+    ids = list(map(nodes.ids.__getitem__, modules.tolist()))
+    maybe = np.flatnonzero(np.fromiter(map(str.startswith, ids, repeat(name)), bool, len(ids)))  # a name is a prefix
+    return modules[[k for k in maybe.tolist() if _module_name(ids[k]) == name]]
 
 
 def _trained_parameters(npu: DumpGraph, rows: np.ndarray) -> np.ndarray:
     """Per tensor row in `rows`, True for a module parameter that has a gradient in the dump (all module
     parameters when the dump holds no gradients). A MindSpore BatchNorm's moving mean has none: the
     forward call updates it, so it carries whatever came before it."""
-    t, ids = npu.tensors, npu.nodes.ids
+    t = npu.tensors
     param = t.role[rows] == Role.PARAM
     grad_rows = np.flatnonzero(t.role == Role.PARAM_GRAD)
     if not len(grad_rows) or not param.any():
         return param
-    slot = t.slot
-    grad_nodes = t.node[grad_rows].tolist()
-    module = {n: ids[n].rpartition(".parameters_grad")[0] for n in set(grad_nodes)}
-    with_grad = {(module[n], slot[r]) for n, r in zip(grad_nodes, grad_rows.tolist())}
+    slot, slots = string_codes(t.slot)  # the codes pairing made (a tuple's are kept)
     picked = np.flatnonzero(param)
-    param_rows = rows[picked].tolist()
-    param_nodes = t.node[rows[picked]].tolist()
-    module = {n: ids[n].rpartition(".forward")[0] for n in set(param_nodes)}
-    param[picked] = [(module[n], slot[r]) in with_grad for n, r in zip(param_nodes, param_rows)]
+    param_rows = rows[picked]
+    modules: dict[str, int] = {}  # a module's name -> its code, shared by gradients and parameters
+    grad_key = _module_codes(npu, t.node[grad_rows], ".parameters_grad", modules) * len(slots) + slot[grad_rows]
+    param_key = _module_codes(npu, t.node[param_rows], ".forward", modules) * len(slots) + slot[param_rows]
+    param[picked] = np.isin(param_key, grad_key)
     return param
+
+
+def _module_codes(npu: DumpGraph, nodes: np.ndarray, word: str, modules: dict[str, int]) -> np.ndarray:
+    """Per node row of `nodes`, the code in `modules` (added to as needed) of its id before the last `word`
+    (``Module.fc.Linear`` of ``Module.fc.Linear.forward.0`` for ``.forward``)."""
+    ids = npu.nodes.ids
+    distinct, at = np.unique(nodes, return_inverse=True)
+    names = [ids[n].rpartition(word)[0] for n in distinct.tolist()]
+    return np.array([modules.setdefault(name, len(modules)) for name in names], np.int64)[at.reshape(-1)]
 
 
 def _module_identity(npu: DumpGraph) -> np.ndarray:
@@ -743,7 +796,7 @@ def _module_identity(npu: DumpGraph) -> np.ndarray:
     module = np.where(is_module, np.arange(len(npu)), np.maximum(parent, 0))
     identity = np.arange(len(npu)) + len(npu)  # rows that are no module's: each its own
     rows = np.flatnonzero(is_module)
-    names = [name.rpartition(".forward")[0] or name for name in map(ids.__getitem__, rows.tolist())]
+    names = list(map(_module_name, map(ids.__getitem__, rows.tolist())))
     identity[rows] = string_codes(names)[0]  # numbered in order of first appearance
     return identity[module]
 

@@ -11,7 +11,16 @@ from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, SlotMap
 from graphcmp.core.matching.by_api import is_cross_framework
 from graphcmp.core.metrics import by_blocks, rows_max, stat_abs_diff, stat_rel_errors, stats_identical
-from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role, TensorTable, string_column
+from graphcmp.core.records import (
+    Direction,
+    DumpGraph,
+    FrozenColumns,
+    NodeKind,
+    Role,
+    TensorTable,
+    shared_codes,
+    string_column,
+)
 from graphcmp.core.rules import Thresholds
 
 __all__ = ["TensorPairs", "pair_metrics", "pair_tensors"]
@@ -85,11 +94,11 @@ def _backward_api_outputs(npu: DumpGraph, rows: np.ndarray) -> np.ndarray:
 def _pair_same_slots(
     nt: TensorTable, bt: TensorTable, npu_to_bench: np.ndarray, npu_slots: tuple[str, ...]
 ) -> tuple[np.ndarray, np.ndarray]:
-    vocab = {s: i for i, s in enumerate(sorted(set(npu_slots) | set(bt.slot)))}
-    width = max(len(vocab), 1)
+    npu_slot, bench_slot, names = shared_codes(npu_slots, bt.slot)
+    width = max(len(names), 1)
     partner = npu_to_bench[nt.node]
-    npu_key = _keys(partner, nt.role, npu_slots, vocab, width)
-    bench_key = _keys(bt.node, bt.role, bt.slot, vocab, width)
+    npu_key = _keys(partner, nt.role, npu_slot, width)
+    bench_key = _keys(bt.node, bt.role, bench_slot, width)
     npu_rows = np.flatnonzero(partner >= 0)
     npu_key = npu_key[npu_rows]
     order = np.argsort(bench_key, kind="stable")
@@ -151,8 +160,8 @@ class _RowsByNode:
         return np.arange(self.bounds[row], self.bounds[row + 1])
 
 
-def _keys(node: np.ndarray, role: np.ndarray, slot: tuple[str, ...], vocab: dict[str, int], width: int) -> np.ndarray:
-    slot_code = np.fromiter(map(vocab.__getitem__, slot), np.int64, len(slot))
+def _keys(node: np.ndarray, role: np.ndarray, slot_code: np.ndarray, width: int) -> np.ndarray:
+    """One integer per tensor row for (node, role, slot): `slot_code` < `width` (`shared_codes`)."""
     return (node.astype(np.int64) * 4 + role.astype(np.int64)) * width + slot_code
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "TensorView",
     "is_input",
     "is_output",
+    "shared_codes",
     "string_codes",
     "string_column",
 ]
@@ -457,6 +458,26 @@ def string_codes(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
         codes, names = _tuple_codes(values)
         return codes, list(names)
     return _codes(values)
+
+
+def shared_codes(a: Sequence[str], b: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Codes of two string columns in one table of distinct strings (`string_codes` of each, joined): equal codes
+    are equal strings.
+
+    >>> a, b, names = shared_codes(("x", "y"), ("y", "z"))
+    >>> a.tolist(), b.tolist(), names
+    ([0, 1], [1, 2], ['x', 'y', 'z'])
+    """
+    codes_a, names = string_codes(a)
+    codes_b, names_b = string_codes(b)
+    if names_b == names:  # the same distinct strings in the same order (two runs of one model)
+        return codes_a, codes_b, names
+    index = {name: k for k, name in enumerate(names)}
+    for name in names_b:
+        if name not in index:
+            index[name] = len(names)
+            names.append(name)
+    return codes_a, np.array([index[name] for name in names_b], np.int64)[codes_b], names
 
 
 @lru_cache(maxsize=16)

@@ -66,7 +66,10 @@ class ExactMatcher:
         """
         npu, bench = walk.npu, walk.bench
         npu_parent, bench_parent = flat_parents(npu), flat_parents(bench)
-        partner = bench.rows_of(npu.nodes.ids)
+        if npu.nodes.ids == bench.nodes.ids:  # one model's two runs: every id at the same row (ids are unique)
+            partner = np.arange(len(npu), dtype=np.int64)
+        else:
+            partner = bench.rows_of(npu.nodes.ids)
         partner[npu.nodes.kind == NodeKind.GROUP] = -1
         partner[(partner >= 0) & (bench.nodes.kind[np.maximum(partner, 0)] == NodeKind.GROUP)] = -1
         n2b = np.full(len(npu), -1, np.int64)
