@@ -10,7 +10,9 @@ Node levels roll up the hierarchy so a module shows its worst descendant.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
@@ -29,6 +31,7 @@ from graphcmp.core.records import (
     TensorTable,
     is_output,
     shared_codes,
+    string_codes,
 )
 from graphcmp.core.rules import ERROR, PASS, WARNING, Status, Thresholds
 
@@ -278,7 +281,9 @@ def _reasons(
     flagged = np.flatnonzero((status >= WARNING) | quiet)
     if not len(flagged):
         return tuple(reason.tolist())
-    owners, best = _worst_output_pair(node, is_out, np.isin(node, flagged), level, severity)
+    wanted = np.zeros(len(npu), bool)
+    wanted[flagged] = True
+    owners, best = _worst_output_pair(node, is_out, wanted[node], level, severity)
     text = np.full(len(npu), "", object)
     text[owners] = _pair_texts(npu, pairs, best, notes)
     origin = noise.role == NodeRole.ORIGIN if noise is not None else np.zeros(len(npu), bool)
@@ -325,24 +330,36 @@ def _pair_texts(npu: DumpGraph, pairs: TensorPairs, ks: np.ndarray, notes: dict[
     t = npu.tensors
     m = pairs.metrics
     rows = pairs.npu[ks]
-    roles = np.array([r.name.lower() for r in Role], object)[t.role[rows]].tolist()
-    slots = list(map(t.slot.__getitem__, rows.tolist()))
     stat = np.argmax(m["rel_errs"][ks], axis=1) if len(ks) else np.zeros(0, np.int64)
     rel = (m["rel_errs"][ks, stat] if len(ks) else np.zeros(0)).tolist()
-    stat_names = np.array([name.capitalize() for name in STAT_NAMES], object)[stat].tolist()
-    texts = list(map("{}.{}: {} rel err {:.3g}".format, roles, slots, stat_names, rel))  # faster than an f"" loop
+    # "{role}.{slot}: {Stat} rel err " is made once per distinct (role, slot, statistic), the value per pair
+    slot_code, slots = string_codes(t.slot)
+    width, stats = max(len(slots), 1), len(STAT_NAMES)
+    key = (t.role[rows].astype(np.int64) * width + slot_code[rows]) * stats + stat
+    distinct, at = np.unique(key, return_inverse=True)
+    heads = np.array([f"{_ROLE_NAMES[k // stats // width]}.{slots[k // stats % width]}: "
+                      f"{STAT_NAMES[k % stats].capitalize()} rel err " for k in distinct.tolist()], object)
+    texts = list(map(operator.add, heads[at.reshape(-1)].tolist(), map(format, rel, repeat(".3g"))))
+
+    def where(i: int) -> str:
+        row = int(rows[i])
+        return f"{_ROLE_NAMES[t.role[row]]}.{t.slot[row]}"
+
     md5 = (m["md5_diff"][ks] == 1.0) & (npu.info.task == "md5")
     for i in np.flatnonzero(md5).tolist():
-        texts[i] = f"{roles[i]}.{slots[i]}: md5 differs"
+        texts[i] = f"{where(i)}: md5 differs"
     if "cosine" in m:
         cosine, euc = m["cosine"][ks], m["euc_rel"][ks] if "euc_rel" in m else np.full(len(ks), np.nan)
         for i in np.flatnonzero(~np.isnan(cosine)).tolist():  # real tensors were compared
-            texts[i] = f"{roles[i]}.{slots[i]}: cosine {float(cosine[i]):.6f}, euclidean rel {float(euc[i]):.3g}"
+            texts[i] = f"{where(i)}: cosine {float(cosine[i]):.6f}, euclidean rel {float(euc[i]):.3g}"
     if notes:
         keys = ks.tolist()
         for i in np.flatnonzero(np.isin(ks, np.fromiter(notes, np.int64, len(notes)))).tolist():
-            texts[i] = f"{roles[i]}.{slots[i]}: {notes[keys[i]]}"
+            texts[i] = f"{where(i)}: {notes[keys[i]]}"
     return texts
+
+
+_ROLE_NAMES = tuple(r.name.lower() for r in Role)
 
 
 def _roll_up(npu: DumpGraph, status: np.ndarray, severity: np.ndarray) -> tuple[np.ndarray, ...]:

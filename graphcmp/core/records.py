@@ -480,11 +480,41 @@ def shared_codes(a: Sequence[str], b: Sequence[str]) -> tuple[np.ndarray, np.nda
     return codes_a, np.array([index[name] for name in names_b], np.int64)[codes_b], names
 
 
+class _ByIdentity:
+    """`fn` of a tuple column, kept by the tuple's identity in front of `fn`'s own cache (keyed by value).
+
+    A value-keyed cache hashes every element of the tuple on each call, and compares them all when an
+    equal tuple of the other run hits; the comparison stages ask for the same few columns some twenty
+    times, so each tuple is looked up by identity first (the entry holds the tuple: its id stays its own).
+    """
+
+    def __init__(self, fn: Callable[[tuple[str, ...]], Any], size: int = 16) -> None:
+        self.fn, self.size = fn, size
+        self.kept: dict[int, tuple[tuple[str, ...], Any]] = {}
+
+    def __call__(self, values: tuple[str, ...]) -> Any:
+        hit = self.kept.get(id(values))
+        if hit is not None and hit[0] is values:
+            return hit[1]
+        out = self.fn(values)
+        if len(self.kept) >= self.size:
+            self.kept.pop(next(iter(self.kept)), None)
+        self.kept[id(values)] = (values, out)
+        return out
+
+    def cache_clear(self) -> None:
+        self.kept.clear()
+        self.fn.cache_clear()  # type: ignore[attr-defined]
+
+
 @lru_cache(maxsize=16)
-def _tuple_codes(values: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...]]:
+def _value_codes(values: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...]]:
     codes, names = _codes(values)
     codes.flags.writeable = False
     return codes, tuple(names)
+
+
+_tuple_codes = _ByIdentity(_value_codes)
 
 
 def _codes(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
@@ -505,10 +535,13 @@ def string_column(values: Sequence[str], rows: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=16)
-def _object_column(values: tuple[str, ...]) -> np.ndarray:
+def _value_object_column(values: tuple[str, ...]) -> np.ndarray:
     column = np.array(values, dtype=object)
     column.flags.writeable = False
     return column
+
+
+_object_column = _ByIdentity(_value_object_column)
 
 
 def ids_to_rows(ids: Sequence[str]) -> dict[str, int]:
