@@ -175,6 +175,10 @@ def _nonfinite_pairs(nt: TensorTable, bt: TensorTable, pairs: TensorPairs) -> np
     """Pairs with an inf/NaN statistic on one side (inf/NaN both runs hold at the same statistic agree)."""
     def nonfinite(i: np.ndarray, j: np.ndarray) -> np.ndarray:
         a, b = nt.stats[i], bt.stats[j]
+        finite = np.isfinite(a)
+        finite &= np.isfinite(b)
+        if finite.all():  # the usual block: nothing to look at
+            return np.zeros(len(i), bool)
         held_by_both = (a == b) | (np.isnan(a) & np.isnan(b))
         return is_nonfinite(a, nt.present[i] & ~held_by_both) | is_nonfinite(b, bt.present[j] & ~held_by_both)
 
@@ -289,7 +293,9 @@ def _reasons(
     origin = noise.role == NodeRole.ORIGIN if noise is not None else np.zeros(len(npu), bool)
     reason[flagged] = text[flagged]
     changed = same_in | (unpaired & (text == "")) | quiet | origin
-    for row in flagged[changed[flagged]].tolist():
+    rows = flagged[changed[flagged]]
+    margins = dict(zip(rows.tolist(), noise.margins_of(rows).tolist())) if noise is not None else {}
+    for row in rows.tolist():
         line = text[row]
         if same_in[row]:
             line = f"inputs agree, outputs differ ({line})" if line else "inputs agree, outputs differ"
@@ -298,13 +304,12 @@ def _reasons(
         if quiet[row]:
             line = f"within {noise.precision.kind} noise: {line}"
         elif origin[row]:
-            line = f"origin ({_margin_text(noise, row)}): {line}"
+            line = f"origin ({_margin_text(margins[row])}): {line}"
         reason[row] = line
     return tuple(reason.tolist())
 
 
-def _margin_text(noise: NoiseModel, row: int) -> str:
-    margin = noise.margin_of(row)
+def _margin_text(margin: float) -> str:
     return f"{margin:.3g}x the noise allowed" if np.isfinite(margin) else "beyond any noise"
 
 

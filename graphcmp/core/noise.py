@@ -227,9 +227,15 @@ class NoiseModel(FrozenColumns):
     def margin_of(self, row: int) -> float:
         """How far beyond the noise `row` is: its growth or fresh-input margin, inf for a change no noise
         explains (an element count that differs, an overflow from finite inputs, a module's own output)."""
-        if self.shape_changed[row] or np.isnan(self.growth_limit[row]):
-            return float("inf") if self.role[row] == NodeRole.ORIGIN else 0.0
-        return max(float(np.nan_to_num(self.margin[row], nan=0.0, posinf=np.inf)), float(self.fresh_margin[row]))
+        return float(self.margins_of(np.array([row]))[0])
+
+    def margins_of(self, rows: np.ndarray) -> np.ndarray:
+        """`margin_of` each of `rows`."""
+        growth = np.nan_to_num(self.margin[rows], nan=0.0, posinf=np.inf)
+        fresh = self.fresh_margin[rows]
+        margin = np.where(fresh > growth, fresh, growth)  # the growth margin unless the fresh one is larger
+        hard = self.shape_changed[rows] | np.isnan(self.growth_limit[rows])
+        return np.where(hard, np.where(self.role[rows] == NodeRole.ORIGIN, np.inf, 0.0), margin)
 
     def allowed(self, row: int) -> float:
         """The output error the model allows at `row` (NaN where it is not a compared leaf)."""
