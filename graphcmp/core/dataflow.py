@@ -134,6 +134,10 @@ def communication_calls(graph: DumpGraph) -> np.ndarray:
     >>> [i for i, comm in zip(g.nodes.ids, communication_calls(g)) if comm]
     ['Distributed.all_reduce.0.forward']
     """
+    return graph.memo("communication", lambda: _read_only(_communication_calls(graph)))  # noise model, divergence
+
+
+def _communication_calls(graph: DumpGraph) -> np.ndarray:
     ids = graph.nodes.ids
     codes, ops = string_codes(graph.nodes.op)
     if not len(codes):
