@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from graphcmp.core.compare import compare_graphs, compare_paths
-from graphcmp.core.noise import NodeRole, element_count, unit_roundoff
+from graphcmp.core.noise import (
+    NodeRole,
+    _drift_of_others,
+    _module_identity,
+    _trained_parameters,
+    element_count,
+    unit_roundoff,
+)
 from graphcmp.core.readers.msprobe import parse_msprobe, read_msprobe
 from graphcmp.core.readers.pair import read_pair
 from graphcmp.core.rules import ERROR
@@ -218,3 +225,28 @@ def test_real_md5_run_uses_the_statistics(perturb_pair):
     first = report.analysis().first
     assert first.node == "Functional.linear.2.forward" and first.cause == "inputs differ"
     assert read_msprobe(DATA / "msprobe_md5" / "npu").info.task == "md5"
+
+
+def _drift_over_every_module(npu, node, error, param):
+    """`_drift_of_others` as first written: every module of the run named, the drift of every owner."""
+    owner = _module_identity(npu)
+    drift = np.zeros(int(owner.max(initial=0)) + 1)
+    np.maximum.at(drift, owner[node[param]], np.where(np.isnan(error[param]), np.inf, error[param]))
+    order = np.argsort(-drift, kind="stable")
+    return np.where(owner == order[0], drift[order[1]], drift[order[0]])
+
+
+def test_drift_of_others_names_only_the_modules_that_own_parameters(perturb_pair):
+    """The same drift as naming every module: real errors, none, one module ahead, and ties at the top."""
+    report = compare_paths(*perturb_pair)
+    npu, pairs = report.npu, report.pairs
+    node = npu.tensors.node[pairs.npu].astype(np.int64)
+    param = _trained_parameters(npu, pairs.npu)
+    assert param.any()
+    rng = np.random.default_rng(0)
+    ahead = np.where(param & (node == node[param][-1]), 1.0, 0.5)  # the last module's weights drift furthest
+    tied = np.where(param, 0.25, 0.0)
+    for error in (report.noise.pair_error, np.zeros(len(pairs)), rng.random(len(pairs)), ahead, tied):
+        expected = _drift_over_every_module(npu, node, error, param)
+        assert np.array_equal(_drift_of_others(npu, node, error, param), expected)
+    assert len(np.unique(_drift_of_others(npu, node, ahead, param))) == 2  # its calls see the others' 0.5
