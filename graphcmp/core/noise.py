@@ -540,9 +540,9 @@ def _stat_errors(a: np.ndarray, b: np.ndarray, present: np.ndarray,
         scale[:, 0], scale[:, 1], scale[:, 2], scale[:, 3] = magnitude_b, magnitude_b, rms, norm
         no_scale = ~(scale > 0)
         np.divide(per_stat, scale, out=per_stat)
-    if no_scale.any():  # a difference over a zero (or NaN) scale: inf, none: 0
-        diff = np.abs(a[no_scale] - b[no_scale])
-        per_stat[no_scale] = np.where(diff > 0, np.inf, 0.0)
+        if no_scale.any():  # a difference over a zero (or NaN) scale: inf, none: 0
+            diff = np.abs(a[no_scale] - b[no_scale])
+            per_stat[no_scale] = np.where(diff > 0, np.inf, 0.0)
     mark_nonfinite(per_stat, a, b)
     np.copyto(per_stat, 0.0, where=~present)
     return rows_max(per_stat), per_stat[:, 0], magnitude_a, magnitude_b
