@@ -41,30 +41,74 @@ for line in sys.stdin:
 """
 
 
-class _Reader:
-    """A process reading rank folders with one tree's package, one per request."""
+class TreeProcess:
+    """A long-lived process running `code` with one tree's package (``PYTHONPATH``): it answers each line it is
+    sent with the CPU seconds of one timed request. `bench_stages.py` uses it too."""
 
-    def __init__(self, tree: Path) -> None:
+    def __init__(self, tree: Path, code: str, *args: str) -> None:
         env = {**os.environ, "PYTHONPATH": str(tree)}
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # byte code compiled on every run would be timed too
-        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env, cwd=tempfile.gettempdir())
+        self.proc = subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env, cwd=tempfile.gettempdir())
 
-    def read(self, folder: str) -> float:
-        self.proc.stdin.write(folder + "\n")
+    def ready(self, what: str) -> None:
+        """Wait for the process's "ready" line (a process that prepares before its first request)."""
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"{what} failed (exit {self.proc.wait()})")
+
+    def ask(self, line: str = "") -> float:
+        self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the reader of {folder} stopped (exit {self.proc.wait()})")
-        return float(line)
+        answer = self.proc.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the process timing {line or 'the request'} stopped (exit {self.proc.wait()})")
+        return float(answer)
 
     def close(self) -> None:
         self.proc.stdin.close()
         self.proc.wait()
 
 
-def _cell(values: list[float]) -> str:
-    return f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]"
+def trees_to_time(other: str | None) -> dict[str, Path]:
+    """This tree, and `other` (another checkout's root) first when given, their byte code compiled once, outside
+    the timed requests."""
+    trees = {"this tree": ROOT}
+    if other:
+        trees = {f"other ({Path(other).name})": Path(other).resolve(), **trees}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for tree in trees.values():
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "graphcmp")], check=True, env=env)
+    return trees
+
+
+def take_turns(processes: dict[str, TreeProcess], rounds: int, line: str = "") -> dict[str, list[float]]:
+    """Each process's CPU seconds for `line`, `rounds` times, after one warm-up; the trees take turns, in
+    alternating order, so both see the same machine."""
+    for process in processes.values():
+        process.ask(line)
+    times: dict[str, list[float]] = {name: [] for name in processes}
+    for round_ in range(rounds):
+        order = list(processes.items()) if round_ % 2 == 0 else list(processes.items())[::-1]
+        for name, process in order:
+            times[name].append(process.ask(line))
+    print(f"  {line or 'request'}: " + ", ".join(f"{name} {statistics.median(v):.3f} s" for name, v in times.items()),
+          file=sys.stderr, flush=True)
+    return times
+
+
+def print_table(what: str, measured: str, times: dict[tuple[str, str], list[float]], rounds: int,
+                trees: dict[str, Path]) -> None:
+    """The medians and ranges per (`what`, tree) as a markdown table, then this tree's change against the other."""
+    print(f"| {what} | tree | {measured}, median [range] of {rounds} |")
+    print("|---|---|---|")
+    for (item, name), values in times.items():
+        print(f"| {item} | {name} | {statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}] |")
+    if len(trees) > 1:
+        other = next(iter(trees))
+        for item in dict.fromkeys(item for item, _ in times):
+            before = statistics.median(times[(item, other)])
+            after = statistics.median(times[(item, "this tree")])
+            print(f"\n{item}: {after / before - 1:+.1%} (medians {before:.3f} -> {after:.3f} s)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,37 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree", help="root of another graphcmp tree to time alternately")
     parser.add_argument("--rounds", type=int, default=15, help="timed reads per folder and tree")
     args = parser.parse_args(argv)
-    trees = {"this tree": ROOT}
-    if args.tree:
-        trees = {f"other ({Path(args.tree).name})": Path(args.tree).resolve(), **trees}
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    for tree in trees.values():  # compile each tree's byte code once, outside the timed reads
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "graphcmp")], check=True, env=env)
-    readers = {name: _Reader(tree) for name, tree in trees.items()}
+    trees = trees_to_time(args.tree)
+    readers = {name: TreeProcess(tree, _SERVER) for name, tree in trees.items()}
     times: dict[tuple[str, str], list[float]] = {}
     try:
         for folder in args.paths:
-            for reader in readers.values():
-                reader.read(folder)  # warm-up
-            for round_ in range(args.rounds):
-                order = list(readers.items()) if round_ % 2 == 0 else list(readers.items())[::-1]
-                for name, reader in order:
-                    times.setdefault((folder, name), []).append(reader.read(folder))
-            print(f"  {folder}: " + ", ".join(f"{name} {statistics.median(times[(folder, name)]):.3f} s"
-                                               for name in readers), file=sys.stderr, flush=True)
+            for name, values in take_turns(readers, args.rounds, folder).items():
+                times[(folder, name)] = values
     finally:
         for reader in readers.values():
             reader.close()
-    print(f"| dump | tree | read CPU s, median [range] of {args.rounds} |")
-    print("|---|---|---|")
-    for (folder, name), values in times.items():
-        print(f"| {folder} | {name} | {_cell(values)} |")
-    if args.tree:
-        other = next(iter(trees))
-        for folder in args.paths:
-            before = statistics.median(times[(folder, other)])
-            after = statistics.median(times[(folder, "this tree")])
-            print(f"\n{folder}: {after / before - 1:+.1%} (medians {before:.3f} -> {after:.3f} s)")
+    print_table("dump", "read CPU s", times, args.rounds, trees)
     return 0
 
 

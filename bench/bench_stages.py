@@ -20,15 +20,8 @@ tree, the median and range as a markdown table, and this tree's change against t
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+from bench_read import TreeProcess, print_table, take_turns, trees_to_time
 
 _SERVER = """
 import gc, sys, time
@@ -77,71 +70,25 @@ for line in sys.stdin:
 """
 
 
-class _Comparer:
-    """A process that has read one pair with one tree's package and compares it on request."""
-
-    def __init__(self, tree: Path, pair: str) -> None:
-        env = {**os.environ, "PYTHONPATH": str(tree)}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)  # byte code compiled on every run would be timed too
-        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, pair], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env, cwd=tempfile.gettempdir())
-        if self.proc.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"reading {pair} failed (exit {self.proc.wait()})")
-
-    def compare(self) -> float:
-        self.proc.stdin.write("\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the comparison stopped (exit {self.proc.wait()})")
-        return float(line)
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait()
-
-
-def _cell(values: list[float]) -> str:
-    return f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pairs", nargs="+", help="folders holding npu/ and bench/")
     parser.add_argument("--tree", help="root of another graphcmp tree to time alternately")
     parser.add_argument("--rounds", type=int, default=15, help="timed comparisons per pair and tree")
     args = parser.parse_args(argv)
-    trees = {"this tree": ROOT}
-    if args.tree:
-        trees = {f"other ({Path(args.tree).name})": Path(args.tree).resolve(), **trees}
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    for tree in trees.values():  # compile each tree's byte code once, outside the timed comparisons
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "graphcmp")], check=True, env=env)
+    trees = trees_to_time(args.tree)
     times: dict[tuple[str, str], list[float]] = {}
     for pair in args.pairs:
-        comparers = {name: _Comparer(tree, pair) for name, tree in trees.items()}  # one pair in memory at a time
+        comparers = {name: TreeProcess(tree, _SERVER, pair) for name, tree in trees.items()}  # one pair at a time
         try:
             for comparer in comparers.values():
-                comparer.compare()  # warm-up
-            for round_ in range(args.rounds):
-                order = list(comparers.items()) if round_ % 2 == 0 else list(comparers.items())[::-1]
-                for name, comparer in order:
-                    times.setdefault((pair, name), []).append(comparer.compare())
+                comparer.ready(f"reading {pair}")
+            for name, values in take_turns(comparers, args.rounds).items():
+                times[(pair, name)] = values
         finally:
             for comparer in comparers.values():
                 comparer.close()
-        print(f"  {pair}: " + ", ".join(f"{name} {statistics.median(times[(pair, name)]):.3f} s"
-                                         for name in trees), file=sys.stderr, flush=True)
-    print(f"| pair | tree | compare + analysis CPU s, median [range] of {args.rounds} |")
-    print("|---|---|---|")
-    for (pair, name), values in times.items():
-        print(f"| {pair} | {name} | {_cell(values)} |")
-    if args.tree:
-        other = next(iter(trees))
-        for pair in args.pairs:
-            before = statistics.median(times[(pair, other)])
-            after = statistics.median(times[(pair, "this tree")])
-            print(f"\n{pair}: {after / before - 1:+.1%} (medians {before:.3f} -> {after:.3f} s)")
+    print_table("pair", "compare + analysis CPU s", times, args.rounds, trees)
     return 0
 
 
