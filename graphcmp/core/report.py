@@ -9,13 +9,11 @@
 from __future__ import annotations
 
 import datetime as _dt
-import gc
-import multiprocessing
 import os
-import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from graphcmp.core.errors import DumpFormatError, GraphcmpError, InternalError
 from graphcmp.core.export.columns import encode_floats
 from graphcmp.core.export.graph_json import ENUMS, graph_from_dict, graph_to_dict
 from graphcmp.core.fields import Fields
+from graphcmp.core.forking import Forked, can_fork_aside
 from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
@@ -37,7 +36,6 @@ from graphcmp.core.outcome import report_outcome
 from graphcmp.core.outputs import sibling_part, write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
 from graphcmp.core.pairing import TensorPairs
-from graphcmp.core.readers.pair import can_fork_aside
 from graphcmp.core.records import DumpGraph, EdgeTable, NodeKind, string_codes
 from graphcmp.core.rules import ERROR, NoiseRule, Status, Thresholds
 
@@ -488,36 +486,25 @@ class RunsWriting:
 
     def __init__(self, path: str | os.PathLike[str], npu: DumpGraph, bench: DumpGraph) -> None:
         self.part = sibling_part(path)
-        fork = multiprocessing.get_context("fork")
-        self._answer, sender = fork.Pipe(duplex=False)
-        self._process = fork.Process(target=_write_runs, args=(sender, self.part, npu, bench), daemon=True)
-        self._process.start()
-        sender.close()
+        self._writer = Forked(_write_runs, self.part, npu, bench)
 
     def wait(self) -> tuple[Path, dict[str, Any]] | None:
         """(the container holding the runs' columns, their references); None when the process failed (the caller
         then writes the runs itself)."""
-        try:
-            tree = self._answer.recv()
-        except (EOFError, OSError):
-            tree = None
-        self._process.join()
-        if tree is None or self._process.exitcode != 0:
+        tree = self._writer.receive()
+        self._writer.process.join()
+        if tree is None or self._writer.process.exitcode != 0:
             self.discard()
             return None
         return self.part, tree
 
     def discard(self) -> None:
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join()
+        self._writer.stop()
         self.part.unlink(missing_ok=True)
 
 
-def _write_runs(answer: Any, part: Path, npu: DumpGraph, bench: DumpGraph) -> None:
+def _write_runs(answer: Connection, part: Path, npu: DumpGraph, bench: DumpGraph) -> None:
     """Send the runs' references once written to `part`, None if that failed (the parent then writes them)."""
-    gc.disable()  # the collector would touch, and so copy, every page of the objects shared with the parent
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to answer: it stops this process
     try:
         tree = begin_npz(part, _runs_document(npu, bench))
     except Exception:  # whatever it was, the parent writes the runs itself and reports it then

@@ -10,10 +10,7 @@ and SQLite's inserts take comparable time).
 
 from __future__ import annotations
 
-import gc
-import multiprocessing
 import os
-import signal
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -37,8 +34,8 @@ from graphcmp.core.export.vis_records import (
     vis_sides,
     vis_task,
 )
+from graphcmp.core.forking import Forked, can_fork_aside
 from graphcmp.core.outputs import atomic_path
-from graphcmp.core.readers.pair import can_fork_aside
 from graphcmp.core.readers.vis import ATTR_OVERFLOW
 from graphcmp.core.records import DumpGraph
 from graphcmp.core.report import CompareReport
@@ -227,21 +224,14 @@ class _ForkedTexts:
 
     def __init__(self, sides: tuple[VisSide, ...]) -> None:
         self.sides = sides
-        fork = multiprocessing.get_context("fork")
-        self._answer, sender = fork.Pipe(duplex=False)
-        self._process = fork.Process(target=_send_texts, args=(sender, sides), daemon=True)
-        self._process.start()
-        sender.close()
+        self._maker = Forked(_send_texts, sides)
         self._failed = False
 
     def texts(self, index: int) -> Iterator[_RowTexts]:
         """The `_RowTexts` of side `index`, in row order (the sides are asked for in order)."""
         start = 0
         while not self._failed:
-            try:
-                item = self._answer.recv()
-            except (EOFError, OSError):
-                item = None
+            item = self._maker.receive()
             if item is None:  # the process failed: what it was is met again making the rest here
                 self._failed = True
             elif isinstance(item, int):  # the side is complete
@@ -252,16 +242,11 @@ class _ForkedTexts:
         yield from _side_texts(self.sides[index], start)
 
     def stop(self) -> None:
-        if self._process.is_alive():
-            self._process.kill()
-        self._process.join()
-        self._answer.close()
+        self._maker.stop()
 
 
 def _send_texts(answer: Connection, sides: tuple[VisSide, ...]) -> None:
     """Send each side's `_RowTexts`, then its index; None if anything fails (the parent then makes the rest)."""
-    gc.disable()  # the collector would touch, and so copy, every page of the objects shared with the parent
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to answer: it stops this process
     try:
         for index, side in enumerate(sides):
             for texts in _side_texts(side):

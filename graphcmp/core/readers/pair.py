@@ -11,10 +11,11 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from graphcmp.core.forking import can_fork_aside
 from graphcmp.core.readers.detect import read_graph
 from graphcmp.core.records import DumpGraph
 
-__all__ = ["PARALLEL_READ_BYTES", "can_fork_aside", "read_pair", "side_by_side"]
+__all__ = ["PARALLEL_READ_BYTES", "read_pair", "side_by_side"]
 
 PARALLEL_READ_BYTES = 8_000_000
 """Above this total input size the two runs are read in two processes (below it, start-up costs more)."""
@@ -88,11 +89,6 @@ def side_by_side(*paths: str | os.PathLike[str]) -> bool:
     """True when runs at `paths` are worth reading (and their result writing) in two processes: `can_fork_aside`,
     and more than `PARALLEL_READ_BYTES` of input."""
     return can_fork_aside() and sum(_input_bytes(Path(p)) for p in paths) > PARALLEL_READ_BYTES
-
-
-def can_fork_aside() -> bool:
-    """True on a machine with a second core and ``fork`` (a child shares this process's data without a copy)."""
-    return (os.cpu_count() or 1) >= 2 and "fork" in multiprocessing.get_all_start_methods()
 
 
 def _input_bytes(path: Path) -> int:

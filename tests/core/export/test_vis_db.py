@@ -16,8 +16,8 @@ from graphcmp.core.compare import compare_paths, compare_vis
 from graphcmp.core.errors import OutputError
 from graphcmp.core.export import vis_db, vis_records
 from graphcmp.core.export.vis_db import write_vis_db
+from graphcmp.core.forking import can_fork_aside
 from graphcmp.core.readers import read_graph
-from graphcmp.core.readers.pair import can_fork_aside
 from graphcmp.core.readers.vis import VisGraphKey, list_vis_graphs, read_vis
 from graphcmp.core.report import CompareReport
 from graphcmp.samples import samples_dir
