@@ -11,7 +11,9 @@ machine (the 2-core machine is shared and its speed drifts within seconds). Each
 (``time.process_time`` after a ``gc.collect()``: a read that waits for a core is not counted as slower, unlike
 wall time). ``--tree`` is the root of another checkout (``git archive main | tar -x -C DIR``); its process
 imports that tree's package through ``PYTHONPATH``. Prints, per folder and tree, the median and range of the
-reads as a markdown table, and this tree's change against the other.
+reads as a markdown table, and this tree's change against the other. ``--layouts`` compares the folders instead
+(the same dump in several JSON layouts): they take turns read by read in each tree, and each folder's median is
+printed against the first's.
 `bench_scale.py read` times whole processes (wall, peak RSS) instead.
 """
 
@@ -111,23 +113,54 @@ def print_table(what: str, measured: str, times: dict[tuple[str, str], list[floa
             print(f"\n{item}: {after / before - 1:+.1%} (medians {before:.3f} -> {after:.3f} s)")
 
 
+def layouts_in_turn(reader: TreeProcess, folders: list[str], rounds: int) -> dict[str, list[float]]:
+    """CPU seconds of reading each of `folders` `rounds` times in one process, the folders taking turns in
+    alternating order (each warmed up once first)."""
+    for folder in folders:
+        reader.ask(folder)
+    times: dict[str, list[float]] = {folder: [] for folder in folders}
+    for round_ in range(rounds):
+        for folder in folders if round_ % 2 == 0 else folders[::-1]:
+            times[folder].append(reader.ask(folder))
+    return times
+
+
+def print_layouts(times: dict[tuple[str, str], list[float]], folders: list[str]) -> None:
+    """Each folder's median against the first folder's, per tree."""
+    for name in dict.fromkeys(name for _, name in times):
+        first = statistics.median(times[(folders[0], name)])
+        for folder in folders[1:]:
+            median = statistics.median(times[(folder, name)])
+            print(f"\n{name}: {folder} {median / first - 1:+.1%} against {folders[0]} "
+                  f"(medians {first:.3f} -> {median:.3f} s)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", help="msprobe rank folders (dump.json, construct.json, stack.json)")
     parser.add_argument("--tree", help="root of another graphcmp tree to time alternately")
     parser.add_argument("--rounds", type=int, default=15, help="timed reads per folder and tree")
+    parser.add_argument("--layouts", action="store_true",
+                        help="the folders hold one dump in several layouts: read them in turn, compare with the first")
     args = parser.parse_args(argv)
     trees = trees_to_time(args.tree)
     readers = {name: TreeProcess(tree, _SERVER) for name, tree in trees.items()}
     times: dict[tuple[str, str], list[float]] = {}
     try:
-        for folder in args.paths:
-            for name, values in take_turns(readers, args.rounds, folder).items():
-                times[(folder, name)] = values
+        if args.layouts:
+            for name, reader in readers.items():
+                for folder, values in layouts_in_turn(reader, args.paths, args.rounds).items():
+                    times[(folder, name)] = values
+        else:
+            for folder in args.paths:
+                for name, values in take_turns(readers, args.rounds, folder).items():
+                    times[(folder, name)] = values
     finally:
         for reader in readers.values():
             reader.close()
     print_table("dump", "read CPU s", times, args.rounds, trees)
+    if args.layouts:
+        print_layouts(times, args.paths)
     return 0
 
 
