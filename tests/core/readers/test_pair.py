@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import io
 import pickle
 import tempfile
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -52,3 +54,25 @@ def test_a_full_disk_sends_the_bench_run_through_the_pipe(side_by_side, perturb_
     monkeypatch.setattr(pickle, "dump", full)  # in the forked process too
     _npu, bench = pair.read_pair(*perturb_pair)
     assert bench == read_graph(perturb_pair[1])
+
+
+def test_a_run_written_part_by_part_reads_back_equal(perturb_pair):
+    run = read_graph(perturb_pair[1])
+    dataflow.flow_edges(run)
+    spool = io.BytesIO()
+    pair.dump_run(run, spool)
+    spool.seek(0)
+    back = pair.load_run(spool)
+    assert back == run and back.nodes.ids == run.nodes.ids and type(back.nodes.ids) is tuple
+    assert np.array_equal(dataflow.flow_edges(back).src, dataflow.flow_edges(run).src)
+    assert not back.tensors.stats.flags.writeable and spool.read() == b""  # every part read, nothing after
+
+
+def test_node_ids_holding_a_nul_byte_are_written_as_they_are(perturb_pair):
+    run = read_graph(perturb_pair[1])
+    ids = ("root\0odd", *run.nodes.ids[1:])
+    run = replace(run, nodes=replace(run.nodes, ids=ids), _rows={}, _cache={})
+    spool = io.BytesIO()
+    pair.dump_run(run, spool)
+    spool.seek(0)
+    assert pair.load_run(spool).nodes.ids == ids
