@@ -97,8 +97,8 @@ def dump_run(graph: DumpGraph, file: IO[bytes]) -> None:
         value = getattr(graph, f.name)
         parts = value.__reduce__() if isinstance(value, FrozenColumns) else (None, (value,))
         for part in ((f.name, parts[0], len(parts[1])), *parts[1]):
-            pickle.dump(_Joined(part) if f.name == "nodes" and part is value.ids else part, file,
-                        protocol=pickle.HIGHEST_PROTOCOL)
+            joined = f.name == "nodes" and part is value.ids and type(part) is tuple
+            pickle.dump(_Joined(part) if joined else part, file, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def load_run(file: IO[bytes]) -> DumpGraph:
