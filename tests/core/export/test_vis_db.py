@@ -107,13 +107,33 @@ def test_a_failed_text_process_leaves_the_rest_to_this_one(reports, tmp_path, mo
     monkeypatch.setattr(vis_records, "BLOCK_NODES", 40)
     monkeypatch.setattr(vis_db, "FORK_NODES", 0)
 
-    def first_block_then_fail(answer, sides):
-        answer.send(next(vis_db._side_texts(sides[0])))
+    def first_block_then_fail(answer, sides, slots):
+        answer.send(slots.put(next(vis_db._side_texts(sides[0]))))
         answer.send(None)
 
     monkeypatch.setattr(vis_db, "_send_texts", first_block_then_fail)
     forked = tmp_path / "forked.vis.db"
     write_vis_db(reports, forked)
+    assert table_rows(forked) == table_rows(here)
+
+
+@pytest.mark.skipif(not can_fork_aside(), reason="needs fork and a second core")
+def test_a_block_that_cannot_be_read_back_is_made_here(reports, tmp_path, monkeypatch):
+    here = tmp_path / "here.vis.db"
+    write_vis_db(reports, here)
+    monkeypatch.setattr(vis_records, "BLOCK_NODES", 40)
+    monkeypatch.setattr(vis_db, "FORK_NODES", 0)
+    taken = []
+    take = vis_db._Slots.take
+
+    def second_unreadable(self, slot, sizes, texts):
+        taken.append(texts.start)
+        return None if len(taken) == 2 else take(self, slot, sizes, texts)
+
+    monkeypatch.setattr(vis_db._Slots, "take", second_unreadable)
+    forked = tmp_path / "forked.vis.db"
+    write_vis_db(reports, forked)
+    assert taken[:2] == [0, 40]
     assert table_rows(forked) == table_rows(here)
 
 
