@@ -414,6 +414,15 @@ _DIFF_SEPARATORS = (b',"Max diff":"', b'","Min diff":"', b'","Mean diff":"', b'"
                     b'","NormRelativeErr":"')
 
 
+_LEVELS = range(min(STATUS_NAMES), max(STATUS_NAMES) + 1)  # every status code
+
+
+def _end(consistent: bool, level: int) -> bytes:
+    """A pair's leaf from whether both sides agree on requires_grad up to its message."""
+    return (b'","Requires_grad Consistent":"' + (b"True" if consistent else b"False") + b'","Result":"'
+            + STATUS_NAMES[level].encode() + b'","Err_message":"' + (b'[\\"' if level > PASS else b""))
+
+
 class _PairTexts:
     """The comparison's fields of an npu tensor's leaf, closing it: the diff and relative-error texts ("N/A" where a
     side lacks the statistic), the real-tensor metrics that exist, whether both sides agree on requires_grad, the
@@ -424,7 +433,8 @@ class _PairTexts:
         self.notes = pair_notes(report.npu, report.bench, report.pairs, report.noise.precision.mixed)
         self.metrics = [(name, b'","' + key.encode() + b'":"') for name, key in _TENSOR_KEYS
                         if name in report.pairs.metrics]
-        self.ends = {}  # (requires_grad consistent, level, flagged) -> text up to the message
+        self._ends = _objects([_end(consistent, level) for consistent in (False, True) for level in _LEVELS])
+        """`_end` of (consistent, level) at ``consistent * len(_LEVELS) + level - _LEVELS[0]``."""
 
     def texts(self, pairs: np.ndarray) -> list[bytes]:
         report = self.report
@@ -436,30 +446,25 @@ class _PairTexts:
         diff[:] = float_reprs(m["abs_diff"][pairs])
         diff[hidden] = b"N/A"
         rel = np.empty(4 * len(pairs), object)
-        rel[:] = (b"%,".join(float_reprs(m["rel_errs"][pairs] * 100)) + b"%").split(b",")
+        rel[:] = float_reprs(m["rel_errs"][pairs] * 100)
         rel[hidden] = b"N/A"
+        percent = np.full(4 * len(pairs), b"%", object)
+        percent[hidden] = b""
         columns = [x for s in range(4) for x in (repeat(_DIFF_SEPARATORS[s]), diff[s::4].tolist())]
-        columns += [x for s in range(4) for x in (repeat(_DIFF_SEPARATORS[4 + s]), rel[s::4].tolist())]
+        columns += [x for s in range(4)
+                    for x in (repeat(_DIFF_SEPARATORS[4 + s]), rel[s::4].tolist(), percent[s::4].tolist())]
         for name, key in self.metrics:
             values = m[name][pairs]
-            texts = np.full(len(pairs), b"", object)
+            keys, texts = np.full(len(pairs), b"", object), np.full(len(pairs), b"", object)
             shown = np.flatnonzero(~np.isnan(values))
-            texts[shown] = [key + v for v in float_reprs(values[shown])]
-            columns.append(texts.tolist())
+            keys[shown] = key
+            texts[shown] = float_reprs(values[shown])
+            columns += [keys.tolist(), texts.tolist()]
         level = report.verdicts.pair_level[pairs]
         same = nt.requires_grad[npu_rows] == bt.requires_grad[bench_rows]  # msprobe: not recorded == not
-        columns.append([self._end(key) for key in zip(same.tolist(), level.tolist())])
+        columns.append(self._ends[same * len(_LEVELS) + (level.astype(np.int64) - _LEVELS[0])].tolist())
         columns.append(self._messages(pairs, level))
         return list(map(b"".join, zip(*columns)))
-
-    def _end(self, key: tuple[bool, int]) -> bytes:
-        text = self.ends.get(key)
-        if text is None:
-            consistent, level = key
-            text = self.ends[key] = (b'","Requires_grad Consistent":"' + (b"True" if consistent else b"False")
-                                     + b'","Result":"' + STATUS_NAMES[level].encode() + b'","Err_message":"'
-                                     + (b'[\\"' if level > PASS else b""))
-        return text
 
     def _messages(self, pairs: np.ndarray, level: np.ndarray) -> list[bytes]:
         """The rest of each leaf: ``[]"}`` for a pass, else the judge's line as the text of a JSON list
