@@ -19,6 +19,7 @@ import math
 from collections import deque
 from collections.abc import Iterable
 from itertools import chain, compress, islice, repeat
+from operator import is_not
 from sys import intern
 from types import NoneType
 from typing import Any
@@ -250,13 +251,12 @@ def _add_flat(leaves: Leaves, role: int, ids: list[str], rows: list[int], length
     `rows`); return the positions of the containers left out."""
     items = list(items)
     nodes = chain.from_iterable(map(repeat, map(ids.__getitem__, rows), lengths))
-    keep, skipped = _kept(items, rows, lengths, odd)
-    if keep is None:
+    mask, skipped = _kept(items, rows, lengths, odd)
+    if mask is None:
         leaves.leaf.extend(items)
         leaves.slot.extend(slots)
         leaves.node.extend(nodes)
     else:
-        mask = keep.tolist()
         leaves.leaf.extend(compress(items, mask))
         leaves.slot.extend(compress(slots, mask))
         leaves.node.extend(compress(nodes, mask))
@@ -264,18 +264,22 @@ def _add_flat(leaves: Leaves, role: int, ids: list[str], rows: list[int], length
     return [rows[k] for k in skipped]
 
 
-def _kept(items: list[Any], rows: list[int], lengths: list[int], odd: list[int]) -> tuple[np.ndarray | None, list[int]]:
-    """Which `items` `_add_flat` adds (None: all, the common case, found without numpy) and the indexes of the
-    containers it leaves out."""
-    if not odd and set(map(type, items)) <= {Leaf}:
-        return None, []
+def _kept(items: list[Any], rows: list[int], lengths: list[int], odd: list[int]) -> tuple[list[bool] | None, list[int]]:
+    """Which `items` `_add_flat` adds (None: all, the common case) and the indexes of the containers it leaves out.
+    Without numpy when the items are `Leaf` and None only (nearly all containers): a numpy call costs more than
+    such a chunk's items."""
+    kinds = set(map(type, items))
+    if not odd and kinds <= _LEAF_OR_NONE:
+        return (None if NoneType not in kinds else list(map(is_not, items, repeat(None)))), []
     codes = np.fromiter(map(_ITEM_CODE.get, map(type, items), repeat(2)), np.int8, len(items))
     owner = np.repeat(np.arange(len(rows)), lengths)
-    skipped = np.union1d(owner[codes == 2], odd).astype(np.int64)
-    keep = codes == 0
-    if skipped.size:
-        keep &= ~np.isin(owner, skipped)
-    return (None if keep.all() else keep), skipped.tolist()
+    skipped = np.zeros(len(rows), bool)
+    skipped[owner[codes == 2]] = True
+    skipped[odd] = True
+    return ((codes == 0) & ~skipped[owner]).tolist(), np.flatnonzero(skipped).tolist()
+
+
+_LEAF_OR_NONE = frozenset({Leaf, NoneType})
 
 
 def md5_flag(records: dict[str, Any], source: str) -> bool | None:
