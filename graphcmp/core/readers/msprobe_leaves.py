@@ -430,6 +430,9 @@ def _odd_rows(items: list[Any], odd: list[int], dtype: list[str], shape: list[st
         dtype[i], shape[i], md5[i], file[i], value[i], *row = leaf_row(_as_plain(items[i]))
         stats[i] = [math.nan if v is None else _number(i, k, v) for k, v in zip(STAT_KEYS, row)]
         present[i] = [v is not None for v in row]
+        if (true_false := next((kv for kv in zip(STAT_KEYS, row) if type(kv[1]) is bool), None)) and (
+                "bool" not in dtype[i].lower()):
+            raise _BadStatistic(i, *true_false)  # as `_check_bools` does for the other rows
 
 
 def _set_all(column: list[Any], rows: list[int], values: Iterable[Any]) -> None:

@@ -119,6 +119,29 @@ def test_mixed_route_gives_the_schema_rows(rank):
     assert chunked.nodes == whole.nodes and chunked.tensors == whole.tensors
 
 
+def test_a_true_false_statistic_of_a_record_read_apart_is_refused_as_on_plain_dicts():
+    """A record the typed schema declines (a ``P2POp`` list) is read as a plain dict among typed ones: true as a
+    statistic of a float tensor is refused there too, as `_dict_columns` refuses it (no measurement)."""
+    import orjson
+
+    from graphcmp.core.readers.msprobe_leaves import mixed_records
+
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": True, "Min": 0.0,
+              "Mean": 0.5, "Norm": 1.0}
+    records = {"Distributed.batch_isend_irecv.0.forward": {"input_args": [[{"class_type": "P2POp", "tensor": tensor}]]},
+               "Functional.relu.0.forward": {"output": [{**tensor, "Max": 1.0}]}}
+    mixed, odd = mixed_records(orjson.dumps(records))
+    assert odd == {"Distributed.batch_isend_irecv.0.forward"}
+    leaves = Leaves()
+    collect_typed(leaves, {k: v for k, v in mixed.items() if k not in odd}, "test")
+    for node_id in odd:
+        collect_record(leaves, node_id, mixed[node_id], "test")
+    with pytest.raises(msprobe_leaves._BadStatistic):
+        msprobe_leaves._struct_columns(leaves.leaf)
+    with pytest.raises(msprobe_leaves._BadStatistic):
+        msprobe_leaves._dict_columns(_plain_leaves(records).leaf)
+
+
 def test_communication_calls_decode_typed_with_the_schema_rows():
     """Every collective of a real TP2 x PP2 rank has a process-group argument (``group_ranks``, ``group_id``): such
     records decode typed (not record by record) and give the rows of the reference, the group as its text."""
