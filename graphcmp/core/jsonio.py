@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 import orjson
 
 from graphcmp.core.errors import DumpFormatError
@@ -275,17 +276,13 @@ class MemberChunks:
     def may_repeat(self, text: bytes, parsed: Mapping[str, Any]) -> bool:
         """Whether a chunk of `texts` may hold a key twice, given `parsed`, what a parser read from it (it keeps
         one of two); a caller confirms with `repeated_keys`. Exact in a layout with a line per member
-        (msprobe's): every member starts the line with the object's indent (the first count, cheaper, sees
-        the members whose object opens a line of the next indent: all of them but empty ones). Otherwise
+        (msprobe's): every member starts the line with the object's indent (`_count`). Otherwise
         the keys that open an object are counted in the text and in `parsed` written back compactly: a
         repeated member adds its own (whitespace other than a space after the colon counts as a surplus). Compact
         JSON is first checked by length alone (`_members_fill`), which is several times cheaper."""
         cuts = self._cuts
         if cuts is not None and cuts.pad is not None:
-            indent = len(cuts.pad) - 1
-            if indent and text.count(b'": {\n' + b" " * (indent + indent // 2) + b'"') == len(parsed):
-                return False
-            return text.count(cuts.pad + b'"') != len(parsed)
+            return _count(text, cuts.pad + b'"') != len(parsed)
         if _members_fill(text, len(parsed)):
             return False
         written = text.count(b'":{') + text.count(b'": {')
@@ -348,6 +345,25 @@ class MemberChunks:
         if not isinstance(rest, dict) or rest.get(self.key) != {}:
             raise LayoutMismatch(f"{self.path}: {self.key!r} is not the one object the layout shows")
         self.rest = rest
+
+
+def _count(text: bytes, pattern: bytes) -> int:
+    r"""``text.count(pattern)`` for a `pattern` that cannot overlap itself (its first byte appears nowhere else in
+    it), by numpy's vectorised byte compares: `bytes.count` tries every place where the pattern's last byte occurs,
+    and ``"`` is every few bytes of JSON (a 256 KiB chunk: 0.05 ms against 0.3 ms).
+
+    >>> _count(b'{\n "a": 1,\n "b": 2}', b'\n "')
+    2
+    """
+    assert pattern[0] not in pattern[1:]
+    data = np.frombuffer(text, np.uint8)
+    places = len(data) - len(pattern) + 1
+    if places <= 0:
+        return 0
+    hits = data[:places] == pattern[0]
+    for k in range(1, len(pattern)):
+        hits &= data[k: k + places] == pattern[k]
+    return int(np.count_nonzero(hits))
 
 
 _ENCODER = msgspec.json.Encoder()
