@@ -60,21 +60,36 @@ _DIRECTIONS = {int(direction): direction for direction in Direction}
 def parse_node_ids(node_ids: Iterable[str]) -> tuple[list[int], list[str], list[int]]:
     """`parse_node_id` of many ids as columns: (kind codes, ops, direction codes), the counters left out.
 
+    The tests of `_split_common` run on this loop too: it is inlined here (a call and a tuple per id cost a third
+    of the loop), and an API call's prefix is checked once per distinct prefix.
+
     >>> parse_node_ids(["Functional.linear.3.backward", "Module.fc.Linear.forward.0", "odd"])
     ([2, 1, 2], ['linear', 'Linear', 'odd'], [1, 0, -1])
     """
     kinds: list[int] = []
     ops: list[str] = []
     directions: list[int] = []
+    api_heads: dict[str, bool] = {}
     for node_id in node_ids:
-        found = _split_common(node_id)
-        if found is None:
-            kind, op, direction, _ = _parse_by_expressions(node_id)
-            found = int(kind), op, int(direction), -1
-        kinds.append(found[0])
-        ops.append(intern(found[1]))
-        directions.append(found[2])
-    return kinds, ops, directions
+        parts = node_id.rsplit(".", 3)
+        kind = -1
+        if len(parts) == 4 and parts[1] and node_id.isascii() and "\n" not in node_id:
+            head, op, third, last = parts
+            direction = _DIRECTION_CODE.get(last)
+            if direction is not None:
+                if third.isdigit() and api_heads.setdefault(head, head.partition(".")[0].isidentifier()):
+                    kind = _KIND_API
+            elif last.isdigit() and node_id.startswith(("Module.", "Cell.")) and head.partition(".")[2] and (
+                    (direction := _DIRECTION_CODE.get(third)) is not None or third == "parameters_grad"):
+                kind = _KIND_MODULE if direction is not None else _KIND_PARAM_GRAD
+                direction = _BACKWARD if direction is None else direction
+        if kind < 0:
+            found, op, found_direction, _ = _parse_by_expressions(node_id)
+            kind, direction = int(found), int(found_direction)
+        kinds.append(kind)
+        ops.append(op)
+        directions.append(direction)
+    return kinds, list(map(intern, ops)), directions
 
 
 def _parse_by_expressions(node_id: str) -> tuple[NodeKind, str, Direction, int]:
