@@ -276,12 +276,17 @@ class MemberChunks:
     def may_repeat(self, text: bytes, parsed: Mapping[str, Any]) -> bool:
         """Whether a chunk of `texts` may hold a key twice, given `parsed`, what a parser read from it (it keeps
         one of two); a caller confirms with `repeated_keys`. Exact in a layout with a line per member
-        (msprobe's): every member starts the line with the object's indent (`_count`). Otherwise
+        (msprobe's): every member starts the line with the object's indent (the first count, cheaper in an
+        indented layout, sees the members whose object opens a line of the next indent: all of them but empty
+        ones; `_count` is cheaper than `bytes.count` for the short pattern of the exact count). Otherwise
         the keys that open an object are counted in the text and in `parsed` written back compactly: a
         repeated member adds its own (whitespace other than a space after the colon counts as a surplus). Compact
         JSON is first checked by length alone (`_members_fill`), which is several times cheaper."""
         cuts = self._cuts
         if cuts is not None and cuts.pad is not None:
+            indent = len(cuts.pad) - 1
+            if indent and text.count(b'": {\n' + b" " * (indent + indent // 2) + b'"') == len(parsed):
+                return False
             return _count(text, cuts.pad + b'"') != len(parsed)
         if _members_fill(text, len(parsed)):
             return False
@@ -361,8 +366,9 @@ def _count(text: bytes, pattern: bytes) -> int:
     if places <= 0:
         return 0
     hits = data[:places] == pattern[0]
+    byte = np.empty_like(hits)  # one buffer for every byte's compare: no array allocated per byte
     for k in range(1, len(pattern)):
-        hits &= data[k: k + places] == pattern[k]
+        hits &= np.equal(data[k: k + places], pattern[k], out=byte)
     return int(np.count_nonzero(hits))
 
 
