@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from itertools import chain, pairwise, repeat
 from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
@@ -314,18 +315,27 @@ class HierarchyBuilder:
         order added."""
         if not self._tensor_parts:
             return TensorTable.empty()
-        columns = list(zip(*self._tensor_parts))
-        node = position[np.concatenate([_rows_of(part, self._rows) for part in columns[0]])].astype(np.int32)
+        columns: list[Any] = list(zip(*self._tensor_parts))
+        self._tensor_parts.clear()  # each column's parts are freed once the column is made: the build's peak is lower
+
+        def taken(k: int) -> Any:
+            parts, columns[k] = columns[k], None
+            return parts
+
+        node = position[np.concatenate([_rows_of(part, self._rows) for part in taken(0)])].astype(np.int32)
         by_row = np.argsort(node, kind="stable")
         pick = by_row.tolist()
 
         def strings(k: int) -> tuple[str, ...]:
-            return _one_value(columns[k]) or _take(list(chain.from_iterable(columns[k])), pick)
+            parts = taken(k)
+            return _one_value(parts) or _take(list(chain.from_iterable(parts)), pick)
+
+        def rows(k: int) -> np.ndarray:
+            return np.concatenate(taken(k))[by_row]
 
         return TensorTable(
-            node=node[by_row], role=np.concatenate(columns[1])[by_row], slot=strings(2), dtype=strings(3),
-            shape=strings(4), stats=np.concatenate(columns[5])[by_row], present=np.concatenate(columns[6])[by_row],
-            md5=strings(7), file=strings(8), value=strings(9), requires_grad=np.concatenate(columns[10])[by_row],
+            node=node[by_row], role=rows(1), slot=strings(2), dtype=strings(3), shape=strings(4), stats=rows(5),
+            present=rows(6), md5=strings(7), file=strings(8), value=strings(9), requires_grad=rows(10),
         )
 
 
