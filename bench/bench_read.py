@@ -12,7 +12,7 @@ machine (the 2-core machine is shared and its speed drifts within seconds). Each
 wall time). ``--tree`` is the root of another checkout (``git archive main | tar -x -C DIR``); its process
 imports that tree's package through ``PYTHONPATH``. Prints, per folder and tree, the median and range of the
 reads as a markdown table, and this tree's change against the other. ``--layouts`` compares the folders instead
-(the same dump in several JSON layouts): they take turns read by read in each tree, and each folder's median is
+(the same dump in several JSON layouts): trees and folders take turns read by read, and each folder's median is
 printed against the first's.
 `bench_scale.py read` times whole processes (wall, peak RSS) instead.
 """
@@ -113,15 +113,19 @@ def print_table(what: str, measured: str, times: dict[tuple[str, str], list[floa
             print(f"\n{item}: {after / before - 1:+.1%} (medians {before:.3f} -> {after:.3f} s)")
 
 
-def layouts_in_turn(reader: TreeProcess, folders: list[str], rounds: int) -> dict[str, list[float]]:
-    """CPU seconds of reading each of `folders` `rounds` times in one process, the folders taking turns in
-    alternating order (each warmed up once first)."""
-    for folder in folders:
-        reader.ask(folder)
-    times: dict[str, list[float]] = {folder: [] for folder in folders}
+def layouts_in_turn(readers: dict[str, TreeProcess], folders: list[str],
+                    rounds: int) -> dict[tuple[str, str], list[float]]:
+    """CPU seconds of reading each of `folders` `rounds` times in each tree's process: round by round the trees take
+    turns and, within a tree's turn, the folders, both in alternating order (each folder warmed up once first)."""
+    for reader in readers.values():
+        for folder in folders:
+            reader.ask(folder)
+    times: dict[tuple[str, str], list[float]] = {(folder, name): [] for name in readers for folder in folders}
     for round_ in range(rounds):
-        for folder in folders if round_ % 2 == 0 else folders[::-1]:
-            times[folder].append(reader.ask(folder))
+        trees = list(readers.items()) if round_ % 2 == 0 else list(readers.items())[::-1]
+        for name, reader in trees:
+            for folder in folders if round_ % 2 == 0 else folders[::-1]:
+                times[(folder, name)].append(reader.ask(folder))
     return times
 
 
@@ -148,9 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     times: dict[tuple[str, str], list[float]] = {}
     try:
         if args.layouts:
-            for name, reader in readers.items():
-                for folder, values in layouts_in_turn(reader, args.paths, args.rounds).items():
-                    times[(folder, name)] = values
+            times = layouts_in_turn(readers, args.paths, args.rounds)
         else:
             for folder in args.paths:
                 for name, values in take_turns(readers, args.rounds, folder).items():
