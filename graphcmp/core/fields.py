@@ -118,7 +118,9 @@ is the file damaged? rerun graphcmp to rewrite it
         graphcmp.core.errors.DumpFormatError: cmp.json: field status holds 300 (row 2), expected one of -2, -1, 0, \
 1, 2; is the file damaged? rerun graphcmp to rewrite it
         """
-        out = self.ints(key, length, np.int64)  # read wide: a value beyond `dtype` is named like any other
+        stored = self.value(key, list, np.ndarray)
+        as_stored = isinstance(stored, np.ndarray) and stored.dtype.kind == "i"  # an npz column: no wide copy
+        out = self.ints(key, length, stored.dtype if as_stored else np.int64)  # a value beyond `dtype` is named
         allowed = np.array(sorted(set(codes)), np.int64)
         ok = (out >= allowed[0]) & (out <= allowed[-1])
         if len(allowed) < allowed[-1] - allowed[0] + 1:  # gaps in the codes (a lookup table: fast on small ranges)
