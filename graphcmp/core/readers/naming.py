@@ -42,13 +42,9 @@ def parse_node_id(node_id: str) -> tuple[NodeKind, str, Direction, int]:
     >>> parse_node_id("Cell.fc1.Dense.parameters_grad.0")
     (<NodeKind.PARAM_GRAD: 3>, 'Dense', <Direction.BACKWARD: 1>, 0)
     """
-    found = _split_common(node_id)
-    if found is None:
-        kind, op, direction, counter = _parse_by_expressions(node_id)
-        return kind, intern(op), direction, counter
-    kind_code, op, direction_code, counter = found
-    return _KINDS[kind_code], intern(op), _DIRECTIONS[direction_code], counter  # one string per op: less memory
-
+    counters: list[int] = []
+    (kind,), (op,), (direction,) = parse_node_ids((node_id,), counters=counters)
+    return _KINDS[kind], op, _DIRECTIONS[direction], counters[0]
 
 
 _KIND_API, _KIND_MODULE, _KIND_PARAM_GRAD = int(NodeKind.API), int(NodeKind.MODULE), int(NodeKind.PARAM_GRAD)
@@ -57,11 +53,16 @@ _KINDS = {int(kind): kind for kind in NodeKind}
 _DIRECTIONS = {int(direction): direction for direction in Direction}
 
 
-def parse_node_ids(node_ids: Iterable[str]) -> tuple[list[int], list[str], list[int]]:
-    """`parse_node_id` of many ids as columns: (kind codes, ops, direction codes), the counters left out.
+def parse_node_ids(node_ids: Iterable[str], *,
+                   counters: list[int] | None = None) -> tuple[list[int], list[str], list[int]]:
+    """`parse_node_id` of many ids as columns: (kind codes, ops, direction codes); each id's call counter is
+    appended to `counters` when given.
 
-    The tests of `_split_common` run on this loop too: it is inlined here (a call and a tuple per id cost a third
-    of the loop), and an API call's prefix is checked once per distinct prefix.
+    A plain ASCII module, parameter-gradient or API call id is split by one ``rsplit`` (several times faster than
+    the regular expressions, which decide anything else): ``<api>.<name>.<n>.<dir>``,
+    ``<Module>.<path>.<cls>.<dir>.<n>``, ``<Module>.<path>.<cls>.parameters_grad.<n>``, the op the third part from
+    the end in all three. The rules run in this loop, not in a function per id (a call and a tuple per id cost a
+    third of it), and an API call's prefix is checked once per distinct prefix.
 
     >>> parse_node_ids(["Functional.linear.3.backward", "Module.fc.Linear.forward.0", "odd"])
     ([2, 1, 2], ['linear', 'Linear', 'odd'], [1, 0, -1])
@@ -78,18 +79,21 @@ def parse_node_ids(node_ids: Iterable[str]) -> tuple[list[int], list[str], list[
             direction = _DIRECTION_CODE.get(last)
             if direction is not None:
                 if third.isdigit() and api_heads.setdefault(head, head.partition(".")[0].isidentifier()):
-                    kind = _KIND_API
+                    kind, counter = _KIND_API, third
             elif last.isdigit() and node_id.startswith(("Module.", "Cell.")) and head.partition(".")[2] and (
                     (direction := _DIRECTION_CODE.get(third)) is not None or third == "parameters_grad"):
                 kind = _KIND_MODULE if direction is not None else _KIND_PARAM_GRAD
                 direction = _BACKWARD if direction is None else direction
+                counter = last
         if kind < 0:
-            found, op, found_direction, _ = _parse_by_expressions(node_id)
+            found, op, found_direction, counter = _parse_by_expressions(node_id)
             kind, direction = int(found), int(found_direction)
         kinds.append(kind)
         ops.append(op)
         directions.append(direction)
-    return kinds, list(map(intern, ops)), directions
+        if counters is not None:
+            counters.append(int(counter))
+    return kinds, list(map(intern, ops)), directions  # one string per op: less memory
 
 
 def _parse_by_expressions(node_id: str) -> tuple[NodeKind, str, Direction, int]:
@@ -103,28 +107,6 @@ def _parse_by_expressions(node_id: str) -> tuple[NodeKind, str, Direction, int]:
     if m:
         return NodeKind.API, m["name"].rsplit(".", 1)[-1], _DIRECTION[m["dir"]], int(m["n"])
     return NodeKind.API, node_id, Direction.NONE, -1
-
-
-def _split_common(node_id: str) -> tuple[int, str, int, int] | None:
-    """(kind code, op, direction code, counter) of a plain ASCII module, parameter-gradient or API call id by one
-    ``rsplit`` (several times faster than the regular expressions); None for anything else, which the
-    expressions then decide."""
-    if node_id.count(".") < 3 or not node_id.isascii() or "\n" in node_id:
-        return None
-    # <api>.<name>.<n>.<dir>, <Module>.<path>.<cls>.<dir>.<n>, <Module>.<path>.<cls>.parameters_grad.<n>:
-    # the op is the third part from the end in all three
-    head, op, third, last = node_id.rsplit(".", 3)
-    if not op:
-        return None
-    if last in _DIRECTION_CODE:
-        if third.isdigit() and head.partition(".")[0].isidentifier():
-            return _KIND_API, op, _DIRECTION_CODE[last], int(third)
-    elif last.isdigit() and node_id.startswith(("Module.", "Cell.")) and head.partition(".")[2]:
-        if third in _DIRECTION_CODE:
-            return _KIND_MODULE, op, _DIRECTION_CODE[third], int(last)
-        if third == "parameters_grad":
-            return _KIND_PARAM_GRAD, op, _BACKWARD, int(last)
-    return None
 
 
 @cache

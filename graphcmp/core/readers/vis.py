@@ -39,7 +39,7 @@ from graphcmp.core.inputs import copy_inflated, read_input, regular_file
 from graphcmp.core.jsonio import load_json
 from graphcmp.core.readers.detect import VIS_SUFFIXES
 from graphcmp.core.readers.msprobe_schema import FILE_KEY, SCALAR_TYPES, STAT_KEYS, file_name
-from graphcmp.core.readers.naming import parse_node_id
+from graphcmp.core.readers.naming import parse_node_ids
 from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, NodeTable, Role, RunInfo, TensorTable
 
 __all__ = [
@@ -624,9 +624,11 @@ def _node_table(
     kind = np.zeros(n, np.int8)
     direction = np.full(n, Direction.NONE, np.int8)
     micro = np.zeros(n, np.int16)
-    ops = [""] * n
+    counters: list[int] = []
+    kinds, ops, directions = parse_node_ids(order, counters=counters)
+    ops[0] = ""  # the root's, as the other readers give it
     for row in range(1, n):
-        kind[row], ops[row], direction[row] = _kind(order[row], records[row])
+        kind[row], ops[row], direction[row] = _kind(records[row], kinds[row], ops[row], directions[row], counters[row])
         step = records[row].get("micro_step_id")
         micro[row] = int(step) if isinstance(step, (int, float)) and step >= 0 else micro[parent[row]]
     _group_directions(kind, direction, parent)
@@ -638,10 +640,11 @@ def _node_table(
     )
 
 
-def _kind(node_id: str, record: Mapping[str, Any]) -> tuple[int, str, int]:
+def _kind(record: Mapping[str, Any], kind: int, op: str, direction: int, counter: int) -> tuple[int, str, int]:
+    """A node's kind, op and direction: as its id parses (`parse_node_ids`), but as the record's type says for a
+    group, and for a module whose id does not parse."""
     if record.get("node_type") == VisNodeType.GROUP:
         return NodeKind.GROUP, GROUP_PREFIX, Direction.NONE
-    kind, op, direction, counter = parse_node_id(node_id)
     if kind == NodeKind.API and counter < 0 and record.get("node_type") == VisNodeType.MODULE:
         kind = NodeKind.MODULE
     return kind, op, direction
