@@ -82,8 +82,6 @@ def overflow_report(tmp_path: Path) -> CompareReport:
 @pytest.mark.parametrize("case", ["two_steps", "overflow"])
 def test_texts_made_by_a_forked_process_give_the_same_rows(case, reports, tmp_path, monkeypatch):
     documents = reports if case == "two_steps" else [overflow_report(tmp_path)]
-    here = tmp_path / "here.vis.db"
-    write_vis_db(documents, here)  # small documents: their texts are made in this process
     started = []
 
     class Counted(vis_db._ForkedTexts):
@@ -92,37 +90,34 @@ def test_texts_made_by_a_forked_process_give_the_same_rows(case, reports, tmp_pa
             super().__init__(sides)
 
     monkeypatch.setattr(vis_db, "_ForkedTexts", Counted)
+    assert_forked_rows_are_these(documents, tmp_path, monkeypatch)
+    assert started == [2] * len(documents)
+
+
+def assert_forked_rows_are_these(documents, tmp_path: Path, monkeypatch) -> None:
+    """The rows written with texts made here (small documents) equal those written with texts made by a forked
+    process, several blocks a side."""
+    here = tmp_path / "here.vis.db"
+    write_vis_db(documents, here)
     monkeypatch.setattr(vis_db, "FORK_NODES", 0)
-    monkeypatch.setattr(vis_records, "BLOCK_NODES", 40)  # several blocks a side
+    monkeypatch.setattr(vis_records, "BLOCK_NODES", 40)
     forked = tmp_path / "forked.vis.db"
     write_vis_db(documents, forked)
-    assert started == [2] * len(documents)
     assert table_rows(forked) == table_rows(here)
 
 
 @pytest.mark.skipif(not can_fork_aside(), reason="needs fork and a second core")
 def test_a_failed_text_process_leaves_the_rest_to_this_one(reports, tmp_path, monkeypatch):
-    here = tmp_path / "here.vis.db"
-    write_vis_db(reports, here)
-    monkeypatch.setattr(vis_records, "BLOCK_NODES", 40)
-    monkeypatch.setattr(vis_db, "FORK_NODES", 0)
-
     def first_block_then_fail(answer, sides, slots):
         answer.send(slots.put(next(vis_db._side_texts(sides[0]))))
         answer.send(None)
 
     monkeypatch.setattr(vis_db, "_send_texts", first_block_then_fail)
-    forked = tmp_path / "forked.vis.db"
-    write_vis_db(reports, forked)
-    assert table_rows(forked) == table_rows(here)
+    assert_forked_rows_are_these(reports, tmp_path, monkeypatch)
 
 
 @pytest.mark.skipif(not can_fork_aside(), reason="needs fork and a second core")
 def test_a_block_that_cannot_be_read_back_is_made_here(reports, tmp_path, monkeypatch):
-    here = tmp_path / "here.vis.db"
-    write_vis_db(reports, here)
-    monkeypatch.setattr(vis_records, "BLOCK_NODES", 40)
-    monkeypatch.setattr(vis_db, "FORK_NODES", 0)
     taken = []
     take = vis_db._Slots.take
 
@@ -131,10 +126,8 @@ def test_a_block_that_cannot_be_read_back_is_made_here(reports, tmp_path, monkey
         return None if len(taken) == 2 else take(self, slot, sizes, texts)
 
     monkeypatch.setattr(vis_db._Slots, "take", second_unreadable)
-    forked = tmp_path / "forked.vis.db"
-    write_vis_db(reports, forked)
+    assert_forked_rows_are_these(reports, tmp_path, monkeypatch)
     assert taken[:2] == [0, 40]
-    assert table_rows(forked) == table_rows(here)
 
 
 def test_schema_is_msprobes(reports, tmp_path):
