@@ -86,15 +86,24 @@ def trees_to_time(other: str | None) -> dict[str, Path]:
 def take_turns(processes: dict[str, TreeProcess], rounds: int, line: str = "") -> dict[str, list[float]]:
     """Each process's CPU seconds for `line`, `rounds` times, after one warm-up; the trees take turns, in
     alternating order, so both see the same machine."""
+    times = in_turn(processes, rounds, [line])
+    print(f"  {line or 'request'}: " + ", ".join(f"{name} {statistics.median(times[(line, name)]):.3f} s"
+                                                 for name in processes), file=sys.stderr, flush=True)
+    return {name: times[(line, name)] for name in processes}
+
+
+def in_turn(processes: dict[str, TreeProcess], rounds: int, lines: list[str]) -> dict[tuple[str, str], list[float]]:
+    """CPU seconds per (line, tree) of each of `lines` `rounds` times in each tree's process, after one warm-up each:
+    round by round the trees take turns and, within a tree's turn, the lines, both in alternating order."""
     for process in processes.values():
-        process.ask(line)
-    times: dict[str, list[float]] = {name: [] for name in processes}
+        for line in lines:
+            process.ask(line)
+    times: dict[tuple[str, str], list[float]] = {(line, name): [] for name in processes for line in lines}
     for round_ in range(rounds):
-        order = list(processes.items()) if round_ % 2 == 0 else list(processes.items())[::-1]
-        for name, process in order:
-            times[name].append(process.ask(line))
-    print(f"  {line or 'request'}: " + ", ".join(f"{name} {statistics.median(v):.3f} s" for name, v in times.items()),
-          file=sys.stderr, flush=True)
+        forward = round_ % 2 == 0
+        for name, process in list(processes.items()) if forward else list(processes.items())[::-1]:
+            for line in lines if forward else lines[::-1]:
+                times[(line, name)].append(process.ask(line))
     return times
 
 
@@ -111,22 +120,6 @@ def print_table(what: str, measured: str, times: dict[tuple[str, str], list[floa
             before = statistics.median(times[(item, other)])
             after = statistics.median(times[(item, "this tree")])
             print(f"\n{item}: {after / before - 1:+.1%} (medians {before:.3f} -> {after:.3f} s)")
-
-
-def layouts_in_turn(readers: dict[str, TreeProcess], folders: list[str],
-                    rounds: int) -> dict[tuple[str, str], list[float]]:
-    """CPU seconds of reading each of `folders` `rounds` times in each tree's process: round by round the trees take
-    turns and, within a tree's turn, the folders, both in alternating order (each folder warmed up once first)."""
-    for reader in readers.values():
-        for folder in folders:
-            reader.ask(folder)
-    times: dict[tuple[str, str], list[float]] = {(folder, name): [] for name in readers for folder in folders}
-    for round_ in range(rounds):
-        trees = list(readers.items()) if round_ % 2 == 0 else list(readers.items())[::-1]
-        for name, reader in trees:
-            for folder in folders if round_ % 2 == 0 else folders[::-1]:
-                times[(folder, name)].append(reader.ask(folder))
-    return times
 
 
 def print_layouts(times: dict[tuple[str, str], list[float]], folders: list[str]) -> None:
@@ -152,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     times: dict[tuple[str, str], list[float]] = {}
     try:
         if args.layouts:
-            times = layouts_in_turn(readers, args.paths, args.rounds)
+            times = in_turn(readers, args.rounds, args.paths)
         else:
             for folder in args.paths:
                 for name, values in take_turns(readers, args.rounds, folder).items():
