@@ -91,14 +91,14 @@ def dump_run(graph: DumpGraph, file: IO[bytes]) -> None:
     """Pickle `graph` into `file` a part at a time (each of its fields, each column of its tables), for `load_run`.
 
     Each part has a pickle memo of its own: one memo for the whole run would hold every object of it (a million-node
-    run: tens of millions of entries, a third of the pickling time). The node ids, all distinct, go as one text.
+    run: tens of millions of entries, a third of the pickling time). A table's parts are those its own pickling
+    gives (`FrozenColumns.__reduce__`: the node ids as one text).
     """
     for f in fields(graph):
         value = getattr(graph, f.name)
         parts = value.__reduce__() if isinstance(value, FrozenColumns) else (None, (value,))
         for part in ((f.name, parts[0], len(parts[1])), *parts[1]):
-            joined = f.name == "nodes" and part is value.ids and type(part) is tuple
-            pickle.dump(_Joined(part) if joined else part, file, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(part, file, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def load_run(file: IO[bytes]) -> DumpGraph:
@@ -109,27 +109,6 @@ def load_run(file: IO[bytes]) -> DumpGraph:
         parts = [pickle.load(file) for _ in range(count)]
         values[name] = table(*parts) if table is not None else parts[0]
     return DumpGraph(**values)
-
-
-class _Joined:
-    """A tuple of distinct texts pickled as one text (joined by NUL bytes): cheaper to write and read than each
-    text on its own. Read back, it is the tuple again."""
-
-    def __init__(self, texts: tuple[str, ...]) -> None:
-        self.texts = texts
-
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        try:
-            joined = "\0".join(self.texts)
-        except TypeError:  # not all texts
-            joined = None
-        if joined is None or joined.count("\0") != len(self.texts) - 1:  # or a text holding a NUL: as it is
-            return tuple, (list(self.texts),)
-        return _split, (joined, len(self.texts))
-
-
-def _split(joined: str, count: int) -> tuple[str, ...]:
-    return tuple(joined.split("\0")) if count else ()
 
 
 def side_by_side(*paths: str | os.PathLike[str]) -> bool:
