@@ -19,6 +19,7 @@ import numpy as np
 
 from graphcmp.core.errors import DumpFormatError, GraphCycleError, InternalError
 from graphcmp.core.records import (
+    CodedTexts,
     Direction,
     DumpGraph,
     EdgeTable,
@@ -26,6 +27,8 @@ from graphcmp.core.records import (
     NodeTable,
     RunInfo,
     TensorTable,
+    TextCodes,
+    string_codes,
 )
 
 __all__ = [
@@ -187,28 +190,29 @@ class HierarchyBuilder:
         self,
         node_ids: Sequence[str],
         roles: Sequence[int],
-        slots: Sequence[str],
+        slots: Sequence[str] | TextCodes,
         *,
-        dtype: Sequence[str],
-        shape: Sequence[str],
+        dtype: Sequence[str] | TextCodes,
+        shape: Sequence[str] | TextCodes,
         stats: np.ndarray,
         present: np.ndarray,
-        md5: Sequence[str],
-        file: Sequence[str],
-        value: Sequence[str],
+        md5: Sequence[str] | TextCodes,
+        file: Sequence[str] | TextCodes,
+        value: Sequence[str] | TextCodes,
         requires_grad: Sequence[int] | np.ndarray | None = None,
     ) -> None:
         """Add many tensors at once: parallel columns, stats (n, 4) in `STAT_NAMES` order.
 
         A scalar argument has shape ``"scalar"``; a non-numeric value keeps its text in `value`;
-        `requires_grad` is 1, 0 or -1 (not recorded, the default) per tensor.
+        `requires_grad` is 1, 0 or -1 (not recorded, the default) per tensor. A text column may come as
+        `TextCodes` (what a reader that codes its texts gives): the table's column is then a `CodedTexts`.
         """
-        n = len(slots)
+        n = len(slots.codes) if isinstance(slots, TextCodes) else len(slots)
         grad = np.full(n, -1, np.int8) if requires_grad is None else np.asarray(requires_grad, np.int8)
-        self._tensor_parts.append((list(node_ids), np.asarray(roles, np.int8), list(slots), list(dtype),
-                                   list(shape), np.asarray(stats, np.float64).reshape(-1, 4),
-                                   np.asarray(present, bool).reshape(-1, 4), list(md5), list(file),
-                                   list(value), grad))
+        self._tensor_parts.append((list(node_ids), np.asarray(roles, np.int8), _texts(slots), _texts(dtype),
+                                   _texts(shape), np.asarray(stats, np.float64).reshape(-1, 4),
+                                   np.asarray(present, bool).reshape(-1, 4), _texts(md5), _texts(file),
+                                   _texts(value), grad))
 
     def build(self, info: RunInfo, *, group_apis: bool = True) -> DumpGraph:
         """Resolve parents, order, groups and micro-steps, and return the run as a `DumpGraph`.
@@ -328,6 +332,8 @@ class HierarchyBuilder:
 
         def strings(k: int) -> tuple[str, ...]:
             parts = taken(k)
+            if any(isinstance(part, TextCodes) for part in parts):
+                return _coded_column(parts, by_row)
             return _one_value(parts) or _take(list(chain.from_iterable(parts)), pick)
 
         def rows(k: int) -> np.ndarray:
@@ -337,6 +343,24 @@ class HierarchyBuilder:
             node=node[by_row], role=rows(1), slot=strings(2), dtype=strings(3), shape=strings(4), stats=rows(5),
             present=rows(6), md5=strings(7), file=strings(8), value=strings(9), requires_grad=rows(10),
         )
+
+
+def _texts(column: Sequence[str] | TextCodes) -> list[str] | TextCodes:
+    """A text column as a part of the tensor table: coded columns stay coded."""
+    return column if isinstance(column, TextCodes) else list(column)
+
+
+def _coded_column(parts: Sequence[list[str] | TextCodes], by_row: np.ndarray) -> CodedTexts:
+    """The texts of `parts` (coded ones and lists of texts) in the order `by_row`, as one coded column: each part's
+    codes renumbered into one table of distinct texts, a list coded against it."""
+    table: dict[str, int] = {}
+    codes = []
+    for part in parts:
+        if not isinstance(part, TextCodes):
+            part = TextCodes(*string_codes(part))
+        renumber = np.array([table.setdefault(name, len(table)) for name in part.values], np.int32)
+        codes.append(renumber[part.codes] if len(renumber) else np.zeros(0, np.int32))
+    return CodedTexts.of(np.concatenate(codes)[by_row], list(table))
 
 
 def _rows_of(node_ids: list[str], rows: dict[str, int]) -> np.ndarray:

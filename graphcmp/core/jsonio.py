@@ -566,4 +566,11 @@ def dumps_strict(value: Any, *, indent: bool = False) -> bytes:
     `sanitize_floats` or encode them as text themselves.
     """
     option = orjson.OPT_SERIALIZE_NUMPY | (orjson.OPT_INDENT_2 if indent else 0)
-    return orjson.dumps(value, option=option)
+    return orjson.dumps(value, option=option, default=_plain_tuple)
+
+
+def _plain_tuple(value: Any) -> tuple[Any, ...]:
+    """What orjson cannot write itself: a tuple subclass (a run's `CodedTexts` columns) as its tuple."""
+    if isinstance(value, tuple):
+        return tuple(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")

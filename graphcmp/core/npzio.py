@@ -27,8 +27,6 @@ import mmap
 import os
 import struct
 import zipfile
-from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -40,6 +38,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.export.columns import decode_floats
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.outputs import atomic_path
+from graphcmp.core.records import TextCodes
 
 __all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "TextCodes", "begin_npz", "is_npz", "read_npz", "write_npz"]
 
@@ -50,19 +49,6 @@ _ALIGN = 64
 _MAGIC = b"PK\x03\x04"
 _PAD_ID = 0xD935  # a zip extra field that only pads (the id zipalign uses)
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
-
-
-@dataclass(frozen=True, slots=True)
-class TextCodes:
-    """A column of texts already coded (`graphcmp.core.records.string_codes`): `codes` index `values`, the
-    distinct texts in order of first appearance. `write_npz` stores it exactly as the texts it stands for,
-    without coding them again."""
-
-    codes: np.ndarray
-    values: Sequence[str]
-
-    def texts(self) -> list[str]:
-        return np.array(self.values, object)[self.codes].tolist() if len(self.codes) else []
 
 
 def is_npz(path: str | os.PathLike[str]) -> bool:

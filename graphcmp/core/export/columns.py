@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from graphcmp.core.records import CodedTexts
+
 __all__ = ["decode_floats", "encode_floats", "float_reprs", "json_escaped", "pack_bits", "unpack_bits"]
 
 _SPECIAL_TEXT = {"inf": np.inf, "-inf": -np.inf, "nan": np.nan}
@@ -117,4 +119,6 @@ def json_escaped(values: Sequence[str]) -> list[bytes]:
     """
     if not len(values):
         return []
-    return orjson.dumps(values if isinstance(values, (list, tuple)) else list(values))[2:-2].split(b'","')
+    if type(values) is CodedTexts:  # each distinct text escaped once
+        return np.array(json_escaped(values.names), object)[values.codes].tolist()
+    return orjson.dumps(values if type(values) in (list, tuple) else list(values))[2:-2].split(b'","')

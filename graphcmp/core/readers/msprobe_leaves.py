@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import chain, compress, islice, repeat
-from operator import is_not
+from operator import is_not, itemgetter
 from sys import intern
 from types import NoneType
 from typing import Any
@@ -44,7 +44,7 @@ from graphcmp.core.readers.msprobe_schema import (
     text,
 )
 from graphcmp.core.readers.naming import parse_node_id, parse_node_ids
-from graphcmp.core.records import NodeKind, Role
+from graphcmp.core.records import NodeKind, Role, TextCodes
 
 __all__ = ["DUMP_FILE", "Leaf", "Leaves", "Misfit", "add_leaves", "collect_record", "collect_typed", "md5_flag",
            "mixed_records", "requires_grad_code", "typed_records"]
@@ -317,8 +317,9 @@ def add_leaves(builder: HierarchyBuilder, leaves: Leaves, *, typed: bool = False
         where = f"{Role(leaves.role[i]).name.lower().replace('_', ' ')} {leaves.slot[i]}"
         raise DumpFormatError(f"{source}: {leaves.node[i]!r} {where}: {bad.key} is {_shown(bad.value)}, expected a "
                               "number (or null); the record is damaged") from None
-    builder.add_tensors(leaves.node, leaves.role, leaves.slot, dtype=dtype, shape=shape, stats=stats,
-                        present=present, md5=md5, file=file, value=value, requires_grad=grad)
+    slot = _part(_text_column(leaves.slot, str))  # str of a text is that text
+    builder.add_tensors(leaves.node, leaves.role, slot, dtype=dtype, shape=shape, stats=stats, present=present, md5=md5,
+                        file=file, value=value, requires_grad=grad)
 
 
 def _dict_columns(items: list[Any]) -> tuple:
@@ -371,13 +372,13 @@ def _struct_columns(items: list[Any]) -> tuple:
         for i in odd:
             recs[i] = _BLANK
     _, dtypes, shapes, *stat_columns, grads, md5s, files = islice(zip(*map(astuple, recs)), _LAST_COLUMN)
-    dtype = _mapped(dtypes, lambda v: intern(v or ""))
-    shape = _mapped(shapes, _shape_text)
-    md5 = _mapped(md5s, lambda v: v or "")
-    file = _mapped(files, file_name)
+    dtype = _text_column(dtypes, lambda v: intern(v or ""))
+    shape = _text_column(shapes, _shape_text)
+    md5 = _text_column(md5s, lambda v: v or "")
+    file = _text_column(files, file_name)
     stats, present = _stat_array(stat_columns, len(items))
     has_bools = _holds_bool(stats, stat_columns)
-    value = [""] * len(items)
+    value = _TextColumn(np.zeros(len(items), np.int32), [""])
     if odd:
         _odd_rows(items, odd, dtype, shape, md5, file, value, stats, present)
     stats[~present] = 0.0  # as plain dicts give: an absent statistic is a 0 that `present` masks
@@ -388,7 +389,7 @@ def _struct_columns(items: list[Any]) -> tuple:
         x = items[i]
         grad[i] = requires_grad_code(x.requires_grad if type(x) is Leaf else
                                      x.get("requires_grad") if type(x) is dict else None)
-    return dtype, shape, md5, file, value, stats, present, grad
+    return (*map(_part, (dtype, shape, md5, file, value)), stats, present, grad)
 
 
 def _stat_array(stat_columns: list[tuple], n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -454,12 +455,48 @@ def requires_grad_code(value: Any) -> int:
     return 1 if value is True else 0 if value is False else -1
 
 
-def _mapped(values: tuple[Any, ...], convert: Any) -> list[Any]:
-    """`convert` of every value, computed once per distinct value (a column holds few)."""
-    table = {v: convert(v) for v in set(values)}
-    if len(table) == 1:  # one value (md5 and file of a statistics dump): no lookups
-        return [*table.values()] * len(values)
-    return list(map(table.__getitem__, values))
+class _TextColumn:
+    """A chunk's text column as codes into its distinct texts, a few rows of which are set afterwards."""
+
+    __slots__ = ("codes", "index", "names")
+
+    def __init__(self, codes: np.ndarray, names: list[str]) -> None:
+        self.codes, self.names = codes, names
+        self.index = {name: k for k, name in enumerate(names)}
+
+    def __getitem__(self, row: int) -> str:
+        return self.names[self.codes[row]]
+
+    def __setitem__(self, row: int, text: str) -> None:
+        code = self.index.get(text)
+        if code is None:
+            code = self.index[text] = len(self.names)
+            self.names.append(text)
+        self.codes[row] = code
+
+    def coded(self) -> TextCodes:
+        return TextCodes(self.codes, self.names)
+
+
+def _part(column: _TextColumn | list[str]) -> TextCodes | list[str]:
+    """A column as `HierarchyBuilder.add_tensors` takes it."""
+    return column.coded() if type(column) is _TextColumn else column
+
+
+def _text_column(values: Sequence[Any], convert: Any) -> _TextColumn | list[str]:
+    """`convert` of every value, computed once per distinct value: codes when the column holds few distinct
+    texts (dtypes, shapes), the texts themselves when most differ (the md5 of each tensor)."""
+    distinct = dict.fromkeys(values)
+    n = len(values)
+    if len(distinct) * 2 > n and n > 1:
+        table = {v: convert(v) for v in distinct}
+        return list(map(table.__getitem__, values))
+    texts = [convert(v) for v in distinct]
+    names = list(dict.fromkeys(texts))
+    code_of = dict(zip(distinct, map({name: k for k, name in enumerate(names)}.__getitem__, texts)))
+    if len(code_of) == 1:
+        return _TextColumn(np.zeros(n, np.int32), names)
+    return _TextColumn(np.fromiter(itemgetter(*values)(code_of), np.int32, n), names)
 
 
 def _shape_text(shape: tuple[int, ...] | UnsetType | None) -> str:

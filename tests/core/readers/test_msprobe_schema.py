@@ -17,6 +17,7 @@ from graphcmp.core.jsonio import read_json
 from graphcmp.core.readers import msprobe_leaves, vis
 from graphcmp.core.readers.msprobe_leaves import Leaves, Misfit, collect_record, collect_typed, typed_records
 from graphcmp.core.readers.msprobe_schema import COLUMNS, STAT_KEYS, Leaf, leaf_row
+from graphcmp.core.records import TextCodes
 from tests.conftest import DATA
 from tests.core.readers.test_msprobe import _ODD_LEAVES, _REAL_DUMPS
 
@@ -49,7 +50,8 @@ def _reference(leaf) -> tuple:
 
 def _rows(columns: tuple) -> list[tuple]:
     """Rows of a route's columns (dtype, shape, md5, file, value, stats, present), in `COLUMNS` order."""
-    dtype, shape, md5, file, value, stats, present, _ = columns
+    dtype, shape, md5, file, value = (c.texts() if isinstance(c, TextCodes) else c for c in columns[:5])
+    stats, present = columns[5:7]
     return [(dtype[i], shape[i], md5[i], file[i], value[i],
              *(float(stats[i, k]) if present[i, k] else None for k in range(4))) for i in range(len(dtype))]
 
