@@ -26,6 +26,7 @@ from graphcmp.core.dataflow import flow_edges
 from graphcmp.core.distributed.layout import is_batch_root
 from graphcmp.core.outputs import checked_output
 from graphcmp.core.readers.pair import read_pair, side_by_side
+from graphcmp.core.records import DumpGraph
 from graphcmp.core.rules import load_thresholds
 
 
@@ -62,7 +63,7 @@ def handle(args: argparse.Namespace) -> int:
     with stages(3, "compare", quiet=args.quiet) as bar:
         bar.set_postfix_str("reading both runs")
         npu, bench = read_pair(args.npu, args.bench, format=args.format, meanwhile=_load_comparison,
-                               derive=flow_edges)  # the result stores each run's data-flow edges
+                               derive=flow_edges, ahead=_derive_npu)  # the result stores each run's flow edges
         from graphcmp.core.compare import compare_graphs
         from graphcmp.core.report import runs_written_meanwhile, save_report
         from graphcmp.core.tensorcmp import tensor_metrics_for
@@ -89,6 +90,12 @@ def handle(args: argparse.Namespace) -> int:
             render_outcome(summary["outcome"]), f"written: {args.output}"]
     emit(summary, "\n".join(text), args.json)
     return outcome.exit_code
+
+
+def _derive_npu(npu: DumpGraph) -> None:
+    from graphcmp.core.compare import derive_npu
+
+    derive_npu(npu)
 
 
 def _load_comparison() -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from graphcmp._version import __version__
+from graphcmp.core.dataflow import communication_calls, earliest_producers, forward_twins
 from graphcmp.core.judge import judge
 from graphcmp.core.matching import ChildMatcher, RuleMatcher, default_matchers, match_graphs
 from graphcmp.core.matching.given import GivenMatcher, GivenMatches
@@ -96,6 +97,16 @@ def compare_graphs(
                          _cache={"overflow": overflow})
 
 
+def derive_npu(npu: DumpGraph) -> None:
+    """Compute what `compare_graphs` derives from the npu run alone, kept with the run (`DumpGraph.memo`): its
+    overflow levels and the noise model's producers, forward twins and communication calls. `read_pair` runs it
+    (``ahead``) once the npu run is read, while the bench run is still being read or handed over."""
+    overflow_levels(npu)
+    earliest_producers(npu)
+    forward_twins(npu)
+    communication_calls(npu)
+
+
 def compare_paths(
     npu_path: str | os.PathLike[str],
     bench_path: str | os.PathLike[str],
@@ -104,7 +115,7 @@ def compare_paths(
     **options,
 ) -> CompareReport:
     """Read both runs (format detected unless given) and compare them; see `compare_graphs`."""
-    npu, bench = read_pair(npu_path, bench_path, format=format)
+    npu, bench = read_pair(npu_path, bench_path, format=format, ahead=derive_npu)
     return compare_graphs(npu, bench, **options)
 
 

@@ -73,12 +73,18 @@ def _read_only(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def earliest_producers(graph: DumpGraph, keys: np.ndarray) -> np.ndarray:
-    """Per tensor row, the node row of the earliest call with an output of the same fingerprint (-1: none).
+def earliest_producers(graph: DumpGraph) -> np.ndarray:
+    """Per tensor row, the node row of the earliest call with an output of the same fingerprint (-1: none),
+    computed once per run.
 
     The fingerprint leaves out the shape: a transpose or view between two dumped calls keeps the
-    statistics but not the shape. `keys` orders the calls (`hierarchy.execution_keys`).
+    statistics but not the shape. Calls are ordered by `hierarchy.execution_keys`.
     """
+    return graph.memo("producers", lambda: _read_only(_earliest_producers(graph)))
+
+
+def _earliest_producers(graph: DumpGraph) -> np.ndarray:
+    keys = execution_keys(graph)
     t = graph.tensors
     fingerprint = _fingerprints_of(graph)
     outputs = np.flatnonzero((t.role == Role.OUTPUT) & t.has_shape())
@@ -92,7 +98,7 @@ def earliest_producers(graph: DumpGraph, keys: np.ndarray) -> np.ndarray:
 
 def forward_twins(graph: DumpGraph, rows: np.ndarray | None = None) -> np.ndarray:
     """Per node row, the row of the forward call a backward call belongs to (-1: none, not a backward call,
-    or not among `rows` when they are given).
+    or not among `rows` when they are given); found once per run.
 
     The two share their id but for the direction word (``...linear.7.backward`` and
     ``...linear.7.forward``; ``Module.fc.Linear.backward.0`` and ``Module.fc.Linear.forward.0``).
@@ -102,14 +108,19 @@ def forward_twins(graph: DumpGraph, rows: np.ndarray | None = None) -> np.ndarra
     >>> [g.nodes.ids[r] for r in forward_twins(g) if r >= 0]
     ['Torch.relu.0.forward']
     """
+    twins = graph.memo("forward twins", lambda: _read_only(_forward_twins(graph)))
+    if rows is None:
+        return twins
+    asked = np.zeros(len(graph), bool)
+    asked[rows[rows >= 0]] = True
+    return np.where(asked, twins, -1)
+
+
+def _forward_twins(graph: DumpGraph) -> np.ndarray:
     n = len(graph)
     twins = np.full(n, -1, np.int64)
     ids = graph.nodes.ids
     backward = graph.nodes.direction == Direction.BACKWARD
-    if rows is not None:
-        asked = np.zeros(n, bool)
-        asked[rows[rows >= 0]] = True
-        backward &= asked
     found, names = [], []
     for row in np.flatnonzero(backward).tolist():
         head, sep, tail = ids[row].rpartition(".backward")

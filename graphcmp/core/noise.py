@@ -412,7 +412,7 @@ def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: Tensor
     npu_units = _chain_units(order, node, texts.npu_unit, n)
     bench_units = _chain_units(order, node, texts.bench_unit, n)
     error = _pair_errors(npu, bench, pairs, npu_units[node], bench_units[node], texts.bench_count, texts.bench_kind)
-    producer = earliest_producers(npu, keys)[i] if len(i) else np.zeros(0, np.int64)
+    producer = earliest_producers(npu)[i] if len(i) else np.zeros(0, np.int64)
     made = np.maximum(producer, 0)
     fresh = is_in & ~((producer >= 0) & (keys[made] < keys[node]) & (matches.npu_to_bench[made] >= 0))
     if is_cross_framework(npu, bench):  # positional arguments of API calls pair unreliably across frameworks:

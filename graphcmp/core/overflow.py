@@ -61,7 +61,12 @@ STATUS_BITS = {
 
 
 def overflow_levels(graph: DumpGraph) -> np.ndarray:
-    """`OverflowLevel` per node (0 none, 1 medium, 2 high, 3 critical); see the module docstring."""
+    """`OverflowLevel` per node (0 none, 1 medium, 2 high, 3 critical), found once per run; see the module
+    docstring."""
+    return graph.memo("overflow", lambda: _overflow_levels(graph))
+
+
+def _overflow_levels(graph: DumpGraph) -> np.ndarray:
     t = graph.tensors
     bad, magnitude = _tensor_overflow(graph)
     is_out = is_output(t.role)
@@ -78,6 +83,7 @@ def overflow_levels(graph: DumpGraph) -> np.ndarray:
     level[in_bad & ~out_bad] = OverflowLevel.MEDIUM
     level[(in_bad & out_bad) | (exploding & ~out_bad)] = OverflowLevel.HIGH
     level[out_bad & ~in_bad] = OverflowLevel.CRITICAL
+    level.flags.writeable = False
     return level
 
 

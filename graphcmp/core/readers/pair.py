@@ -30,6 +30,7 @@ def read_pair(
     format: str | None = None,
     meanwhile: Callable[[], object] | None = None,
     derive: Callable[[DumpGraph], object] | None = None,
+    ahead: Callable[[DumpGraph], object] | None = None,
 ) -> tuple[DumpGraph, DumpGraph]:
     """Read the npu and the bench run; large inputs on a multi-core machine are read side by side.
 
@@ -39,7 +40,9 @@ def read_pair(
     reading: the command line loads the comparison's modules then, which costs no time while the child is busy.
     `derive` (a module-level function that keeps its result with the run, `DumpGraph.memo`) is what the caller
     will derive from each run alone: the child derives it from the bench run before writing it, and this process
-    from the npu run if the child is still busy then (else the caller derives it when it needs it).
+    from the npu run if the child is still busy then (else the caller derives it when it needs it). `ahead` is what
+    the caller will derive from the npu run alone (kept with it): it runs here once the npu run is read, which
+    costs no time while the child still reads or writes the bench run.
     """
     if not side_by_side(npu_path, bench_path):
         if meanwhile is not None:
@@ -54,6 +57,8 @@ def read_pair(
             npu = read_graph(npu_path, format)
             if derive is not None and not bench_future.done():
                 derive(npu)
+            if ahead is not None:
+                ahead(npu)
             bench = bench_future.result()
         # the pool has ended: the reading process's memory is free before the run it spooled is loaded here
         if bench is None:

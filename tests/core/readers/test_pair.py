@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from graphcmp.core import dataflow
+from graphcmp.core.compare import compare_graphs, derive_npu
 from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.overflow import overflow_levels
 from graphcmp.core.readers import pair
 from graphcmp.core.readers.detect import read_graph
 
@@ -34,6 +36,17 @@ def test_what_is_derived_from_the_bench_run_comes_back_with_it(side_by_side, per
         fresh = dataflow.flow_edges(read_graph(path))
         edges = dataflow.flow_edges(run)
         assert len(fresh.src) > 0 and np.array_equal(edges.src, fresh.src) and np.array_equal(edges.dst, fresh.dst)
+
+
+def test_what_the_comparison_derives_from_the_npu_run_is_derived_ahead_and_used(side_by_side, perturb_pair):
+    npu, bench = pair.read_pair(*perturb_pair, ahead=derive_npu)
+    assert {"overflow", "producers", "forward twins", "communication"} <= set(npu._cache)
+    assert "forward twins" not in bench._cache  # the npu run's alone
+    fresh = read_graph(perturb_pair[0])
+    assert (dataflow.forward_twins(npu) >= 0).any()
+    for derived in (dataflow.forward_twins, dataflow.earliest_producers, overflow_levels):
+        assert np.array_equal(derived(npu), derived(fresh))
+    assert compare_graphs(npu, bench) == compare_graphs(fresh, read_graph(perturb_pair[1]))
 
 
 def test_a_bad_bench_run_is_the_error_reading_it_here_gives(side_by_side, perturb_pair, tmp_path):
