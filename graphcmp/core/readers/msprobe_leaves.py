@@ -436,9 +436,12 @@ def _odd_rows(items: list[Any], odd: list[int], dtype: list[str], shape: list[st
             raise _BadStatistic(i, *true_false)  # as `_check_bools` does for the other rows
 
 
-def _set_all(column: list[Any], rows: list[int], values: Iterable[Any]) -> None:
-    """``column[r] = v`` for every row and value, in C."""
-    deque(map(column.__setitem__, rows, values), maxlen=0)
+def _set_all(column: _TextColumn | list[Any], rows: list[int], values: Iterable[Any]) -> None:
+    """``column[r] = v`` for every row and value, in C for a list."""
+    if type(column) is _TextColumn:
+        column.set_all(rows, values)
+    else:
+        deque(map(column.__setitem__, rows, values), maxlen=0)
 
 
 _LAST_COLUMN = 10
@@ -468,11 +471,17 @@ class _TextColumn:
         return self.names[self.codes[row]]
 
     def __setitem__(self, row: int, text: str) -> None:
+        self.codes[row] = self._code(text)
+
+    def set_all(self, rows: list[int], texts: Iterable[str]) -> None:
+        self.codes[rows] = np.fromiter(map(self._code, texts), np.int32, len(rows))
+
+    def _code(self, text: str) -> int:
         code = self.index.get(text)
         if code is None:
             code = self.index[text] = len(self.names)
             self.names.append(text)
-        self.codes[row] = code
+        return code
 
     def coded(self) -> TextCodes:
         return TextCodes(self.codes, self.names)
