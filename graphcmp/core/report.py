@@ -36,7 +36,7 @@ from graphcmp.core.outcome import report_outcome
 from graphcmp.core.outputs import sibling_part, write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
 from graphcmp.core.pairing import TensorPairs
-from graphcmp.core.records import DumpGraph, EdgeTable, NodeKind, string_codes
+from graphcmp.core.records import CodedTexts, DumpGraph, EdgeTable, NodeKind, string_codes
 from graphcmp.core.rules import ERROR, NoiseRule, Status, Thresholds
 
 __all__ = [
@@ -472,12 +472,13 @@ def _written_apart(graph: DumpGraph) -> None:
 
 
 def _runs_document(npu: DumpGraph, bench: DumpGraph) -> dict[str, Any]:
-    """The runs of a result as the npz container holds them: the tensors' dtype and shape texts by their codes (the
-    comparison makes them too: `string_codes` keeps them)."""
+    """The runs of a result as the npz container holds them: the tensors' texts by their codes (a reader's
+    `CodedTexts` have them; the comparison makes those of dtype and shape too: `string_codes` keeps them)."""
     doc = {"npu": graph_to_dict(npu), "bench": graph_to_dict(bench)}
     for side, graph in (("npu", npu), ("bench", bench)):
-        for column in ("dtype", "shape"):
-            doc[side]["tensors"][column] = TextCodes(*string_codes(getattr(graph.tensors, column)))
+        tensors = doc[side]["tensors"]
+        for column in ("dtype", "shape", *(k for k, v in tensors.items() if type(v) is CodedTexts)):
+            tensors[column] = TextCodes(*string_codes(getattr(graph.tensors, column)))
     return doc
 
 
