@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from graphcmp.core import dataflow
 from graphcmp.core.dataflow import flow_edges, folded_sources, latest_producers
 from graphcmp.core.hierarchy import execution_keys
 from graphcmp.core.readers import read_graph
@@ -104,3 +105,19 @@ def test_zero_biases_do_not_chain_the_broadcasts():
     broadcast = "Distributed.broadcast"
     assert not [p for p in pairs if p[0].startswith(broadcast) and p[1].startswith(broadcast)]
     assert ("Functional.embedding.0.forward", "Tensor.__add__.0.forward") in pairs
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 5000, 70000])
+def test_dense_codes_are_the_ranks_numpy_unique_gives(n):
+    rng = np.random.default_rng(n)
+    wide = rng.integers(0, 2**63, n, dtype=np.int64).view(np.uint64) * np.uint64(2) + np.uint64(1)
+    near = (rng.integers(0, 40, n).astype(np.uint64) << np.uint64(50)) | rng.integers(0, 8, n).astype(np.uint64)
+    for values in (wide[rng.integers(0, max(n, 1), n)], near, rng.integers(0, 3, n).astype(np.uint64)):
+        # `near`: values that share their high bits and differ in the bits that carry the index while sorting
+        assert np.array_equal(dataflow.dense_codes(values), np.unique(values, return_inverse=True)[1].reshape(-1))
+
+
+@pytest.mark.parametrize("top", [3, 2**40, 2**62])
+def test_stable_order_is_numpys_stable_argsort(top):
+    keys = np.random.default_rng(top % 1000).integers(0, top, 30000)
+    assert np.array_equal(dataflow._stable_order(keys), np.argsort(keys, kind="stable"))  # 2**62: no room, argsort
