@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("graphcmp._version", "graphcmp.samples", "graphcmp.core", "graphcmp.core.errors", "graphcmp.core.inputs",
               "graphcmp.core.dtypes", "graphcmp.core.jsonio", "graphcmp.core.outputs", "graphcmp.core.export",
               "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics",
-              "graphcmp.core.npzio", "graphcmp.core.forking")),
+              "graphcmp.core.npzio", "graphcmp.core.forking", "graphcmp.core.texts")),
     ("records", ("graphcmp.core.records", "graphcmp.core.rules", "graphcmp.core.shards")),
     ("hierarchy", ("graphcmp.core.hierarchy", "graphcmp.core.dataflow")),
     ("readers", ("graphcmp.core.readers", "graphcmp.core.readers.*", "graphcmp.core.mapping_files",

@@ -19,7 +19,6 @@ import numpy as np
 
 from graphcmp.core.errors import DumpFormatError, GraphCycleError, InternalError
 from graphcmp.core.records import (
-    CodedTexts,
     Direction,
     DumpGraph,
     EdgeTable,
@@ -27,9 +26,9 @@ from graphcmp.core.records import (
     NodeTable,
     RunInfo,
     TensorTable,
-    TextCodes,
     string_codes,
 )
+from graphcmp.core.texts import CodedTexts, TextCodes
 
 __all__ = [
     "EXECUTION_ATTRS",

@@ -38,9 +38,9 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.export.columns import decode_floats
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.outputs import atomic_path
-from graphcmp.core.records import TextCodes
+from graphcmp.core.texts import TextCodes
 
-__all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "TextCodes", "begin_npz", "is_npz", "read_npz", "write_npz"]
+__all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "begin_npz", "is_npz", "read_npz", "write_npz"]
 
 DOCUMENT_MEMBER = "document.json"
 MIN_COLUMN = 64

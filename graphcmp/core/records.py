@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from graphcmp.core.texts import CodedTexts
+
 if TYPE_CHECKING:
     import networkx as nx
 
 __all__ = [
     "STAT_NAMES",
-    "CodedTexts",
     "Direction",
     "DumpGraph",
     "EdgeTable",
@@ -36,7 +37,6 @@ __all__ = [
     "RunInfo",
     "TensorTable",
     "TensorView",
-    "TextCodes",
     "is_input",
     "is_output",
     "shared_codes",
@@ -471,93 +471,6 @@ def _tree(table: NodeTable) -> nx.DiGraph:
     ids = table.ids
     tree.add_edges_from((ids[p], ids[c]) for c, p in enumerate(table.parent.tolist()) if p >= 0)
     return tree
-
-
-@dataclass(frozen=True, slots=True)
-class TextCodes:
-    """A column of texts given as codes: `codes` index `values`, the distinct texts (in order of first appearance
-    when `string_codes` made them). A reader hands text columns to `HierarchyBuilder.add_tensors` this way, and
-    `graphcmp.core.npzio.write_npz` stores one exactly as the texts it stands for, without coding them again."""
-
-    codes: np.ndarray
-    values: Sequence[str]
-
-    def texts(self) -> list[str]:
-        return np.array(self.values, object)[self.codes].tolist() if len(self.codes) else []
-
-
-class CodedTexts(tuple):
-    """A tuple of texts drawn from few distinct values that also holds their codes, so `string_codes` (which the
-    comparison asks for each text column) costs nothing, and a pickled run carries the narrow codes, not a
-    reference per text.
-
-    It is a tuple in every other respect: equal to the plain tuple of the same texts, and slices are plain tuples.
-    Make one with `CodedTexts.of`.
-
-    >>> column = CodedTexts.of(np.array([1, 0, 1]), ["int64", "float32", "unused"])
-    >>> column == ("float32", "int64", "float32"), column.names, column.codes.tolist()
-    (True, ('float32', 'int64'), [0, 1, 0])
-    """
-
-    codes: np.ndarray  # narrow ints, read-only: per text, its row in `names`
-    names: tuple[str, ...]  # the distinct texts in order of first appearance
-
-    @classmethod
-    def of(cls, codes: np.ndarray, names: Sequence[str]) -> CodedTexts:
-        """The texts ``names[codes]``, renumbered so that the names are the distinct texts in order of first
-        appearance (as `string_codes` gives them); names no code uses are dropped."""
-        codes = np.asarray(codes)
-        order = _first_seen(codes, len(names))
-        if len(order) != len(names) or (order != np.arange(len(order))).any():
-            renumber = np.zeros(len(names), np.int64)
-            renumber[order] = np.arange(len(order))
-            codes, names = renumber[codes], [names[k] for k in order.tolist()]
-        return cls._made(codes.astype(_narrow(len(names)), copy=False), tuple(names))
-
-    @classmethod
-    def _made(cls, codes: np.ndarray, names: tuple[str, ...]) -> CodedTexts:
-        if len(names) == 1:
-            column = cls(names * len(codes))
-        else:
-            column = cls(np.array(names, object)[codes].tolist() if len(codes) else ())
-        codes.flags.writeable = False
-        column.codes, column.names = codes, names
-        return column
-
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return CodedTexts._made, (self.codes, self.names)
-
-    def wide_codes(self) -> np.ndarray:
-        """The codes as int64 (what `string_codes` gives), made once."""
-        wide = self.__dict__.get("_wide")
-        if wide is None:
-            wide = self.__dict__["_wide"] = self.codes.astype(np.int64)
-            wide.flags.writeable = False
-        return wide
-
-
-def _narrow(count: int) -> type:
-    """The smallest signed integer type that numbers `count` values."""
-    return np.int8 if count <= 127 else np.int16 if count <= 32767 else np.int32
-
-
-def _first_seen(codes: np.ndarray, count: int) -> np.ndarray:
-    """The codes in `codes` (each in ``range(count)``) in order of first appearance.
-
-    Blocks of growing size are looked at until every used code is found, so a column whose values all
-    appear early (nearly every one) costs one count and a few small sorts, not a sort of the whole column.
-    """
-    used = int(np.count_nonzero(np.bincount(codes, minlength=count))) if len(codes) else 0
-    found: list[int] = []
-    seen = np.zeros(count, bool)
-    start, block = 0, 1024
-    while len(found) < used:
-        distinct, first = np.unique(codes[start:start + block], return_index=True)
-        new = ~seen[distinct]
-        found += distinct[new][np.argsort(first[new])].tolist()
-        seen[distinct] = True
-        start, block = start + block, block * 4
-    return np.array(found, np.int64)
 
 
 def string_codes(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:

@@ -31,13 +31,14 @@ from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.base import FusedGroup, RuleNote
 from graphcmp.core.noise import Calibration, NodeRole, NoiseModel, Precision, noise_model
-from graphcmp.core.npzio import TextCodes, begin_npz, is_npz, read_npz, write_npz
+from graphcmp.core.npzio import begin_npz, is_npz, read_npz, write_npz
 from graphcmp.core.outcome import report_outcome
 from graphcmp.core.outputs import sibling_part, write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
 from graphcmp.core.pairing import TensorPairs
-from graphcmp.core.records import CodedTexts, DumpGraph, EdgeTable, NodeKind, string_codes
+from graphcmp.core.records import DumpGraph, EdgeTable, NodeKind, string_codes
 from graphcmp.core.rules import ERROR, NoiseRule, Status, Thresholds
+from graphcmp.core.texts import CodedTexts, TextCodes
 
 __all__ = [
     "GRAPH_FORMAT",

@@ -209,8 +209,8 @@ def test_npz_float_columns_are_the_decoded_json_columns_bit_for_bit(saved, tmp_p
     ("[2]", "scalar", ""),  # short: stays in document.json
 ], ids=["categories", "texts", "short"])
 def test_coded_texts_are_stored_as_the_texts_themselves(tmp_path, texts):
-    from graphcmp.core.npzio import TextCodes
     from graphcmp.core.records import string_codes
+    from graphcmp.core.texts import TextCodes
 
     write_npz(tmp_path / "texts.npz", {"c": texts})
     write_npz(tmp_path / "coded.npz", {"c": TextCodes(*string_codes(texts))})

@@ -14,16 +14,8 @@ from graphcmp.core.export.columns import json_escaped
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.jsonio import dumps_strict
 from graphcmp.core.readers import read_graph
-from graphcmp.core.records import (
-    CodedTexts,
-    Direction,
-    NodeKind,
-    Role,
-    RunInfo,
-    TextCodes,
-    string_codes,
-    string_column,
-)
+from graphcmp.core.records import Direction, NodeKind, Role, RunInfo, string_codes, string_column
+from graphcmp.core.texts import CodedTexts, TextCodes
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from graphcmp.core.records import CodedTexts
+from graphcmp.core.texts import CodedTexts
 
 __all__ = ["decode_floats", "encode_floats", "float_reprs", "json_escaped", "pack_bits", "unpack_bits"]
 

@@ -44,7 +44,8 @@ from graphcmp.core.readers.msprobe_schema import (
     text,
 )
 from graphcmp.core.readers.naming import parse_node_id, parse_node_ids
-from graphcmp.core.records import NodeKind, Role, TextCodes
+from graphcmp.core.records import NodeKind, Role
+from graphcmp.core.texts import TextCodes
 
 __all__ = ["DUMP_FILE", "Leaf", "Leaves", "Misfit", "add_leaves", "collect_record", "collect_typed", "md5_flag",
            "mixed_records", "requires_grad_code", "typed_records"]

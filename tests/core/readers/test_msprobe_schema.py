@@ -17,7 +17,7 @@ from graphcmp.core.jsonio import read_json
 from graphcmp.core.readers import msprobe_leaves, vis
 from graphcmp.core.readers.msprobe_leaves import Leaves, Misfit, collect_record, collect_typed, typed_records
 from graphcmp.core.readers.msprobe_schema import COLUMNS, STAT_KEYS, Leaf, leaf_row
-from graphcmp.core.records import TextCodes
+from graphcmp.core.texts import TextCodes
 from tests.conftest import DATA
 from tests.core.readers.test_msprobe import _ODD_LEAVES, _REAL_DUMPS
 
