@@ -133,10 +133,11 @@ def _pair_metrics(model: ViewModel, rows: dict[str, int]) -> dict[tuple[int, str
     pairs = report.pairs
     t = report.npu.tensors
     ks = np.flatnonzero(t.node[pairs.npu] == rows["npu"])
+    metrics = pairs.metrics.at(ks)  # only these pairs' rows of a column not computed yet
     out = {}
-    for k in ks.tolist():
+    for i, k in enumerate(ks.tolist()):
         tensor = int(pairs.npu[k])
-        values = {name: col[k] for name, col in pairs.metrics.items()}
+        values = {name: col[i] for name, col in metrics.items()}
         values["level"] = int(report.verdicts.pair_level[k])
         out[(int(t.role[tensor]), t.slot[tensor])] = values
     return out

@@ -246,8 +246,8 @@ class ViewModel:
         # a comparison with an origin opens on the roles: the origin stands out from what it contaminated
         names = (role | {"verdict": "verdict"} if len(self.report.noise.origins()) else {"verdict": "verdict"} | role)
         names |= _VERDICT_METRICS
-        for name, col in self.report.pairs.metrics.items():
-            if col.dtype.kind == "f" and name != "rel_errs":
+        for name in self.report.pairs.float_metrics():
+            if name != "rel_errs":
                 names[name] = f"{name} (worst output)"
         return names
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,9 +24,96 @@ from graphcmp.core.records import (
 )
 from graphcmp.core.rules import Thresholds
 
-__all__ = ["TensorPairs", "pair_metrics", "pair_tensors"]
+__all__ = ["STAT_COLUMNS", "PairMetrics", "TensorPairs", "pair_metrics", "pair_tensors", "stat_metrics"]
+
+STAT_COLUMNS = ("rel_errs", "abs_diff")
+"""The (n, 4) metric columns that follow from the two runs' statistics alone (`stat_metrics`): a result file in
+the npz container leaves them out, and `PairMetrics` computes them again when first read."""
 
 TensorMetricsFn = Callable[[DumpGraph, DumpGraph, np.ndarray, np.ndarray], dict[str, np.ndarray]]
+
+
+class _Computed:
+    """The columns a `PairMetrics` computed (a holder of its own: a record's mappings are frozen views)."""
+
+    __slots__ = ("columns", "lock")
+
+    def __init__(self) -> None:
+        self.columns: dict[str, np.ndarray] = {}
+        self.lock = threading.Lock()  # the viewer's threads read the same report
+
+
+def _same_column(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f" and b.dtype.kind == "f"))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PairMetrics(FrozenColumns, Mapping):
+    """The metric columns of tensor pairs (one value, or one row, per pair), read as a mapping of name to column.
+
+    `columns` holds the columns as computed or read from a file; the `STAT_COLUMNS` it lacks (a result in the npz
+    container does not store them) are computed from the runs' statistics with `stat_metrics` when first read,
+    all of the pairs at once and kept, or only some pairs' rows with `at`. Either way the values are those
+    `pair_metrics` computed, bit for bit: the same function on the same statistics.
+    """
+
+    columns: Mapping[str, np.ndarray]
+    npu: TensorTable  # the tensors of the npu run that `npu_rows` index
+    bench: TensorTable
+    npu_rows: np.ndarray
+    bench_rows: np.ndarray
+    thresholds: Thresholds  # atol and magnitude_floor of the relative errors
+    _computed: _Computed = field(default_factory=_Computed, init=False, repr=False, compare=False)
+
+    def _names(self) -> list[str]:
+        """Column names: those in `columns`, with the computed ones after ``rel_err`` (where `pair_metrics`
+        puts them)."""
+        missing = [name for name in STAT_COLUMNS if name not in self.columns]
+        names = list(self.columns)
+        at = names.index("rel_err") + 1 if "rel_err" in names else len(names)
+        return names[:at] + missing + names[at:]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name in self.columns:
+            return self.columns[name]
+        if name not in STAT_COLUMNS:
+            raise KeyError(name)
+        done = self._computed
+        with done.lock:
+            if name not in done.columns:
+                stats = stat_metrics(self.npu, self.bench, self.npu_rows, self.bench_rows, self.thresholds,
+                                     STAT_COLUMNS)
+                for key, column in stats.items():
+                    column.flags.writeable = False
+                    done.columns[key] = column
+        return done.columns[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self.columns) + sum(name not in self.columns for name in STAT_COLUMNS)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.columns or name in STAT_COLUMNS
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to another mapping of the same columns, value by value (NaN equal to NaN)."""
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return self.keys() == other.keys() and all(_same_column(self[k], other[k]) for k in self)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def at(self, ks: np.ndarray) -> dict[str, np.ndarray]:
+        """Every column's values of pairs `ks`: a computed column not yet read is computed for those pairs
+        only (the viewer's details of one node among a million pairs)."""
+        out = {name: self.columns[name][ks] for name in self.columns}
+        missing = tuple(name for name in STAT_COLUMNS if name not in out and name not in self._computed.columns)
+        if missing:
+            out |= stat_metrics(self.npu, self.bench, self.npu_rows[ks], self.bench_rows[ks], self.thresholds,
+                                missing)
+        return {name: out[name] if name in out else self[name][ks] for name in self}
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -40,10 +128,15 @@ class TensorPairs(FrozenColumns):
 
     npu: np.ndarray  # int32 tensor rows of the npu run
     bench: np.ndarray  # int32 tensor rows of the bench run
-    metrics: dict[str, np.ndarray]
+    metrics: PairMetrics
 
     def __len__(self) -> int:
         return len(self.npu)
+
+    def float_metrics(self) -> list[str]:
+        """Names of the float metric columns, in order (a column `PairMetrics` computes is not computed to tell)."""
+        m = self.metrics
+        return [name for name in m if name in STAT_COLUMNS or m[name].dtype.kind == "f"]
 
 
 def pair_tensors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable) -> tuple[np.ndarray, np.ndarray]:
@@ -210,25 +303,39 @@ def pair_metrics(
 ) -> TensorPairs:
     """Compute the statistics and md5 metrics of every pair, and tensor-file metrics if asked."""
     nt, bt = npu.tensors, bench.tensors
-
-    def stat_metrics(i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, ...]:
-        a, b = nt.stats[i], bt.stats[j]
-        present = nt.present[i] & bt.present[j]
-        rel = stat_rel_errors(a, b, present, atol=thresholds.atol, magnitude_floor=thresholds.magnitude_floor)
-        return (np.round(rows_max(rel), 12), rel, np.where(present, stat_abs_diff(a, b), np.nan),
-                stats_identical(a, b, present))
-
-    rel_err, rel, abs_diff, identical = by_blocks(stat_metrics, npu_rows, bench_rows)
+    stats = stat_metrics(nt, bt, npu_rows, bench_rows, thresholds)
     metrics = {
-        "rel_err": rel_err,
-        "rel_errs": rel,
-        "abs_diff": abs_diff,
-        "identical": identical & _same_values(nt.value, bt.value, npu_rows, bench_rows),
+        **stats,
+        "identical": stats["identical"] & _same_values(nt.value, bt.value, npu_rows, bench_rows),
         "md5_diff": _md5_diff(nt.md5, bt.md5, npu_rows, bench_rows),
     }
     if tensor_metrics is not None:
         metrics.update(tensor_metrics(npu, bench, npu_rows, bench_rows))
-    return TensorPairs(npu_rows, bench_rows, metrics)
+    return TensorPairs(npu_rows, bench_rows, PairMetrics(metrics, nt, bt, npu_rows, bench_rows, thresholds))
+
+
+_STAT_METRICS = ("rel_err", "rel_errs", "abs_diff", "identical")
+
+
+def stat_metrics(npu: TensorTable, bench: TensorTable, npu_rows: np.ndarray, bench_rows: np.ndarray,
+                 thresholds: Thresholds, names: tuple[str, ...] = _STAT_METRICS) -> dict[str, np.ndarray]:
+    """The metrics of pairs (`npu_rows`, `bench_rows`) that their statistics give: ``rel_err`` (largest relative
+    error), ``rel_errs`` and ``abs_diff`` (n, 4; NaN where a statistic is not recorded on both sides) and
+    ``identical`` (every recorded statistic bit-equal); only `names` of them, computed a block of rows at a time.
+
+    Row-wise: the rows of any subset of pairs are the rows of all of them.
+    """
+
+    def block(i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, ...]:
+        a, b = npu.stats[i], bench.stats[j]
+        present = npu.present[i] & bench.present[j]
+        rel = stat_rel_errors(a, b, present, atol=thresholds.atol, magnitude_floor=thresholds.magnitude_floor)
+        column = {"rel_errs": lambda: rel, "rel_err": lambda: np.round(rows_max(rel), 12),
+                  "abs_diff": lambda: np.where(present, stat_abs_diff(a, b), np.nan),
+                  "identical": lambda: stats_identical(a, b, present)}
+        return tuple(column[name]() for name in names)
+
+    return dict(zip(names, by_blocks(block, npu_rows, bench_rows)))
 
 
 def _same_values(a: tuple[str, ...], b: tuple[str, ...], rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:

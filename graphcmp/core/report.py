@@ -35,7 +35,7 @@ from graphcmp.core.npzio import begin_npz, is_npz, read_npz, write_npz
 from graphcmp.core.outcome import report_outcome
 from graphcmp.core.outputs import sibling_part, write_atomic
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_levels
-from graphcmp.core.pairing import TensorPairs
+from graphcmp.core.pairing import STAT_COLUMNS, PairMetrics, TensorPairs
 from graphcmp.core.records import DumpGraph, EdgeTable, NodeKind, string_codes
 from graphcmp.core.rules import ERROR, NoiseRule, Status, Thresholds
 from graphcmp.core.texts import CodedTexts, TextCodes
@@ -135,9 +135,10 @@ class CompareReport:
         return self._document(encode_floats)
 
     def _document(self, floats: Callable[[np.ndarray], dict[str, Any]],
-                  runs: Callable[[DumpGraph], Any] = graph_to_dict) -> dict[str, Any]:
+                  runs: Callable[[DumpGraph], Any] = graph_to_dict, *, stat_columns: bool = True) -> dict[str, Any]:
         """`to_dict` with the report's own float columns written by `floats` (`encode_floats`, or
-        `_npz_floats` for the npz container, which holds inf and NaN itself) and each run by `runs`."""
+        `_npz_floats` for the npz container, which holds inf and NaN itself) and each run by `runs`; without
+        the pair metrics that loading computes again (`STAT_COLUMNS`) unless `stat_columns`."""
         v = self.verdicts
         return {
             "format": REPORT_FORMAT,
@@ -157,7 +158,7 @@ class CompareReport:
             "bench": runs(self.bench),
             "matches": _matches_to_dict(self.matches),
             "pairs": {"npu": self.pairs.npu, "bench": self.pairs.bench,
-                      "metrics": _metrics_to_dict(self.pairs, floats)},
+                      "metrics": _metrics_to_dict(self.pairs, floats, stat_columns)},
             "verdicts": {
                 "status": v.status, "severity": floats(v.severity),
                 "input_severity": floats(v.input_severity), "inputs_identical": v.inputs_identical,
@@ -186,8 +187,8 @@ class CompareReport:
             bench = graph_from_dict(f.value("bench"), source, "bench")
             _keep_stored_flows(f, npu, bench)
             matches = _matches_from(f.child("matches"), len(npu), len(bench))
-            pairs = _pairs_from(f.child("pairs"), len(npu.tensors), len(bench.tensors))
             thresholds = _thresholds_from(f.child("thresholds"))
+            pairs = _pairs_from(f.child("pairs"), npu, bench, thresholds)
             overflow = (f.codes("overflow", len(npu), map(int, OverflowLevel)) if f.has("overflow")
                         else overflow_levels(npu))
             noise = _noise_from(f.child("noise"), len(npu), len(pairs))
@@ -323,8 +324,13 @@ def graph_summary(graph: DumpGraph) -> dict[str, Any]:
     }
 
 
-def _metrics_to_dict(pairs: TensorPairs, floats: Callable[[np.ndarray], dict[str, Any]]) -> dict[str, Any]:
-    return {name: floats(col) if col.dtype.kind == "f" else col for name, col in pairs.metrics.items()}
+def _metrics_to_dict(pairs: TensorPairs, floats: Callable[[np.ndarray], dict[str, Any]],
+                     stat_columns: bool) -> dict[str, Any]:
+    """The pair metric columns (`STAT_COLUMNS` only when `stat_columns`: a reader of the npz container computes
+    them from the runs' statistics, `PairMetrics`)."""
+    m = pairs.metrics
+    names = [name for name in m if stat_columns or name not in STAT_COLUMNS]
+    return {name: floats(m[name]) if m[name].dtype.kind == "f" else m[name] for name in names}
 
 
 def _npz_floats(values: np.ndarray) -> dict[str, Any]:
@@ -378,15 +384,19 @@ def _int_lists(values: list[Any]) -> bool:
     return all(isinstance(v, list) and _ints(v) for v in values)
 
 
-def _pairs_from(f: Fields, npu_tensors: int, bench_tensors: int) -> TensorPairs:
-    npu = f.rows("npu", None, npu_tensors, none=False)
-    n = len(npu)
+def _pairs_from(f: Fields, npu: DumpGraph, bench: DumpGraph, thresholds: Thresholds) -> TensorPairs:
+    """The pairs and their metric columns; the `STAT_COLUMNS` a file leaves out (the npz container) are computed
+    from the runs' statistics when first read (`PairMetrics`), those it holds (JSON, older npz files) are read."""
+    npu_rows = f.rows("npu", None, len(npu.tensors), none=False)
+    n = len(npu_rows)
+    bench_rows = f.rows("bench", n, len(bench.tensors), none=False)
     metrics_f = f.child("metrics")
     metrics = {}
     for name, column in metrics_f.doc.items():
-        width = 4 if name in ("rel_errs", "abs_diff") else None
+        width = 4 if name in STAT_COLUMNS else None
         metrics[name] = metrics_f.floats(name, n, width) if isinstance(column, dict) else metrics_f.bools(name, n)
-    return TensorPairs(npu, f.rows("bench", n, bench_tensors, none=False), metrics)
+    return TensorPairs(npu_rows, bench_rows,
+                       PairMetrics(metrics, npu.tensors, bench.tensors, npu_rows, bench_rows, thresholds))
 
 
 def _verdicts_from(f: Fields, n: int, pairs: int) -> NodeVerdicts:
@@ -460,11 +470,18 @@ def save_report(report: CompareReport, path: str | os.PathLike[str], *, format: 
     npz = format == "npz" or (format is None and not is_json_path(path))
     if not npz:
         _write_document(path, report.to_dict(), format)
-    elif runs is not None and (begun := runs.wait()) is not None:
-        write_npz(path, report._document(_npz_floats, runs=_written_apart), begun=begun)
+        return
+    document = _npz_document(report)
+    if runs is not None and (begun := runs.wait()) is not None:
+        write_npz(path, document, begun=begun)
     else:
-        write_npz(path, {**report._document(_npz_floats, runs=_written_apart), **_runs_document(report.npu,
-                                                                                                report.bench)})
+        write_npz(path, {**document, **_runs_document(report.npu, report.bench)})
+
+
+def _npz_document(report: CompareReport) -> dict[str, Any]:
+    """The report's document for the npz container, but its runs (`_runs_document`): without the metrics loading
+    computes again."""
+    return report._document(_npz_floats, runs=_written_apart, stat_columns=False)
 
 
 def _written_apart(graph: DumpGraph) -> None:
