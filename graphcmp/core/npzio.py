@@ -12,8 +12,8 @@ References in ``document.json``:
 * ``{"$str": NAME, "n": N}``: N strings, UTF-8, ``NAME.utf8.npy`` (uint8: the strings joined by a NUL
   byte) and ``NAME.ends.npy`` (int64: each string's end offset in that text; the truth when a
   string holds a NUL itself).
-* ``{"$cat": NAME, "n": N}``: N strings drawn from few values: ``NAME.codes.npy`` (int32) indexes the
-  strings ``{"$str": NAME + ".values"}``.
+* ``{"$cat": NAME, "n": N, "k": K}``: N strings drawn from K values: ``NAME.codes.npy`` (the smallest of
+  int8, int16, int32 that holds K - 1, `code_dtype`) indexes the strings ``{"$str": NAME + ".values"}``.
 
 `write_npz` writes such a file from a document whose columns are numpy arrays or tuples of
 strings, `read_npz` gives the document back with arrays (read-only views) and lists of strings,
@@ -38,7 +38,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.export.columns import decode_floats
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.outputs import atomic_path
-from graphcmp.core.texts import TextCodes
+from graphcmp.core.texts import TextCodes, code_dtype
 
 __all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "begin_npz", "is_npz", "read_npz", "write_npz"]
 
@@ -99,14 +99,15 @@ class _Writer:
 
     def categories(self, name: str, values: tuple[str, ...] | list[str], table: dict[str, int]) -> dict[str, Any]:
         """`values` as codes into `table` (each distinct value and its code, in order of first appearance)."""
+        dtype = code_dtype(len(table) - 1)
         if len(table) == 1:
-            codes = np.zeros(len(values), np.int32)
+            codes = np.zeros(len(values), dtype)
         else:
-            codes = np.fromiter(map(table.__getitem__, values), np.int32, len(values))
+            codes = np.fromiter(map(table.__getitem__, values), dtype, len(values))
         return self.coded(name, codes, list(table))
 
     def coded(self, name: str, codes: np.ndarray, distinct: list[str]) -> dict[str, Any]:
-        self.array(f"{name}.codes", codes.astype(np.int32, copy=False))
+        self.array(f"{name}.codes", codes.astype(code_dtype(len(distinct) - 1), copy=False))
         self.strings(f"{name}.values", distinct)
         return {"$cat": name, "n": len(codes), "k": len(distinct)}
 

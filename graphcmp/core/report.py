@@ -38,7 +38,7 @@ from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_level
 from graphcmp.core.pairing import STAT_COLUMNS, PairMetrics, TensorPairs
 from graphcmp.core.records import DumpGraph, EdgeTable, NodeKind, string_codes
 from graphcmp.core.rules import ERROR, NoiseRule, Status, Thresholds
-from graphcmp.core.texts import CodedTexts, TextCodes
+from graphcmp.core.texts import CodedTexts, TextCodes, code_dtype
 
 __all__ = [
     "GRAPH_FORMAT",
@@ -480,8 +480,13 @@ def save_report(report: CompareReport, path: str | os.PathLike[str], *, format: 
 
 def _npz_document(report: CompareReport) -> dict[str, Any]:
     """The report's document for the npz container, but its runs (`_runs_document`): without the metrics loading
-    computes again."""
-    return report._document(_npz_floats, runs=_written_apart, stat_columns=False)
+    computes again, and the noise model's row numbers in the smallest integer type that holds them (`code_dtype`;
+    read back as the model's int64)."""
+    document = report._document(_npz_floats, runs=_written_apart, stat_columns=False)
+    rows = code_dtype(len(report.npu) - 1)
+    for key in ("producer", "leaves", "origins"):
+        document["noise"][key] = document["noise"][key].astype(rows, copy=False)
+    return document
 
 
 def _written_apart(graph: DumpGraph) -> None:
@@ -491,12 +496,14 @@ def _written_apart(graph: DumpGraph) -> None:
 
 def _runs_document(npu: DumpGraph, bench: DumpGraph) -> dict[str, Any]:
     """The runs of a result as the npz container holds them: the tensors' texts by their codes (a reader's
-    `CodedTexts` have them; the comparison makes those of dtype and shape too: `string_codes` keeps them)."""
+    `CodedTexts` have them; the comparison makes those of dtype and shape too: `string_codes` keeps them), the bit
+    masks of recorded statistics in the smallest integer type that holds them (`code_dtype`)."""
     doc = {"npu": graph_to_dict(npu), "bench": graph_to_dict(bench)}
     for side, graph in (("npu", npu), ("bench", bench)):
         tensors = doc[side]["tensors"]
         for column in ("dtype", "shape", *(k for k, v in tensors.items() if type(v) is CodedTexts)):
             tensors[column] = TextCodes(*string_codes(getattr(graph.tensors, column)))
+        tensors["present"] = tensors["present"].astype(code_dtype((1 << graph.tensors.present.shape[1]) - 1))
     return doc
 
 

@@ -88,7 +88,7 @@ def test_text_columns_of_one_value_unique_non_ascii_and_mixed_items(tmp_path):
     with zipfile.ZipFile(tmp_path / "t.npz") as zf:
         codes = np.load(zf.open("empty.codes.npy"))
         ends = np.load(zf.open("unique.ends.npy"))
-    assert codes.dtype == np.int32 and not codes.any()
+    assert codes.dtype == np.int8 and not codes.any()  # one value: the smallest codes
     assert ends[0] == len("层.0\0é".encode()) and ends[-1] == sum(len(u.encode()) + 1 for u in unique) - 1
 
 
@@ -218,3 +218,35 @@ def test_coded_texts_are_stored_as_the_texts_themselves(tmp_path, texts):
         assert a.namelist() == b.namelist()
         assert all(a.read(name) == b.read(name) for name in a.namelist())
     assert read_npz(tmp_path / "coded.npz")["c"] == list(texts)
+
+
+@pytest.mark.parametrize(("distinct", "dtype"), [(1, np.int8), (128, np.int8), (129, np.int16), (40_000, np.int32)])
+def test_category_codes_take_the_smallest_integer_type_that_holds_them(tmp_path, distinct, dtype):
+    from graphcmp.core.texts import TextCodes
+    from graphcmp.core.records import string_codes
+
+    texts = tuple(f"[{i % distinct}, 4]" for i in range(2 * distinct + 64))
+    write_npz(tmp_path / "c.npz", {"texts": texts, "coded": TextCodes(*string_codes(texts))})
+    with zipfile.ZipFile(tmp_path / "c.npz") as zf:
+        for name in ("texts", "coded"):
+            codes = np.load(zf.open(f"{name}.codes.npy"))
+            assert codes.dtype == dtype and int(codes.max()) == distinct - 1
+    back = read_npz(tmp_path / "c.npz")
+    assert back["texts"] == list(texts) and back["coded"] == list(texts)
+
+
+def test_row_numbers_and_bit_masks_are_stored_narrow_and_read_as_the_records_hold_them(saved):
+    report, npz, _ = saved
+    with zipfile.ZipFile(npz) as zf:
+        stored = {name: np.load(zf.open(f"{name}.npy")) for name in (
+            "noise.producer", "noise.leaves", "noise.origins", "npu.tensors.present", "bench.tensors.present")}
+    assert {name: column.dtype for name, column in stored.items()} == dict.fromkeys(stored, np.dtype(np.int8))
+    back = load_report(npz)
+    for name in ("producer", "leaves", "origin_rows"):
+        column, loaded = getattr(report.noise, name), getattr(back.noise, name)
+        assert loaded.dtype == column.dtype == np.int64 and np.array_equal(loaded, column), name
+    assert (report.noise.producer >= 0).any() and (report.noise.producer == -1).any()
+    for side in ("npu", "bench"):
+        present = getattr(back, side).tensors.present
+        assert present.dtype == bool and np.array_equal(present, getattr(report, side).tensors.present)
+        assert not present.all() and present.any()
