@@ -15,6 +15,7 @@ import numpy as np
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.export.columns import decode_floats, unpack_bits
+from graphcmp.core.texts import CodedTexts
 
 __all__ = ["Fields"]
 
@@ -150,10 +151,12 @@ is the file damaged? rerun graphcmp to rewrite it
         Only the first value's type is checked: a report holds millions of strings, and checking
         each would cost as much as reading them.
         """
-        values = self.items(key)
+        values = self.doc.get(key)
+        if type(values) is not CodedTexts:  # a column of an npz result comes with its codes
+            values = self.items(key)
         if values and type(values[0]) is not str:
             raise self.error(key, f"holds {_type_name(values[0])}, expected strings")
-        return self._checked(key, tuple(values), length, 1)
+        return self._checked(key, values if type(values) is CodedTexts else tuple(values), length, 1)
 
     def floats(self, key: str, length: int | None = None, width: int | None = None) -> np.ndarray:
         """A float column written by `encode_floats` (``{"values", "special"}``), (length, width) when given."""

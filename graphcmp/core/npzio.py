@@ -16,7 +16,8 @@ References in ``document.json``:
   int8, int16, int32 that holds K - 1, `code_dtype`) indexes the strings ``{"$str": NAME + ".values"}``.
 
 `write_npz` writes such a file from a document whose columns are numpy arrays or tuples of
-strings, `read_npz` gives the document back with arrays (read-only views) and lists of strings,
+strings, `read_npz` gives the document back with arrays (read-only views), lists of strings and, for a column
+of categories, a `CodedTexts` (a tuple of the strings that keeps their codes),
 the shapes `graphcmp.core.fields.Fields` reads, so a damaged member is a `DumpFormatError` naming it.
 """
 
@@ -38,7 +39,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.export.columns import decode_floats
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.outputs import atomic_path
-from graphcmp.core.texts import TextCodes, code_dtype
+from graphcmp.core.texts import CodedTexts, TextCodes, code_dtype
 
 __all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "begin_npz", "is_npz", "read_npz", "write_npz"]
 
@@ -310,7 +311,7 @@ class _Reader:
             raise self.error(field, f"is not a column of {n} codes")
         if n and (int(codes.min()) < 0 or int(codes.max()) >= len(values)):
             raise self.error(field, "has codes outside its values")
-        return np.array(values, dtype=object)[codes].tolist() if n else []
+        return CodedTexts.of(codes, values) if n else []
 
 
 def _join(value: Any, reader: _Reader, field: str) -> Any:

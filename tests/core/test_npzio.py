@@ -14,6 +14,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.npzio import DOCUMENT_MEMBER, is_npz, read_npz, write_npz
 from graphcmp.core.readers.msprobe import read_msprobe
 from graphcmp.core.report import load_report, load_saved, save_graph, save_report
+from graphcmp.core.texts import CodedTexts
 from tests.conftest import DATA
 
 PARTS = ("npu", "bench", "matches", "pairs", "verdicts", "noise", "thresholds", "options")
@@ -72,7 +73,9 @@ def test_string_columns_keep_any_text(tmp_path):
     repeated = ["torch.float32", "torch.bfloat16"] * 50
     write_npz(tmp_path / "s.npz", {"ids": tuple(ids), "odd": odd, "rep": tuple(repeated), "short": ["a", "b"]})
     back = read_npz(tmp_path / "s.npz")
-    assert back["ids"] == ids and back["odd"] == odd and back["rep"] == repeated and back["short"] == ["a", "b"]
+    assert back["ids"] == ids and list(back["odd"]) == odd and back["short"] == ["a", "b"]
+    assert type(back["rep"]) is CodedTexts and list(back["rep"]) == repeated  # categories come with their codes
+    assert back["rep"].codes.tolist() == [0, 1] * 50
     with zipfile.ZipFile(tmp_path / "s.npz") as zf:
         names = set(zf.namelist())
     assert "rep.codes.npy" in names and "ids.utf8.npy" in names  # few values: codes; unique ids: text
@@ -84,7 +87,7 @@ def test_text_columns_of_one_value_unique_non_ascii_and_mixed_items(tmp_path):
     mixed = ["a"] * 99 + [1]  # not all text: stays an ordinary list
     write_npz(tmp_path / "t.npz", {"empty": empty, "unique": unique, "mixed": mixed})
     back = read_npz(tmp_path / "t.npz")
-    assert back["empty"] == list(empty) and back["unique"] == list(unique) and back["mixed"] == mixed
+    assert list(back["empty"]) == list(empty) and back["unique"] == list(unique) and back["mixed"] == mixed
     with zipfile.ZipFile(tmp_path / "t.npz") as zf:
         codes = np.load(zf.open("empty.codes.npy"))
         ends = np.load(zf.open("unique.ends.npy"))
@@ -217,13 +220,13 @@ def test_coded_texts_are_stored_as_the_texts_themselves(tmp_path, texts):
     with zipfile.ZipFile(tmp_path / "texts.npz") as a, zipfile.ZipFile(tmp_path / "coded.npz") as b:
         assert a.namelist() == b.namelist()
         assert all(a.read(name) == b.read(name) for name in a.namelist())
-    assert read_npz(tmp_path / "coded.npz")["c"] == list(texts)
+    assert list(read_npz(tmp_path / "coded.npz")["c"]) == list(texts)
 
 
 @pytest.mark.parametrize(("distinct", "dtype"), [(1, np.int8), (128, np.int8), (129, np.int16), (40_000, np.int32)])
 def test_category_codes_take_the_smallest_integer_type_that_holds_them(tmp_path, distinct, dtype):
-    from graphcmp.core.texts import TextCodes
     from graphcmp.core.records import string_codes
+    from graphcmp.core.texts import TextCodes
 
     texts = tuple(f"[{i % distinct}, 4]" for i in range(2 * distinct + 64))
     write_npz(tmp_path / "c.npz", {"texts": texts, "coded": TextCodes(*string_codes(texts))})
@@ -232,7 +235,7 @@ def test_category_codes_take_the_smallest_integer_type_that_holds_them(tmp_path,
             codes = np.load(zf.open(f"{name}.codes.npy"))
             assert codes.dtype == dtype and int(codes.max()) == distinct - 1
     back = read_npz(tmp_path / "c.npz")
-    assert back["texts"] == list(texts) and back["coded"] == list(texts)
+    assert list(back["texts"]) == list(texts) and list(back["coded"]) == list(texts)
 
 
 def test_row_numbers_and_bit_masks_are_stored_narrow_and_read_as_the_records_hold_them(saved):
