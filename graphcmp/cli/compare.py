@@ -22,7 +22,6 @@ from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
 from graphcmp.cli.render import render_first_divergence, render_outcome, render_summary
-from graphcmp.core.dataflow import flow_edges
 from graphcmp.core.distributed.layout import is_batch_root
 from graphcmp.core.outputs import checked_output
 from graphcmp.core.readers.pair import read_pair, side_by_side
@@ -63,7 +62,7 @@ def handle(args: argparse.Namespace) -> int:
     with stages(3, "compare", quiet=args.quiet) as bar:
         bar.set_postfix_str("reading both runs")
         npu, bench = read_pair(args.npu, args.bench, format=args.format, meanwhile=_load_comparison,
-                               derive=flow_edges, ahead=_derive_npu)  # the result stores each run's flow edges
+                               ahead=_derive_npu)  # each run's flow edges: recovered by the runs' writer
         from graphcmp.core.compare import compare_graphs
         from graphcmp.core.report import runs_written_meanwhile, save_report
         from graphcmp.core.tensorcmp import tensor_metrics_for

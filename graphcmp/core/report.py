@@ -135,10 +135,12 @@ class CompareReport:
         return self._document(encode_floats)
 
     def _document(self, floats: Callable[[np.ndarray], dict[str, Any]],
-                  runs: Callable[[DumpGraph], Any] = graph_to_dict, *, stat_columns: bool = True) -> dict[str, Any]:
+                  runs: Callable[[DumpGraph], Any] = graph_to_dict, *, stat_columns: bool = True,
+                  flows: Callable[[DumpGraph, DumpGraph], Any] | None = None) -> dict[str, Any]:
         """`to_dict` with the report's own float columns written by `floats` (`encode_floats`, or
-        `_npz_floats` for the npz container, which holds inf and NaN itself) and each run by `runs`; without
-        the pair metrics that loading computes again (`STAT_COLUMNS`) unless `stat_columns`."""
+        `_npz_floats` for the npz container, which holds inf and NaN itself), each run by `runs` and their
+        recovered data-flow edges by `flows` (default `_flows_of`); without the pair metrics that loading computes
+        again (`STAT_COLUMNS`) unless `stat_columns`."""
         v = self.verdicts
         return {
             "format": REPORT_FORMAT,
@@ -153,7 +155,7 @@ class CompareReport:
             "analysis": sanitize_floats(self.analysis().to_dict()),
             "noise": _noise_to_dict(self.noise, floats),
             "overflow": self.overflow_levels(),
-            "flows": _flows_to_dict(self),
+            "flows": (flows or _flows_of)(self.npu, self.bench),
             "npu": runs(self.npu),
             "bench": runs(self.bench),
             "matches": _matches_to_dict(self.matches),
@@ -203,10 +205,14 @@ class CompareReport:
                                 "this is a graphcmp bug: please report it with the traceback above") from err
 
 
-def _flows_to_dict(report: CompareReport) -> dict[str, Any]:
+def _flows_of(npu: DumpGraph, bench: DumpGraph) -> dict[str, Any]:
     """The recovered data-flow edges of each side without edges of its own (a graph's own are in the graph)."""
-    own = {"npu": len(report.npu.edges), "bench": len(report.bench.edges)}
-    return {side: {"src": e.src, "dst": e.dst} for side, e in report.flow_edges().items() if not own[side]}
+    flows = {}
+    for side, graph in (("npu", npu), ("bench", bench)):
+        if not len(graph.edges):
+            edges = flow_edges(graph)
+            flows[side] = {"src": edges.src, "dst": edges.dst}
+    return flows
 
 
 def _keep_stored_flows(f: Fields, npu: DumpGraph, bench: DumpGraph) -> None:
@@ -482,23 +488,25 @@ def _npz_document(report: CompareReport) -> dict[str, Any]:
     """The report's document for the npz container, but its runs (`_runs_document`): without the metrics loading
     computes again, and the noise model's row numbers in the smallest integer type that holds them (`code_dtype`;
     read back as the model's int64)."""
-    document = report._document(_npz_floats, runs=_written_apart, stat_columns=False)
+    document = report._document(_npz_floats, runs=_written_apart, stat_columns=False, flows=_written_apart)
     rows = code_dtype(len(report.npu) - 1)
     for key in ("producer", "leaves", "origins"):
         document["noise"][key] = document["noise"][key].astype(rows, copy=False)
     return document
 
 
-def _written_apart(graph: DumpGraph) -> None:
-    """A run's place in a result document whose runs `_runs_document` makes."""
+def _written_apart(*_: DumpGraph) -> None:
+    """The place of a run, or of the runs' flows, in a result document whose runs `_runs_document` makes."""
     return None
 
 
 def _runs_document(npu: DumpGraph, bench: DumpGraph) -> dict[str, Any]:
     """The runs of a result as the npz container holds them: the tensors' texts by their codes (a reader's
     `CodedTexts` have them; the comparison makes those of dtype and shape too: `string_codes` keeps them), the bit
-    masks of recorded statistics in the smallest integer type that holds them (`code_dtype`)."""
-    doc = {"npu": graph_to_dict(npu), "bench": graph_to_dict(bench)}
+    masks of recorded statistics in the smallest integer type that holds them (`code_dtype`), and the runs'
+    recovered data-flow edges (`_flows_of`: recovered here if the runs do not have them yet, which costs the
+    comparison nothing when a forked process writes this part: `runs_written_meanwhile`)."""
+    doc = {"npu": graph_to_dict(npu), "bench": graph_to_dict(bench), "flows": _flows_of(npu, bench)}
     for side, graph in (("npu", npu), ("bench", bench)):
         tensors = doc[side]["tensors"]
         for column in ("dtype", "shape", *(k for k, v in tensors.items() if type(v) is CodedTexts)):

@@ -10,9 +10,10 @@ import pytest
 
 from graphcmp.core import report as report_module
 from graphcmp.core.compare import compare_graphs
+from graphcmp.core.dataflow import flow_edges
 from graphcmp.core.npzio import read_npz
 from graphcmp.core.readers.detect import read_graph
-from graphcmp.core.report import runs_written_meanwhile, save_report
+from graphcmp.core.report import load_report, runs_written_meanwhile, save_report
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,17 @@ def test_the_result_is_the_one_written_in_one_go(runs, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["meanwhile.npz", "whole.npz"]  # no part left
     members = zipfile.ZipFile(tmp_path / "meanwhile.npz").namelist()
     assert members[0].startswith("npu.") and members[-1] == "document.json"  # the runs' part begins the file
+
+
+def test_the_runs_flows_are_recovered_by_the_writer_not_here(perturb_pair, tmp_path):
+    npu, bench = read_graph(perturb_pair[0]), read_graph(perturb_pair[1])  # fresh: no flows recovered yet
+    _write((npu, bench), tmp_path / "meanwhile.npz")
+    assert "flows" not in npu._cache and "flows" not in bench._cache  # the forked writer recovered them
+    stored = load_report(tmp_path / "meanwhile.npz").flow_edges()
+    for side, path in (("npu", perturb_pair[0]), ("bench", perturb_pair[1])):
+        fresh = flow_edges(read_graph(path))
+        assert len(fresh.src) and np.array_equal(stored[side].src, fresh.src)
+        assert np.array_equal(stored[side].dst, fresh.dst)
 
 
 def test_a_failed_writer_leaves_the_writing_to_this_process(runs, tmp_path, monkeypatch, capfd):

@@ -29,7 +29,6 @@ def read_pair(
     *,
     format: str | None = None,
     meanwhile: Callable[[], object] | None = None,
-    derive: Callable[[DumpGraph], object] | None = None,
     ahead: Callable[[DumpGraph], object] | None = None,
 ) -> tuple[DumpGraph, DumpGraph]:
     """Read the npu and the bench run; large inputs on a multi-core machine are read side by side.
@@ -38,11 +37,8 @@ def read_pair(
     finished `DumpGraph` into a temporary file that this process loads once the child has ended (a bad input
     raises the same `GraphcmpError` as reading it here would). `meanwhile` runs here first, once the child is
     reading: the command line loads the comparison's modules then, which costs no time while the child is busy.
-    `derive` (a module-level function that keeps its result with the run, `DumpGraph.memo`) is what the caller
-    will derive from each run alone: the child derives it from the bench run before writing it, and this process
-    from the npu run if the child is still busy then (else the caller derives it when it needs it). `ahead` is what
-    the caller will derive from the npu run alone (kept with it): it runs here once the npu run is read, which
-    costs no time while the child still reads or writes the bench run.
+    `ahead` is what the caller will derive from the npu run alone (kept with it, `DumpGraph.memo`): it runs here
+    once the npu run is read, while the child may still read or write the bench run.
     """
     if not side_by_side(npu_path, bench_path):
         if meanwhile is not None:
@@ -51,12 +47,10 @@ def read_pair(
     context = multiprocessing.get_context("fork")
     with tempfile.TemporaryFile(prefix="graphcmp-run-") as spool:  # unnamed: nothing is left, however this ends
         with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_quiet_interrupt) as pool:
-            bench_future = pool.submit(_read_derived, bench_path, format, derive, spool.fileno())
+            bench_future = pool.submit(_read_spooled, bench_path, format, spool.fileno())
             if meanwhile is not None:
                 meanwhile()
             npu = read_graph(npu_path, format)
-            if derive is not None and not bench_future.done():
-                derive(npu)
             if ahead is not None:
                 ahead(npu)
             bench = bench_future.result()
@@ -73,17 +67,14 @@ def _quiet_interrupt() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _read_derived(path: str | os.PathLike[str], format: str | None,
-                  derive: Callable[[DumpGraph], object] | None, spool: int) -> DumpGraph | None:
-    """Read (and derive from) the bench run; write it into the file `spool` (a descriptor inherited from the parent)
-    and return None, or return the run itself when the file cannot take it (a full disk).
+def _read_spooled(path: str | os.PathLike[str], format: str | None, spool: int) -> DumpGraph | None:
+    """Read the bench run; write it into the file `spool` (a descriptor inherited from the parent) and return None,
+    or return the run itself when the file cannot take it (a full disk).
 
     Written into a file rather than sent whole through the pool's pipe, the run is never one pickled bytes object
     here and another one there: at 1M nodes per side that was 0.5 GB in each process at the peak of the comparison.
     """
     graph = read_graph(path, format)
-    if derive is not None:
-        derive(graph)
     try:
         with open(spool, "wb", closefd=False) as file:
             dump_run(graph, file)

@@ -29,15 +29,6 @@ def test_side_by_side_reads_what_one_process_reads(side_by_side, perturb_pair):
     assert npu == read_graph(perturb_pair[0]) and bench == read_graph(perturb_pair[1])
 
 
-def test_what_is_derived_from_the_bench_run_comes_back_with_it(side_by_side, perturb_pair):
-    npu, bench = pair.read_pair(*perturb_pair, derive=dataflow.flow_edges)
-    assert "flows" in bench._cache  # derived in the child, sent with the run
-    for run, path in ((npu, perturb_pair[0]), (bench, perturb_pair[1])):
-        fresh = dataflow.flow_edges(read_graph(path))
-        edges = dataflow.flow_edges(run)
-        assert len(fresh.src) > 0 and np.array_equal(edges.src, fresh.src) and np.array_equal(edges.dst, fresh.dst)
-
-
 def test_what_the_comparison_derives_from_the_npu_run_is_derived_ahead_and_used(side_by_side, perturb_pair):
     npu, bench = pair.read_pair(*perturb_pair, ahead=derive_npu)
     assert {"overflow", "producers", "forward twins", "communication"} <= set(npu._cache)
@@ -51,7 +42,7 @@ def test_what_the_comparison_derives_from_the_npu_run_is_derived_ahead_and_used(
 
 def test_a_bad_bench_run_is_the_error_reading_it_here_gives(side_by_side, perturb_pair, tmp_path):
     with pytest.raises(DumpFormatError, match="missing: no such file or folder"):
-        pair.read_pair(perturb_pair[0], tmp_path / "missing", derive=dataflow.flow_edges)
+        pair.read_pair(perturb_pair[0], tmp_path / "missing")
 
 
 def test_the_bench_run_leaves_no_file_behind(side_by_side, perturb_pair, tmp_path, monkeypatch):
