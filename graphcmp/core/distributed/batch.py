@@ -53,6 +53,7 @@ from graphcmp.core.hierarchy import depths
 from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.outputs import checked_output, write_atomic
 from graphcmp.core.readers import read_graph
+from graphcmp.core.readers.msprobe import reusing_structure
 from graphcmp.core.rules import load_thresholds
 from graphcmp.core.tensorcmp import tensor_metrics_for
 
@@ -163,7 +164,8 @@ def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list
     """One task of the pool: compare each run of `tasks`, write its result file and entry; return their labels.
 
     The thresholds file is read once per task. Rule matchers are built per run: they keep state of
-    the comparison they serve.
+    the comparison they serve. A run whose structure (construct.json and the dump's ids) is that of the run read
+    before it reuses its node columns (`reusing_structure`).
     """
     out = Path(out_dir)
     try:
@@ -171,11 +173,12 @@ def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list
     except GraphcmpError as err:
         thresholds = err
     labels = []
-    for npu, bench, step, rank, key in tasks:
-        entry = compare_run(npu, bench, out_dir, step, rank, options, key=key, thresholds=thresholds)
-        label = RunKey(step, rank).label
-        write_atomic(out / ENTRIES / f"{label}.json", dumps_strict(entry))
-        labels.append(label)
+    with reusing_structure():  # the runs of a job usually share their model's structure
+        for npu, bench, step, rank, key in tasks:
+            entry = compare_run(npu, bench, out_dir, step, rank, options, key=key, thresholds=thresholds)
+            label = RunKey(step, rank).label
+            write_atomic(out / ENTRIES / f"{label}.json", dumps_strict(entry))
+            labels.append(label)
     return labels
 
 

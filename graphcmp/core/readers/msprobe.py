@@ -16,7 +16,10 @@ from __future__ import annotations
 import os
 import re
 from collections import ChainMap
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from itertools import compress
 from pathlib import Path
 from typing import Any
@@ -40,7 +43,7 @@ from graphcmp.core.readers.msprobe_leaves import (
 from graphcmp.core.readers.naming import parse_node_id, parse_node_ids
 from graphcmp.core.records import DumpGraph, NodeKind, RunInfo
 
-__all__ = ["parse_msprobe", "read_msprobe", "sniff"]
+__all__ = ["REUSE_MAX_NODES", "parse_msprobe", "read_msprobe", "reusing_structure", "sniff"]
 
 CONSTRUCT_FILE, STACK_FILE = "construct.json", "stack.json"
 CHUNK_BYTES = 256 << 10
@@ -302,11 +305,9 @@ def _add_nodes(
 
     `md5` tells whether the first tensor record has an md5 (called last: records are checked first).
     """
-    construct = construct or {}
-    ids, seq, dump_only = _sequence(construct, data)
-    kinds, ops, directions = parse_node_ids(ids)
-    parents = _parents(construct, data, [(ids[r], kinds[r]) for r in dump_only], source, notes)
-    builder.add_nodes(ids, kinds, ops, directions, list(map(parents.get, ids)), seq, list(map(data.__contains__, ids)))
+    structure = _structure(construct or {}, data, source)
+    builder.add_nodes(*structure.columns)
+    notes.extend(structure.notes)
     if add_tensors is not None:
         add_tensors(builder)
     _attach_stacks(builder, stack or {}, source, notes)
@@ -316,6 +317,63 @@ def _add_nodes(
         path=source, format="msprobe", framework=str(header.get("framework") or ""),
         task=_task(header, md5()), level=str(header.get("level") or ""), rank=rank, step=step, missing=tuple(notes),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Structure:
+    """What `_add_nodes` derives from construct.json and the ids of dump.json alone: `HierarchyBuilder.add_nodes`'s
+    columns and the notes on construct.json. The lists are never changed (the builder copies them)."""
+
+    construct: list[tuple[str, Any]]
+    dump_ids: list[str]
+    columns: tuple[list, ...]
+    notes: tuple[str, ...]
+
+    def fits(self, construct: Mapping[str, Any], data: Mapping[str, Any]) -> bool:
+        """Whether `construct` and `data`'s ids are those this structure was made from (members in order)."""
+        return len(construct) == len(self.construct) and len(data) == len(self.dump_ids) and \
+            list(data) == self.dump_ids and list(construct.items()) == self.construct
+
+
+_LAST_STRUCTURE: ContextVar[list[_Structure | None] | None] = ContextVar("_LAST_STRUCTURE", default=None)
+REUSE_MAX_NODES = 100_000
+"""Largest run whose structure `reusing_structure` keeps for the next read (about 20 MB at this size)."""
+
+
+@contextmanager
+def reusing_structure() -> Iterator[None]:
+    """Within the block, a read whose construct.json and dump.json ids equal those of the previous read (of at most
+    `REUSE_MAX_NODES` nodes) reuses the node columns derived from them instead of deriving them again.
+
+    The two runs of a pair, and the ranks of a job, usually have the same model and so the same structure: a batch
+    of small runs (`graphcmp batch`) reads them one after the other. The graphs read are the same either way.
+    """
+    holder: list[_Structure | None] = [None]
+    token = _LAST_STRUCTURE.set(holder)
+    try:
+        yield
+    finally:
+        _LAST_STRUCTURE.reset(token)
+        holder.clear()
+
+
+def _structure(construct: Mapping[str, Any], data: Mapping[str, Any], source: str) -> _Structure:
+    """The node columns of `construct` and `data`'s ids (the previous read's when they are the same, see
+    `reusing_structure`)."""
+    holder = _LAST_STRUCTURE.get()
+    last = holder[0] if holder else None
+    if last is not None and last.fits(construct, data):
+        return last
+    notes: list[str] = []
+    ids, seq, dump_only = _sequence(construct, data)
+    kinds, ops, directions = parse_node_ids(ids)
+    parents = _parents(construct, data, [(ids[r], kinds[r]) for r in dump_only], source, notes)
+    structure = _Structure(list(construct.items()), list(data), (
+        ids, kinds, ops, directions, list(map(parents.get, ids)), seq, list(map(data.__contains__, ids))),
+        tuple(notes))
+    if holder is not None:
+        holder[0] = structure if len(ids) <= REUSE_MAX_NODES else None
+    return structure
 
 
 def _built(builder: HierarchyBuilder, info: RunInfo) -> DumpGraph:
