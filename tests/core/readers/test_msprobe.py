@@ -18,6 +18,7 @@ from graphcmp.core.hierarchy import GROUP_PREFIX, ROOT_ID
 from graphcmp.core.jsonio import MemberChunks
 from graphcmp.core.readers.msprobe import CHUNK_BYTES, parse_msprobe, read_msprobe, sniff
 from graphcmp.core.readers.msprobe_leaves import typed_records
+from graphcmp.core.readers.naming import parse_node_ids
 from graphcmp.core.records import Direction, NodeKind, Role
 from tests.conftest import DATA, shared
 
@@ -455,3 +456,52 @@ def test_a_parent_cycle_names_construct_json(tmp_path, perturb_pair):
     (run / "construct.json").write_text(json.dumps(construct))
     with pytest.raises(GraphCycleError, match=r"run/construct\.json: parent links form a cycle"):
         read_msprobe(run)
+
+
+def _node_columns(graph):
+    nodes = graph.nodes
+    return (nodes.ids, nodes.parent.tolist(), nodes.kind.tolist(), nodes.op, nodes.direction.tolist(),
+            nodes.micro_step.tolist(), nodes.stack.tolist(), nodes.has_data.tolist(), graph.info.missing)
+
+
+def test_reused_structure_reads_the_same_graphs(perturb_pair, tmp_path, monkeypatch):
+    # the npu and bench runs of the sample share construct.json and their dump ids; a copy of the bench run with
+    # one parent changed in construct.json does not: its columns are derived again, and show the change
+    from graphcmp.core.readers import msprobe
+
+    npu, bench = perturb_pair
+    edited = tmp_path / "step0" / "rank0"
+    shutil.copytree(bench, edited)
+    construct = json.loads((edited / "construct.json").read_text())
+    moved = "Functional.linear.2.forward"
+    construct[moved] = "Module.encoder.layers.1.linear2.Linear.forward.0"
+    (edited / "construct.json").write_text(json.dumps(construct))
+    alone = [read_msprobe(path) for path in (npu, bench, edited)]
+    derived = []
+    monkeypatch.setattr(msprobe, "parse_node_ids", lambda ids: derived.append(len(ids)) or parse_node_ids(ids))
+    with msprobe.reusing_structure():
+        reused = [read_msprobe(path) for path in (npu, bench, edited, edited)]
+    assert len(derived) == 2  # bench reused npu's; the second read of `edited` its first
+    for graph, again in zip([*alone, alone[2]], reused):
+        assert _node_columns(again) == _node_columns(graph)
+    assert alone[0].info.missing == ()  # every dump-only node of this run is a parameter gradient with an owner
+    assert reused[2].view(moved).parent == construct[moved] != reused[1].view(moved).parent
+    read_msprobe(npu)
+    assert len(derived) == 3  # outside the block nothing is kept
+
+
+def test_reused_structure_keeps_the_notes_on_construct(perturb_pair, tmp_path):
+    # a dump-only node construct.json lacks is noted on every read that reuses the structure too
+    from graphcmp.core.readers import msprobe
+
+    run = tmp_path / "step0" / "rank0"
+    shutil.copytree(perturb_pair[1], run)
+    construct = json.loads((run / "construct.json").read_text())
+    del construct["Functional.linear.2.forward"]
+    (run / "construct.json").write_text(json.dumps(construct))
+    alone = read_msprobe(run)
+    assert any("not in it; shown at top level" in note for note in alone.info.missing)
+    with msprobe.reusing_structure():
+        first, second = read_msprobe(run), read_msprobe(run)
+    assert first.info.missing == second.info.missing == alone.info.missing
+    assert _node_columns(second) == _node_columns(alone)
