@@ -15,7 +15,7 @@ import pytest
 
 from graphcmp.core.errors import DumpFormatError, GraphCycleError
 from graphcmp.core.hierarchy import GROUP_PREFIX, ROOT_ID
-from graphcmp.core.jsonio import MemberChunks
+from graphcmp.core.jsonio import MemberChunks, read_json
 from graphcmp.core.readers.msprobe import CHUNK_BYTES, parse_msprobe, read_msprobe, sniff
 from graphcmp.core.readers.msprobe_leaves import typed_records
 from graphcmp.core.readers.naming import parse_node_ids
@@ -488,6 +488,12 @@ def test_reused_structure_reads_the_same_graphs(perturb_pair, tmp_path, monkeypa
     assert reused[2].view(moved).parent == construct[moved] != reused[1].view(moved).parent
     read_msprobe(npu)
     assert len(derived) == 3  # outside the block nothing is kept
+    parsed = []
+    monkeypatch.setattr(msprobe, "read_json", lambda *args, **kw: parsed.append(args[0].name) or read_json(*args, **kw))
+    with msprobe.reusing_structure():
+        for path in (npu, bench, edited, npu):
+            read_msprobe(path)
+    assert parsed.count("construct.json") == 3  # bench's text is npu's: not parsed again
 
 
 def test_reused_structure_keeps_the_notes_on_construct(perturb_pair, tmp_path):
