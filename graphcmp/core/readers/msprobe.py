@@ -339,7 +339,16 @@ class _Structure:
         return construct is self.source or list(construct.items()) == self.construct
 
 
-_LAST_STRUCTURE: ContextVar[list[Any] | None] = ContextVar("_LAST_STRUCTURE", default=None)
+@dataclass(slots=True)
+class _Reuse:
+    """What a `reusing_structure` block keeps between reads: the last structure, and the text and object of the
+    construct.json just parsed (until its structure is made and takes the text)."""
+
+    last: _Structure | None = None
+    parsed: tuple[bytes, Mapping[str, Any]] | None = None
+
+
+_REUSE: ContextVar[_Reuse | None] = ContextVar("_REUSE", default=None)
 REUSE_MAX_NODES = 50_000
 """Largest run whose structure `reusing_structure` keeps for the next read: about 27 MB at this size (2.5 MB measured
 for a construct.json of 4,534 nodes, its text included)."""
@@ -353,49 +362,49 @@ def reusing_structure() -> Iterator[None]:
     The two runs of a pair, and the ranks of a job, usually have the same model and so the same structure: a batch
     of small runs (`graphcmp batch`) reads them one after the other. The graphs read are the same either way.
     """
-    holder: list[Any] = [None, None]  # the last structure; (text, object) of the last construct.json read
-    token = _LAST_STRUCTURE.set(holder)
+    reuse = _Reuse()
+    token = _REUSE.set(reuse)
     try:
         yield
     finally:
-        _LAST_STRUCTURE.reset(token)
-        holder.clear()
+        _REUSE.reset(token)
+        reuse.last = reuse.parsed = None
 
 
 def _structure(construct: Mapping[str, Any], data: Mapping[str, Any], source: str) -> _Structure:
     """The node columns of `construct` and `data`'s ids (the previous read's when they are the same, see
     `reusing_structure`)."""
-    holder = _LAST_STRUCTURE.get()
-    last = holder[0] if holder else None
-    if last is not None and last.fits(construct, data):
-        holder[1] = None  # type: ignore[index]
-        return last
+    reuse = _REUSE.get()
+    if reuse is not None and reuse.last is not None and reuse.last.fits(construct, data):
+        reuse.parsed = None
+        return reuse.last
     notes: list[str] = []
     ids, seq, dump_only = _sequence(construct, data)
     kinds, ops, directions = parse_node_ids(ids)
     parents = _parents(construct, data, [(ids[r], kinds[r]) for r in dump_only], source, notes)
-    text = holder[1] if holder and holder[1] is not None and holder[1][1] is construct else None
+    parsed = reuse.parsed if reuse is not None else None
+    text = parsed[0] if parsed is not None and parsed[1] is construct else None
     structure = _Structure(list(construct.items()), list(data), (
         ids, kinds, ops, directions, list(map(parents.get, ids)), seq, list(map(data.__contains__, ids))),
-        tuple(notes), construct, text and text[0])
-    if holder is not None:  # the text now lives in the structure, or not at all
-        holder[:] = [structure if len(ids) <= REUSE_MAX_NODES else None, None]
+        tuple(notes), construct, text)
+    if reuse is not None:  # the text now lives in the structure, or not at all
+        reuse.last, reuse.parsed = (structure if len(ids) <= REUSE_MAX_NODES else None), None
     return structure
 
 
 def _read_construct(path: Path, missing: list[str]) -> dict[str, Any]:
     """`_read_part` of construct.json; within `reusing_structure`, the previous structure's object itself when the
     file's text is the same (read again, not parsed: a twentieth of the parse)."""
-    holder = _LAST_STRUCTURE.get()
-    if holder is None:
+    reuse = _REUSE.get()
+    if reuse is None:
         return _read_part(path, missing)
-    last, text = holder[0], _text_of(path)
+    last, text = reuse.last, _text_of(path)
     if last is not None and last.text is not None and text == last.text:
         return last.source  # type: ignore[return-value]
     notes = len(missing)
     construct = _read_part(path, missing)
     # kept when the file was read whole and its text is the same before and after the parse
-    holder[1] = (text, construct) if len(missing) == notes and text is not None and _text_of(path) == text else None
+    reuse.parsed = (text, construct) if len(missing) == notes and text is not None and _text_of(path) == text else None
     return construct
 
 
