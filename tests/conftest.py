@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -10,12 +12,22 @@ from graphcmp.samples import sample_pair
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+REPORT_SCHEMA = json.loads(resources.files("graphcmp").joinpath("data/report.schema.json").read_text())
+"""The JSON Schema graphcmp ships for its report document."""
 
 
 @pytest.fixture(scope="session")
 def perturb_pair() -> tuple[Path, Path]:
     """(npu, bench): the 3-layer transformer with a perturbed linear1 weight in layer 1, and its baseline."""
     return sample_pair()
+
+
+@pytest.fixture(scope="session")
+def overflow_report():
+    """The real overflow pair (inf and NaN statistics, statistics not recorded) compared."""
+    from graphcmp.core.compare import compare_paths
+
+    return compare_paths(DATA / "msprobe_overflow_tokens" / "npu", DATA / "msprobe_overflow_tokens" / "bench")
 
 
 @pytest.fixture(scope="session")

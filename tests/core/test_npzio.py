@@ -9,21 +9,19 @@ import numpy as np
 import orjson
 import pytest
 
-from graphcmp.core.compare import compare_paths
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.npzio import DOCUMENT_MEMBER, is_npz, read_npz, write_npz
 from graphcmp.core.readers.msprobe import read_msprobe
 from graphcmp.core.report import load_report, load_saved, save_graph, save_report
 from graphcmp.core.texts import CodedTexts
-from tests.conftest import DATA
 
 PARTS = ("npu", "bench", "matches", "pairs", "verdicts", "noise", "thresholds", "options")
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
+def saved(overflow_report, tmp_path_factory):
     """The real overflow pair (inf and NaN statistics) compared, saved as npz and as JSON."""
-    report = compare_paths(DATA / "msprobe_overflow_tokens" / "npu", DATA / "msprobe_overflow_tokens" / "bench")
+    report = overflow_report
     folder = tmp_path_factory.mktemp("npz")
     save_report(report, folder / "cmp.npz")
     save_report(report, folder / "cmp.json")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
 
 import jsonschema
 import numpy as np
@@ -13,28 +12,25 @@ from graphcmp.core.compare import compare_paths
 from graphcmp.core.errors import DumpFormatError, InternalError
 from graphcmp.core.readers.msprobe import read_msprobe
 from graphcmp.core.report import CompareReport, load_report, load_saved, save_graph, save_report
-from tests.conftest import DATA
-
-SCHEMA = json.loads(resources.files("graphcmp").joinpath("data/report.schema.json").read_text())
+from tests.conftest import DATA, REPORT_SCHEMA
 
 
 @pytest.fixture(scope="module")
-def overflow_report(tmp_path_factory):
-    report = compare_paths(DATA / "msprobe_overflow_tokens" / "npu", DATA / "msprobe_overflow_tokens" / "bench")
+def overflow_json(overflow_report, tmp_path_factory):
     path = tmp_path_factory.mktemp("r") / "cmp.json"
-    save_report(report, path)
-    return report, path
+    save_report(overflow_report, path)
+    return overflow_report, path
 
 
-def test_written_json_is_strict_and_valid(overflow_report):
-    _, path = overflow_report
+def test_written_json_is_strict_and_valid(overflow_json):
+    _, path = overflow_json
     text = path.read_text()
     doc = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard token {c}"))
-    jsonschema.validate(doc, SCHEMA)
+    jsonschema.validate(doc, REPORT_SCHEMA)
 
 
-def test_round_trip_keeps_everything(overflow_report):
-    report, path = overflow_report
+def test_round_trip_keeps_everything(overflow_json):
+    report, path = overflow_json
     back = load_report(path)
     assert back.npu.nodes.ids == report.npu.nodes.ids
     np.testing.assert_array_equal(back.npu.tensors.stats, report.npu.tensors.stats)  # inf and nan kept
@@ -52,7 +48,7 @@ def test_graph_file_validates_and_loads(perturb_pair, tmp_path):
     graph = read_msprobe(perturb_pair[0])
     path = tmp_path / "run.json"
     save_graph(graph, path, "test")
-    jsonschema.validate(json.loads(path.read_text()), SCHEMA)
+    jsonschema.validate(json.loads(path.read_text()), REPORT_SCHEMA)
     back = load_saved(path)
     assert back.nodes.ids == graph.nodes.ids and back.stacks == graph.stacks
 
@@ -67,13 +63,13 @@ def test_not_a_report(tmp_path):
         load_report(path)
 
 
-def test_bool_is_false_when_an_error_exists(overflow_report):
-    report, _ = overflow_report
+def test_bool_is_false_when_an_error_exists(overflow_json):
+    report, _ = overflow_json
     assert isinstance(report, CompareReport) and not report
 
 
-def test_malformed_report_is_one_clear_error(overflow_report, tmp_path):
-    _, path = overflow_report
+def test_malformed_report_is_one_clear_error(overflow_json, tmp_path):
+    _, path = overflow_json
     doc = json.loads(path.read_text())
     doc["npu"]["tensors"]["stats"]["special"] = [[1, "inf"]]  # the shape of an earlier draft of the format
     bad = tmp_path / "bad.json"
@@ -102,7 +98,7 @@ def test_rule_notes_and_fused_groups_survive_the_file(tmp_path):
     assert back.matches.groups == report.matches.groups and back.matches.notes == report.matches.notes
     assert back.summary()["rule_report"] == report.summary()["rule_report"]
     np.testing.assert_array_equal(back.matches.bench_to_npu, report.matches.bench_to_npu)
-    jsonschema.validate(json.loads((tmp_path / "cmp.json").read_text()), SCHEMA)
+    jsonschema.validate(json.loads((tmp_path / "cmp.json").read_text()), REPORT_SCHEMA)
 
 
 @pytest.mark.parametrize(("damage", "message"), [
@@ -117,8 +113,8 @@ def test_rule_notes_and_fused_groups_survive_the_file(tmp_path):
      r"field thresholds\.rules\.statistics holds something other than rule objects"),
     (lambda d: d.__delitem__("pairs"), r"field pairs is missing"),
 ])
-def test_a_damaged_report_names_the_field(overflow_report, tmp_path, damage, message):
-    _, path = overflow_report
+def test_a_damaged_report_names_the_field(overflow_json, tmp_path, damage, message):
+    _, path = overflow_json
     doc = json.loads(path.read_text())
     damage(doc)
     bad = tmp_path / "bad.json"
@@ -127,11 +123,11 @@ def test_a_damaged_report_names_the_field(overflow_report, tmp_path, damage, mes
         load_report(bad)
 
 
-def test_a_bug_while_rebuilding_is_an_internal_error(overflow_report, monkeypatch):
+def test_a_bug_while_rebuilding_is_an_internal_error(overflow_json, monkeypatch):
     """Bad input is a DumpFormatError; an error graphcmp's own code raises on checked values is its bug."""
     import graphcmp.core.report as report_module
 
-    _, path = overflow_report
+    _, path = overflow_json
 
     def broken(f, *sizes):
         raise KeyError("a key graphcmp forgot")

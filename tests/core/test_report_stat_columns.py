@@ -5,28 +5,23 @@ from __future__ import annotations
 import json
 import pickle
 import zipfile
-from importlib import resources
 
 import jsonschema
 import numpy as np
 import pytest
 
-from graphcmp.core.compare import compare_paths
 from graphcmp.core.npzio import DOCUMENT_MEMBER, write_npz
 from graphcmp.core.pairing import STAT_COLUMNS, PairMetrics
 from graphcmp.core.report import _npz_floats, _runs_document, _written_apart, load_report, save_report
-from tests.conftest import DATA
-
-SCHEMA = json.loads(resources.files("graphcmp").joinpath("data/report.schema.json").read_text())
+from tests.conftest import REPORT_SCHEMA
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    """The real overflow pair (inf and NaN statistics, statistics not recorded) compared and saved as npz."""
-    report = compare_paths(DATA / "msprobe_overflow_tokens" / "npu", DATA / "msprobe_overflow_tokens" / "bench")
+def saved(overflow_report, tmp_path_factory):
+    """The real overflow pair compared and saved as npz."""
     path = tmp_path_factory.mktemp("stat") / "cmp.npz"
-    save_report(report, path)
-    return report, path
+    save_report(overflow_report, path)
+    return overflow_report, path
 
 
 def test_the_npz_result_leaves_them_out_and_loading_gives_them_bit_for_bit(saved):
@@ -68,7 +63,7 @@ def test_the_json_document_keeps_them_valid_from_an_npz_result(saved, tmp_path):
     out = tmp_path / "cmp.json"
     save_report(load_report(path), out)  # what `graphcmp export RESULT --to json` writes
     doc = json.loads(out.read_text())
-    jsonschema.validate(doc, SCHEMA)
+    jsonschema.validate(doc, REPORT_SCHEMA)
     assert [k for k in doc["pairs"]["metrics"] if k in STAT_COLUMNS] == list(STAT_COLUMNS)
     assert load_report(out).pairs == report.pairs
 

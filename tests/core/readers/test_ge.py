@@ -7,7 +7,6 @@ import gzip
 import json
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 
 import jsonschema
@@ -21,7 +20,7 @@ from graphcmp.core.readers.detect import detect_format, read_graph
 from graphcmp.core.readers.proto_gen import ge_ir_pb2
 from graphcmp.core.records import NodeKind, Role
 from graphcmp.core.report import load_saved, save_graph
-from tests.conftest import DATA, shared
+from tests.conftest import DATA, REPORT_SCHEMA, shared
 
 ROOT = Path(__file__).resolve().parents[3]
 INIT = DATA / "ge_tf_init" / "ge_proto_00000000_Build.txt"
@@ -31,7 +30,6 @@ GATHER = DATA / "ge_tf_gatherv2" / "ge_proto_00056_Build.txt"
 OM_JSON = DATA / "ge_om_json" / "msquickcmp_om_model.json"
 OM_JSON_GZ = DATA / "ge_om_json" / "analyze_test.om.json.gz"
 RESNET = "formats/ge/samples/oam-tools/complie_path/ge_proto_00000062_Build.txt.gz"
-SCHEMA = json.loads(resources.files("graphcmp").joinpath("data/report.schema.json").read_text())
 
 
 def edge_ids(graph):
@@ -142,7 +140,7 @@ def test_edges_round_trip_through_the_graph_file_and_validate(tmp_path):
     path = tmp_path / "run.json"
     save_graph(g, path, __version__)
     doc = json.loads(path.read_text())
-    jsonschema.validate(doc, SCHEMA)
+    jsonschema.validate(doc, REPORT_SCHEMA)
     back = load_saved(path)
     assert edge_ids(back) == edge_ids(g) and back.nodes.attrs == g.nodes.attrs
     del doc["run"]["edges"]  # a file written before edges existed still loads, without edges
