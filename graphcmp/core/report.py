@@ -509,8 +509,9 @@ def _runs_document(npu: DumpGraph, bench: DumpGraph) -> dict[str, Any]:
     doc = {"npu": graph_to_dict(npu), "bench": graph_to_dict(bench), "flows": _flows_of(npu, bench)}
     for side, graph in (("npu", npu), ("bench", bench)):
         tensors = doc[side]["tensors"]
-        for column in ("dtype", "shape", *(k for k, v in tensors.items() if type(v) is CodedTexts)):
-            tensors[column] = TextCodes(*string_codes(getattr(graph.tensors, column)))
+        for column, texts in tensors.items():
+            if column in ("dtype", "shape") or type(texts) is CodedTexts:
+                tensors[column] = TextCodes(*string_codes(texts))
         tensors["present"] = tensors["present"].astype(code_dtype((1 << graph.tensors.present.shape[1]) - 1))
     return doc
 
