@@ -45,6 +45,13 @@ class Forked:
         except (EOFError, OSError):
             return None
 
+    def has_sent(self) -> bool:
+        """True when `receive` would not wait: something was sent, or the process ended."""
+        try:
+            return self._answer.poll()
+        except (EOFError, OSError):
+            return True
+
     def stop(self) -> None:
         """Kill the process if it still runs, and wait for it."""
         if self.process.is_alive():

@@ -4,8 +4,9 @@ One file holds every (step, rank): pass several documents and each becomes one g
 tables and indexes are msprobe 26.2's (``tb_nodes``, ``tb_stack``, ``tb_config``); a node's row holds
 the texts of its `.vis` record (`graphcmp.core.export.vis_records`), made and inserted a block of
 nodes at a time, and the indexes are built once at the end, as msprobe does. For a large document on a
-machine with a second core, a forked process makes the texts while this one inserts the rows (the texts
-and SQLite's inserts take comparable time) and hands them over through files in memory (`_Slots`).
+machine with a second core, a forked process makes the texts while this one inserts the rows and hands them
+over through files in memory (`_Slots`); making them takes longer than inserting them, so whenever this
+process would wait for a block it makes the next one nobody has taken itself (`_Claims`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from itertools import repeat
+from itertools import accumulate, pairwise, repeat
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
@@ -33,6 +34,7 @@ from graphcmp.core.export.vis_records import (
     VisBlock,
     VisSide,
     VisTexts,
+    block_starts,
     vis_sides,
     vis_task,
 )
@@ -42,7 +44,7 @@ from graphcmp.core.readers.vis import ATTR_OVERFLOW
 from graphcmp.core.records import DumpGraph
 from graphcmp.core.report import CompareReport
 
-__all__ = ["FORK_NODES", "SCHEMA", "write_vis_db"]
+__all__ = ["AHEAD_BLOCKS", "FORK_NODES", "SCHEMA", "write_vis_db"]
 
 SCHEMA = (
     """CREATE TABLE tb_nodes (
@@ -68,9 +70,10 @@ _INDEXES = (
     "CREATE INDEX index7 ON tb_nodes (is_distributed)",
 )
 _PRAGMAS = ("PRAGMA page_size=65536", "PRAGMA journal_mode=OFF", "PRAGMA synchronous=OFF",
-            "PRAGMA temp_store=MEMORY", "PRAGMA cache_size=-262144")
+            "PRAGMA temp_store=MEMORY", "PRAGMA cache_size=-65536")
 """A new file written under a temporary name and renamed when complete needs no journal and no syncs (a failed
-write leaves no file); a 256 MiB page cache lets the indexes be sorted in memory. 64 KiB pages (SQLite's largest)
+write leaves no file); a 64 MiB page cache holds the primary key's index of a 200k comparison (inserts are no
+faster with 256 MiB, which took 170 MB more). 64 KiB pages (SQLite's largest)
 hold a node's row (2.7 KB on average, with its tensors' texts) without overflow pages: inserting and each index's
 scan of the table take half the time they take with 4 KiB pages."""
 _INDEX_CACHE = "PRAGMA cache_size=-8192"
@@ -176,14 +179,14 @@ def _insert_side(conn: sqlite3.Connection, side: VisSide, key: tuple[int, int], 
 class _RowTexts(NamedTuple):
     """The values of rows [start, stop) of one side that come from its `.vis` records: each JSON column's texts
     joined by newlines (orjson never writes a raw newline), which is all that crosses from a forked text maker
-    (the four texts through `_Slots`, the rest through the pipe)."""
+    (the four texts through `_Slots`, which gives them back decoded, the rest through the pipe)."""
 
     start: int
     stop: int
-    outputs: bytes | bytearray  # output_data
-    inputs: bytes | bytearray  # input_data
-    subnodes: bytes | bytearray  # sub_nodes ("" for a node without children)
-    links: bytes | bytearray  # matched_node_link
+    outputs: bytes | str  # output_data
+    inputs: bytes | str  # input_data
+    subnodes: bytes | str  # sub_nodes ("" for a node without children)
+    links: bytes | str  # matched_node_link
     overflow: list[str | None] | None  # overflow_level, None when no node has attributes
     distributed: tuple[list[str], list[int]] | None  # matched_distributed, is_distributed; idem
 
@@ -200,17 +203,17 @@ def _row_texts(texts: VisTexts, block: VisBlock) -> _RowTexts:
                      overflow, distributed)
 
 
-def _side_texts(side: VisSide, start: int = 0) -> Iterator[_RowTexts]:
-    """The `_RowTexts` of a side's blocks from row `start` (a block's first row), made here."""
+def _side_texts(side: VisSide) -> Iterator[_RowTexts]:
+    """The `_RowTexts` of a side's blocks, made here."""
     texts = VisTexts(side)
-    for block in texts.blocks(start):
+    for block in texts.blocks():
         yield _row_texts(texts, block)
 
 
 @contextmanager
 def _texts_of(sides: tuple[VisSide, ...]) -> Iterator[Callable[[int], Iterator[_RowTexts]]]:
-    """The `_RowTexts` of each side (by its index): made by a forked process while this one inserts the rows when
-    the document is large and the machine has a second core, else made here when asked for."""
+    """The `_RowTexts` of each side (by its index): made by a forked process and this one while this one inserts
+    the rows when the document is large and the machine has a second core, else made here when asked for."""
     if sum(len(side.graph) for side in sides) < FORK_NODES or not can_fork_aside():
         yield lambda index: _side_texts(sides[index])
         return
@@ -221,45 +224,132 @@ def _texts_of(sides: tuple[VisSide, ...]) -> Iterator[Callable[[int], Iterator[_
         maker.stop()
 
 
-class _ForkedTexts:
-    """A forked process making the `_RowTexts` of a document's sides in order and handing them over through `_Slots`
-    (it shares the document with this process without a copy). Should it fail, this process makes the rest itself."""
+class _Makers:
+    """Any block of a document's sides, numbered across the sides in order, as `_RowTexts`; a side's `VisTexts` is
+    made when first needed (by each process that makes its texts: `prepare` it before forking to share it)."""
 
     def __init__(self, sides: tuple[VisSide, ...]) -> None:
         self.sides = sides
+        self.blocks = [(index, lo) for index, side in enumerate(sides) for lo in block_starts(len(side.graph))]
+        """(side, first row) of each block."""
+        self.side_blocks = [range(0, 0)] * len(sides)
+        """The numbers of each side's blocks."""
+        for index in range(len(sides)):
+            numbers = [k for k, (side, _) in enumerate(self.blocks) if side == index]
+            self.side_blocks[index] = range(numbers[0], numbers[-1] + 1) if numbers else range(0, 0)
+        self._texts: dict[int, VisTexts] = {}
+
+    def prepare(self, index: int) -> VisTexts:
+        """The `VisTexts` of side `index`."""
+        texts = self._texts.get(index)
+        if texts is None:
+            texts = self._texts[index] = VisTexts(self.sides[index])
+        return texts
+
+    def make(self, k: int) -> _RowTexts:
+        index, lo = self.blocks[k]
+        texts = self.prepare(index)
+        return _row_texts(texts, texts.block(lo))
+
+
+class _Claims:
+    """The blocks taken so far, shared by this process and the forked one: both take the next block in order
+    (`next`); this one also takes the block it is to insert next while nobody has (`take`)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._next = multiprocessing.get_context("fork").Value("q", 0)
+
+    def next(self, stop: int | None = None) -> int | None:
+        """Take the next block; None when every block (before block `stop`) is taken."""
+        stop = self.count if stop is None else min(stop, self.count)
+        with self._next.get_lock():
+            k = self._next.value
+            if k >= stop:
+                return None
+            self._next.value = k + 1
+        return k
+
+    def take(self, k: int) -> bool:
+        """Take block `k` if it is the next one."""
+        with self._next.get_lock():
+            if self._next.value != k:
+                return False
+            self._next.value = k + 1
+        return True
+
+
+AHEAD_BLOCKS = 4
+"""Blocks this process makes ahead of those it inserts while it waits for the forked process (more would only
+hold texts in memory: the two share the blocks as they go)."""
+
+
+class _ForkedTexts:
+    """A document's `_RowTexts` made by a forked process (which shares the document with this one without a copy)
+    and, while this one would wait for it, by this one: each takes the next block (`_Claims`), so neither waits for
+    the other whichever is the faster. The forked process hands its blocks over through `_Slots`; should it fail,
+    this process makes the rest itself.
+
+    The first side's `VisTexts` is made before forking and shared by both; this process makes blocks of that side
+    only (it is the slow one, with the comparison's texts: the forked process makes the bench side's faster than this
+    one inserts them), so it holds no other side's `VisTexts` unless the forked process fails.
+    """
+
+    def __init__(self, sides: tuple[VisSide, ...]) -> None:
+        self._makers = _Makers(sides)
+        self._makers.prepare(0)
+        self._shared = self._makers.side_blocks[0].stop  # the blocks this process makes while the other is alive
+        self._claims = _Claims(len(self._makers.blocks))
         self._slots = _Slots()
-        self._maker = Forked(_send_texts, sides, self._slots)
+        self._maker = Forked(_send_texts, self._makers, self._claims, self._slots)
+        self._ready: dict[int, _RowTexts] = {}  # blocks made or received ahead of their turn
         self._failed = False
 
     def texts(self, index: int) -> Iterator[_RowTexts]:
         """The `_RowTexts` of side `index`, in row order (the sides are asked for in order)."""
-        start = 0
-        while not self._failed:
-            item = self._maker.receive()
-            if item is None:  # the process failed: what it was is met again making the rest here
-                self._failed = True
-            elif isinstance(item, int):  # the side is complete
-                return
-            elif (texts := self._slots.take(*item)) is None:  # cannot be read back: as if the process failed
-                self._failed = True
-            else:
-                start = texts.stop
-                yield texts
-        yield from _side_texts(self.sides[index], start)
+        numbers = self._makers.side_blocks[index]
+        for k in numbers:
+            yield self._block(k, numbers.stop)
+
+    def _block(self, k: int, stop: int) -> _RowTexts:
+        """Block `k`, received or made here (blocks before block `stop` made here meanwhile, of the first side)."""
+        while (texts := self._ready.pop(k, None)) is None:
+            if self._failed or (k < self._shared and self._claims.take(k)):
+                return self._makers.make(k)
+            stop = min(stop, self._shared)
+            if self._maker.has_sent() or len(self._ready) >= AHEAD_BLOCKS or not self._make_ahead(stop):
+                self._receive()
+        return texts
+
+    def _make_ahead(self, stop: int) -> bool:
+        """Make the next block nobody has taken, if there is one before block `stop`."""
+        k = self._claims.next(stop)
+        if k is None:
+            return False
+        self._ready[k] = self._makers.make(k)
+        return True
+
+    def _receive(self) -> None:
+        """Wait for the forked process's next block; if it failed, or the block cannot be read back, the rest is
+        made here."""
+        item = self._maker.receive()
+        texts = self._slots.take(*item[1:]) if item is not None else None
+        if texts is None:
+            self._failed = True
+        else:
+            self._ready[item[0]] = texts
 
     def stop(self) -> None:
         self._maker.stop()
         self._slots.close()
 
 
-def _send_texts(answer: Connection, sides: tuple[VisSide, ...], slots: _Slots) -> None:
-    """Hand over each side's `_RowTexts`, then send its index; None if anything fails (the parent then makes the
-    rest)."""
+def _send_texts(answer: Connection, makers: _Makers, claims: _Claims, slots: _Slots) -> None:
+    """Make the next block nobody has taken and hand it over, with its number, until none is left; None if
+    anything fails (the parent then makes the rest)."""
     try:
-        for index, side in enumerate(sides):
-            for texts in _side_texts(side):
-                answer.send(slots.put(texts))
-            answer.send(index)
+        while (k := claims.next()) is not None:
+            answer.send((k, *slots.put(makers.make(k))))
     except Exception:  # whatever it was (a closed pipe too), the parent makes the rest itself
         with suppress(OSError):
             answer.send(None)
@@ -270,7 +360,8 @@ _TEXT_FIELDS = ("outputs", "inputs", "subnodes", "links")
 
 class _Slots:
     """Files in memory through which a forked process hands a block's texts to this one: it writes them into a free
-    file and sends their sizes through the pipe; this process reads them back, one copy each way.
+    file and sends their sizes through the pipe; this process reads them back into a buffer it keeps for the file
+    and decodes them from there.
 
     Through the pipe itself (``Connection.send``) the texts cross in 64 KiB pieces, each copied twice more here and
     waking both processes: about 1 s of this process's CPU per 900 MB (the 200k comparison). Two files: the forked
@@ -281,6 +372,7 @@ class _Slots:
         self.files = [_memory_file() for _ in range(count)]
         self.free = multiprocessing.get_context("fork").Semaphore(count)
         self._next = 0  # in the forked process: the file it fills next
+        self._buffers = [bytearray() for _ in range(count)]  # in this process: kept (new memory is slow to touch)
 
     def put(self, texts: _RowTexts) -> tuple[int, list[int], _RowTexts]:
         """Write the texts of a block into the next file once it is free (forked process); what to send."""
@@ -292,16 +384,24 @@ class _Slots:
         return slot, [len(part) for part in parts], texts._replace(**dict.fromkeys(_TEXT_FIELDS, b""))
 
     def take(self, slot: int, sizes: list[int], texts: _RowTexts) -> _RowTexts | None:
-        """The block `put` wrote into file `slot` (this process), which is then free again; None if it cannot be
-        read."""
-        parts = [bytearray(size) for size in sizes]
+        """The block `put` wrote into file `slot`, decoded (this process); the file is then free again. None if it
+        cannot be read."""
         try:
-            read = os.preadv(self.files[slot].fileno(), parts, 0)
-        except OSError:
+            return texts._replace(**dict(zip(_TEXT_FIELDS, self._read(slot, sizes))))
+        except (OSError, UnicodeDecodeError):
             return None
         finally:
             self.free.release()
-        return texts._replace(**dict(zip(_TEXT_FIELDS, parts))) if read == sum(sizes) else None
+
+    def _read(self, slot: int, sizes: list[int]) -> list[str]:
+        total = sum(sizes)
+        if len(self._buffers[slot]) < total:
+            self._buffers[slot] = bytearray(total)
+        with memoryview(self._buffers[slot]) as view:
+            if os.preadv(self.files[slot].fileno(), [view[:total]], 0) != total:
+                raise OSError("short read")
+            cuts = [0, *accumulate(sizes)]
+            return [str(view[a:b], "utf-8") for a, b in pairwise(cuts)]
 
     def close(self) -> None:
         for file in self.files:
@@ -316,7 +416,8 @@ def _memory_file() -> BinaryIO:
 
 
 class _NodeColumns:
-    """The values of a side's rows that are not texts of its records, as object arrays indexed by node row."""
+    """The values of a side's rows that are not texts of its records, as object arrays indexed by node row, and which
+    of the record columns no node of the side has (written in the INSERT, not bound: binding None is slow)."""
 
     def __init__(self, side: VisSide, graph_id: str) -> None:
         nodes = side.graph.nodes
@@ -329,14 +430,30 @@ class _NodeColumns:
             nodes.stack]
         self.micro_step = nodes.micro_step
         self.status = side.report.verdicts.status if side.report is not None else None
+        self.absent = {**(_NO_PRECISION if self.status is None else {}), **({} if nodes.attrs else _NO_ATTRIBUTES)}
+        """Column -> the SQL value of every row, for the columns that `_rows` does not bind."""
+
+
+_BOUND = ("node_name", "node_order", "node_type", "up_node", "sub_nodes", "precision_index", "overflow_level",
+          "micro_step_id", "matched_node_link", "stack_id", "matched_distributed", "input_data", "output_data",
+          "is_distributed")
+"""The columns `_rows` can bind, in the order it binds them."""
+_NO_PRECISION = {"precision_index": "NULL"}  # a side without verdicts
+_NO_ATTRIBUTES = {"overflow_level": "NULL", "matched_distributed": "'{}'", "is_distributed": "0"}  # without attributes
 
 
 def _insert_statement(columns: _NodeColumns, step: int, rank: int) -> str:
     """The INSERT of a side's node rows with what is the same in all of them written in the statement (fewer values
-    to bind per row): ``id`` is the graph id, ``_`` and ``node_name``; the rest of `_rows`'s tuple by position."""
+    to bind per row): the graph id, `_NodeColumns.absent`, and the rest; `_rows`'s values bound by position."""
     graph_id = _quoted(columns.graph_id)
-    return (f"INSERT INTO tb_nodes VALUES ({graph_id} || '_' || ?1, {graph_id}, ?2, ?1, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-            f"?10, '', ?11, 0, ?12, ?13, {_quoted(columns.name)}, NULL, {int(step)}, {int(rank)}, ?14)")
+    values = {name: f"?{k}" for k, name in enumerate([c for c in _BOUND if c not in columns.absent], 1)}
+    values |= columns.absent
+    return (f"INSERT INTO tb_nodes VALUES ({graph_id} || '_' || ?1, {graph_id}, {values['node_order']}, ?1, "
+            f"{values['node_type']}, {values['up_node']}, {values['sub_nodes']}, {values['precision_index']}, "
+            f"{values['overflow_level']}, {values['micro_step_id']}, {values['matched_node_link']}, "
+            f"{values['stack_id']}, '', {values['matched_distributed']}, 0, {values['input_data']}, "
+            f"{values['output_data']}, {_quoted(columns.name)}, NULL, {int(step)}, {int(rank)}, "
+            f"{values['is_distributed']})")
 
 
 def _quoted(text: str) -> str:
@@ -345,27 +462,28 @@ def _quoted(text: str) -> str:
 
 
 def _rows(texts: _RowTexts, columns: _NodeColumns) -> Iterator[tuple]:
-    """The values `_insert_statement` binds for each row of a block: node_name, node_order, node_type, up_node,
-    sub_nodes, precision_index, overflow_level, micro_step_id, matched_node_link, stack_id, matched_distributed,
-    input_data, output_data, is_distributed."""
+    """The values `_insert_statement` binds for each row of a block: those of `_BOUND` not absent from the side."""
     lo, hi = texts.start, texts.stop
     up = columns.ids[columns.parent[lo:hi]].tolist()
     if lo == 0:
         up[0] = ""
-    precision = [PRECISION_INDEX.get(s) for s in columns.status[lo:hi].tolist()] if columns.status is not None \
-        else repeat(None)
-    overflow = texts.overflow if texts.overflow is not None else repeat(None)
-    distributed, flags = texts.distributed if texts.distributed is not None else (repeat("{}"), repeat(0))
-    return zip(
-        columns.ids[lo:hi].tolist(), range(lo, hi), columns.node_type[lo:hi].tolist(), up, _decoded(texts.subnodes),
-        precision, overflow, columns.micro_step[lo:hi].tolist(), _decoded(texts.links),
-        columns.stack_id[lo:hi].tolist(), distributed, _decoded(texts.inputs), _decoded(texts.outputs), flags,
-    )
+    values = {"node_name": columns.ids[lo:hi].tolist(), "node_order": range(lo, hi),
+              "node_type": columns.node_type[lo:hi].tolist(), "up_node": up, "sub_nodes": _decoded(texts.subnodes),
+              "micro_step_id": columns.micro_step[lo:hi].tolist(), "matched_node_link": _decoded(texts.links),
+              "stack_id": columns.stack_id[lo:hi].tolist(), "input_data": _decoded(texts.inputs),
+              "output_data": _decoded(texts.outputs)}
+    if "precision_index" not in columns.absent:
+        values["precision_index"] = [PRECISION_INDEX.get(s) for s in columns.status[lo:hi].tolist()]
+    if "overflow_level" not in columns.absent:
+        values["overflow_level"] = texts.overflow if texts.overflow is not None else repeat(None)
+        values["matched_distributed"], values["is_distributed"] = (
+            texts.distributed if texts.distributed is not None else (repeat("{}"), repeat(0)))
+    return zip(*(values[name] for name in _BOUND if name not in columns.absent))
 
 
-def _decoded(texts: bytes | bytearray) -> list[str]:
+def _decoded(texts: bytes | str) -> list[str]:
     """Newline-joined JSON texts as a list of str, decoded at once."""
-    return texts.decode().split("\n")
+    return (texts if isinstance(texts, str) else texts.decode()).split("\n")
 
 
 def _distributed(value: str | None) -> tuple[str, int]:

@@ -33,6 +33,7 @@ __all__ = [
     "VisBlock",
     "VisSide",
     "VisTexts",
+    "block_starts",
     "vis_sides",
     "vis_task",
 ]
@@ -129,23 +130,31 @@ class VisTexts:
         self.distributed = _attr_column(g, ATTR_DISTRIBUTED)
         self.data = _data_texts(self.status, self.overflow, n)
         """``data`` object of each node."""
-        self._kids = _ranges(nodes.parent[1:], n, offset=1)
+        starts, ends, members = _ranges(nodes.parent[1:], n, offset=1)
+        self._kids = starts, ends, self._ids[members].tolist()
         self._tensors = _Tensors(side, self.escaped_ids)
         self._links = _Links(side) if side.partner is not None and side.partner_rows is not None else None
 
     def blocks(self, start: int = 0) -> Iterator[VisBlock]:
         """The per-node texts of every block of `BLOCK_NODES` rows from row `start` (a block's first row), in row
         order."""
-        n = len(self.side.graph)
-        starts, ends, members = self._kids
-        kid_ids = self._ids[members].tolist()
-        for lo in range(start, n, BLOCK_NODES):
-            hi = min(lo + BLOCK_NODES, n)
-            outputs, inputs = self._tensors.objects(lo, hi)
-            subnodes = [b'["' + b'","'.join(kid_ids[a:b]) + b'"]' if b > a else b"[]"
-                        for a, b in zip(starts[lo:hi].tolist(), ends[lo:hi].tolist())]
-            links = self._links.texts(lo, hi) if self._links is not None else [b"[]"] * (hi - lo)
-            yield VisBlock(lo, hi, outputs, inputs, subnodes, links)
+        for lo in block_starts(len(self.side.graph), start):
+            yield self.block(lo)
+
+    def block(self, lo: int) -> VisBlock:
+        """The per-node texts of the block of `BLOCK_NODES` rows from row `lo`."""
+        hi = min(lo + BLOCK_NODES, len(self.side.graph))
+        starts, ends, kid_ids = self._kids
+        outputs, inputs = self._tensors.objects(lo, hi)
+        subnodes = [b'["' + b'","'.join(kid_ids[a:b]) + b'"]' if b > a else b"[]"
+                    for a, b in zip(starts[lo:hi].tolist(), ends[lo:hi].tolist())]
+        links = self._links.texts(lo, hi) if self._links is not None else [b"[]"] * (hi - lo)
+        return VisBlock(lo, hi, outputs, inputs, subnodes, links)
+
+
+def block_starts(rows: int, start: int = 0) -> range:
+    """The first row of each block of `BLOCK_NODES` rows of a side of `rows` rows, from row `start`."""
+    return range(start, rows, BLOCK_NODES)
 
 
 def _objects(values: Sequence[bytes]) -> np.ndarray:

@@ -7,6 +7,7 @@ import gzip
 import json
 import shutil
 import sqlite3
+import time
 from pathlib import Path
 
 import numpy as np
@@ -106,28 +107,72 @@ def assert_forked_rows_are_these(documents, tmp_path: Path, monkeypatch) -> None
     assert table_rows(forked) == table_rows(here)
 
 
+@pytest.fixture
+def fork_alone(monkeypatch) -> list[int]:
+    """This process makes no block unless the forked one failed: each comes from the forked process. Gives the
+    first row of each block this process takes from the forked one, in order."""
+    monkeypatch.setattr(vis_db._Claims, "take", lambda self, k: False)
+    monkeypatch.setattr(vis_db._ForkedTexts, "_make_ahead", lambda self, stop: False)
+    taken = []
+    take = vis_db._Slots.take
+
+    def counted(self, slot, sizes, texts):
+        taken.append(texts.start)
+        return take(self, slot, sizes, texts)
+
+    monkeypatch.setattr(vis_db._Slots, "take", counted)
+    return taken
+
+
 @pytest.mark.skipif(not can_fork_aside(), reason="needs fork and a second core")
-def test_a_failed_text_process_leaves_the_rest_to_this_one(reports, tmp_path, monkeypatch):
-    def first_block_then_fail(answer, sides, slots):
-        answer.send(slots.put(next(vis_db._side_texts(sides[0]))))
+def test_every_block_can_come_from_the_forked_process(reports, tmp_path, monkeypatch, fork_alone):
+    assert_forked_rows_are_these(reports, tmp_path, monkeypatch)
+    assert fork_alone == [lo for _ in reports for _side in range(2) for lo in range(0, 178, 40)]
+
+
+@pytest.mark.skipif(not can_fork_aside(), reason="needs fork and a second core")
+def test_this_process_makes_blocks_while_the_forked_one_is_slow(reports, tmp_path, monkeypatch):
+    made = []
+    make = vis_db._Makers.make
+
+    def slow_sender(answer, makers, claims, slots):
+        while (k := claims.next()) is not None:
+            time.sleep(0.05)
+            answer.send((k, *slots.put(makers.make(k))))
+
+    def counted(self, k):
+        made.append(k)  # in this process only: the forked process appends to its copy
+        return make(self, k)
+
+    monkeypatch.setattr(vis_db, "_send_texts", slow_sender)
+    monkeypatch.setattr(vis_db._Makers, "make", counted)
+    assert_forked_rows_are_these(reports[:1], tmp_path, monkeypatch)
+    # of the npu side's 5 blocks (this process makes no other side's): those made ahead while it waits, at least
+    assert len(made) == len(set(made)) >= vis_db.AHEAD_BLOCKS and all(k < 5 for k in made)
+
+
+@pytest.mark.skipif(not can_fork_aside(), reason="needs fork and a second core")
+def test_a_failed_text_process_leaves_the_rest_to_this_one(reports, tmp_path, monkeypatch, fork_alone):
+    def first_block_then_fail(answer, makers, claims, slots):
+        k = claims.next()
+        answer.send((k, *slots.put(makers.make(k))))
         answer.send(None)
 
     monkeypatch.setattr(vis_db, "_send_texts", first_block_then_fail)
     assert_forked_rows_are_these(reports, tmp_path, monkeypatch)
+    assert fork_alone == [0, 0]  # one block from each document's process
 
 
 @pytest.mark.skipif(not can_fork_aside(), reason="needs fork and a second core")
-def test_a_block_that_cannot_be_read_back_is_made_here(reports, tmp_path, monkeypatch):
-    taken = []
+def test_a_block_that_cannot_be_read_back_is_made_here(reports, tmp_path, monkeypatch, fork_alone):
     take = vis_db._Slots.take
 
     def second_unreadable(self, slot, sizes, texts):
-        taken.append(texts.start)
-        return None if len(taken) == 2 else take(self, slot, sizes, texts)
+        return None if len(fork_alone) == 2 else take(self, slot, sizes, texts)
 
     monkeypatch.setattr(vis_db._Slots, "take", second_unreadable)
     assert_forked_rows_are_these(reports, tmp_path, monkeypatch)
-    assert taken[:2] == [0, 40]
+    assert fork_alone[:2] == [0, 40]
 
 
 def test_schema_is_msprobes(reports, tmp_path):
