@@ -333,10 +333,10 @@ def _pair_reasons(npu: DumpGraph, pairs: TensorPairs, ks: np.ndarray, notes: dic
 def _pair_texts(npu: DumpGraph, pairs: TensorPairs, ks: np.ndarray, notes: dict[int, str]) -> list[str]:
     """`_pair_reasons` as a list, one line per item of `ks`."""
     t = npu.tensors
-    m = pairs.metrics
+    m = pairs.metrics.at(ks)  # of these pairs (a result's relative errors are computed for them only)
     rows = pairs.npu[ks]
-    stat = np.argmax(m["rel_errs"][ks], axis=1) if len(ks) else np.zeros(0, np.int64)
-    rel = (m["rel_errs"][ks, stat] if len(ks) else np.zeros(0)).tolist()
+    stat = np.argmax(m["rel_errs"], axis=1) if len(ks) else np.zeros(0, np.int64)
+    rel = (m["rel_errs"][np.arange(len(ks)), stat] if len(ks) else np.zeros(0)).tolist()
     # "{role}.{slot}: {Stat} rel err " is made once per distinct (role, slot, statistic), the value per pair
     slot_code, slots = string_codes(t.slot)
     width, stats = max(len(slots), 1), len(STAT_NAMES)
@@ -350,11 +350,11 @@ def _pair_texts(npu: DumpGraph, pairs: TensorPairs, ks: np.ndarray, notes: dict[
         row = int(rows[i])
         return f"{_ROLE_NAMES[t.role[row]]}.{t.slot[row]}"
 
-    md5 = (m["md5_diff"][ks] == 1.0) & (npu.info.task == "md5")
+    md5 = (m["md5_diff"] == 1.0) & (npu.info.task == "md5")
     for i in np.flatnonzero(md5).tolist():
         texts[i] = f"{where(i)}: md5 differs"
     if "cosine" in m:
-        cosine, euc = m["cosine"][ks], m["euc_rel"][ks] if "euc_rel" in m else np.full(len(ks), np.nan)
+        cosine, euc = m["cosine"], m["euc_rel"] if "euc_rel" in m else np.full(len(ks), np.nan)
         for i in np.flatnonzero(~np.isnan(cosine)).tolist():  # real tensors were compared
             texts[i] = f"{where(i)}: cosine {float(cosine[i]):.6f}, euclidean rel {float(euc[i]):.3g}"
     if notes:

@@ -232,11 +232,9 @@ class _Makers:
         self.sides = sides
         self.blocks = [(index, lo) for index, side in enumerate(sides) for lo in block_starts(len(side.graph))]
         """(side, first row) of each block."""
-        self.side_blocks = [range(0, 0)] * len(sides)
+        counts = [len(block_starts(len(side.graph))) for side in sides]
+        self.side_blocks = [range(end - count, end) for count, end in zip(counts, accumulate(counts))]
         """The numbers of each side's blocks."""
-        for index in range(len(sides)):
-            numbers = [k for k, (side, _) in enumerate(self.blocks) if side == index]
-            self.side_blocks[index] = range(numbers[0], numbers[-1] + 1) if numbers else range(0, 0)
         self._texts: dict[int, VisTexts] = {}
 
     def prepare(self, index: int) -> VisTexts:
@@ -286,9 +284,8 @@ hold texts in memory: the two share the blocks as they go)."""
 
 class _ForkedTexts:
     """A document's `_RowTexts` made by a forked process (which shares the document with this one without a copy)
-    and, while this one would wait for it, by this one: each takes the next block (`_Claims`), so neither waits for
-    the other whichever is the faster. The forked process hands its blocks over through `_Slots`; should it fail,
-    this process makes the rest itself.
+    and, whenever this one would wait for it, by this one: each takes the next block nobody has taken (`_Claims`).
+    The forked process hands its blocks over through `_Slots`; should it fail, this process makes the rest itself.
 
     The first side's `VisTexts` is made before forking and shared by both; this process makes blocks of that side
     only (it is the slow one, with the comparison's texts: the forked process makes the bench side's faster than this
@@ -298,7 +295,7 @@ class _ForkedTexts:
     def __init__(self, sides: tuple[VisSide, ...]) -> None:
         self._makers = _Makers(sides)
         self._makers.prepare(0)
-        self._shared = self._makers.side_blocks[0].stop  # the blocks this process makes while the other is alive
+        self._own = self._makers.side_blocks[0].stop  # this process makes blocks before this one, unless it fails
         self._claims = _Claims(len(self._makers.blocks))
         self._slots = _Slots()
         self._maker = Forked(_send_texts, self._makers, self._claims, self._slots)
@@ -307,23 +304,21 @@ class _ForkedTexts:
 
     def texts(self, index: int) -> Iterator[_RowTexts]:
         """The `_RowTexts` of side `index`, in row order (the sides are asked for in order)."""
-        numbers = self._makers.side_blocks[index]
-        for k in numbers:
-            yield self._block(k, numbers.stop)
+        for k in self._makers.side_blocks[index]:
+            yield self._block(k)
 
-    def _block(self, k: int, stop: int) -> _RowTexts:
-        """Block `k`, received or made here (blocks before block `stop` made here meanwhile, of the first side)."""
+    def _block(self, k: int) -> _RowTexts:
+        """Block `k`, made here if nobody has taken it, else received (and first side's blocks made meanwhile)."""
         while (texts := self._ready.pop(k, None)) is None:
-            if self._failed or (k < self._shared and self._claims.take(k)):
+            if self._failed or (k < self._own and self._claims.take(k)):
                 return self._makers.make(k)
-            stop = min(stop, self._shared)
-            if self._maker.has_sent() or len(self._ready) >= AHEAD_BLOCKS or not self._make_ahead(stop):
+            if self._maker.has_sent() or len(self._ready) >= AHEAD_BLOCKS or not self._make_ahead():
                 self._receive()
         return texts
 
-    def _make_ahead(self, stop: int) -> bool:
-        """Make the next block nobody has taken, if there is one before block `stop`."""
-        k = self._claims.next(stop)
+    def _make_ahead(self) -> bool:
+        """Make the next block nobody has taken, if it is one of the first side's."""
+        k = self._claims.next(self._own)
         if k is None:
             return False
         self._ready[k] = self._makers.make(k)

@@ -447,15 +447,15 @@ class _PairTexts:
 
     def texts(self, pairs: np.ndarray) -> list[bytes]:
         report = self.report
-        m = report.pairs.metrics
+        m = report.pairs.metrics.at(pairs)  # a result's relative errors and differences: computed for these only
         nt, bt = report.npu.tensors, report.bench.tensors
         npu_rows, bench_rows = report.pairs.npu[pairs], report.pairs.bench[pairs]
         hidden = ~(nt.present[npu_rows] & bt.present[bench_rows]).ravel()
         diff = np.empty(4 * len(pairs), object)
-        diff[:] = float_reprs(m["abs_diff"][pairs])
+        diff[:] = float_reprs(m["abs_diff"])
         diff[hidden] = b"N/A"
         rel = np.empty(4 * len(pairs), object)
-        rel[:] = float_reprs(m["rel_errs"][pairs] * 100)
+        rel[:] = float_reprs(m["rel_errs"] * 100)
         rel[hidden] = b"N/A"
         percent = np.full(4 * len(pairs), b"%", object)
         percent[hidden] = b""
@@ -463,7 +463,7 @@ class _PairTexts:
         columns += [x for s in range(4)
                     for x in (repeat(_DIFF_SEPARATORS[4 + s]), rel[s::4].tolist(), percent[s::4].tolist())]
         for name, key in self.metrics:
-            values = m[name][pairs]
+            values = m[name]
             keys, texts = np.full(len(pairs), b"", object), np.full(len(pairs), b"", object)
             shown = np.flatnonzero(~np.isnan(values))
             keys[shown] = key

@@ -112,7 +112,7 @@ def fork_alone(monkeypatch) -> list[int]:
     """This process makes no block unless the forked one failed: each comes from the forked process. Gives the
     first row of each block this process takes from the forked one, in order."""
     monkeypatch.setattr(vis_db._Claims, "take", lambda self, k: False)
-    monkeypatch.setattr(vis_db._ForkedTexts, "_make_ahead", lambda self, stop: False)
+    monkeypatch.setattr(vis_db._ForkedTexts, "_make_ahead", lambda self: False)
     taken = []
     take = vis_db._Slots.take
 
