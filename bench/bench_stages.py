@@ -7,7 +7,7 @@ Usage::
     .venv/bin/python bench/bench_stages.py PAIR_DIR... [--tree OTHER] [--rounds 15]
 
 A pair folder holds ``npu`` and ``bench`` (as `bench/make_synthetic.py` writes them). One process per tree reads
-the pair once (``read_pair`` with the data-flow edges derived, as ``graphcmp compare`` does) and then compares it
+the pair once (``read_pair`` with what ``graphcmp compare`` derives while reading) and then compares it
 on request: the trees take turns comparison by comparison (``--rounds`` times each, after one warm-up), so both
 see the same machine (the 2-core machine is shared and its speed drifts within seconds). Each comparison is timed
 by its CPU time (``time.process_time`` after a ``gc.collect()``). Before each one the process is put back where
@@ -26,6 +26,7 @@ from bench_read import TreeProcess, print_table, take_turns, trees_to_time
 _SERVER = """
 import gc, sys, time
 import graphcmp.core.records as records
+import graphcmp.core.compare as compare
 from graphcmp.core.compare import compare_graphs
 from graphcmp.core.dataflow import flow_edges
 from graphcmp.core.readers.pair import read_pair
@@ -36,8 +37,11 @@ cached = {name: getattr(records, name) for name in CACHES}
 for name in CACHES:
     setattr(records, name, lambda values, name=name: coded.append((name, values)) or cached[name](values))
 pair = sys.argv[1]
-npu, bench = read_pair(pair + "/npu", pair + "/bench", derive=flow_edges)
-flow_edges(npu), flow_edges(bench)  # derived while reading in `graphcmp compare` (the bench side in its child)
+if hasattr(compare, "derive_npu"):  # the npu run's derivations made while the bench run is read, as compare does
+    npu, bench = read_pair(pair + "/npu", pair + "/bench", ahead=compare.derive_npu)
+else:  # a tree before them: the data-flow edges derived while reading (the bench side in its child)
+    npu, bench = read_pair(pair + "/npu", pair + "/bench", derive=flow_edges)
+    flow_edges(npu), flow_edges(bench)
 for name in CACHES:
     setattr(records, name, cached[name])
 kept = {id(g): dict(g._cache) for g in (npu, bench)}
