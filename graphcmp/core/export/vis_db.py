@@ -252,29 +252,41 @@ class _Makers:
 
 class _Claims:
     """The blocks taken so far, shared by this process and the forked one: both take the next block in order
-    (`next`); this one also takes the block it is to insert next while nobody has (`take`)."""
+    (`next`); this one also takes the block it is to insert next while nobody has (`take`).
+
+    Neither waits for the counter's lock longer than `LOCK_WAIT` seconds (a process killed while holding it never
+    gives it back): it then takes nothing, and the forked process stops, so that this one makes the rest.
+    """
 
     def __init__(self, count: int) -> None:
         self.count = count
         self._next = multiprocessing.get_context("fork").Value("q", 0)
 
     def next(self, stop: int | None = None) -> int | None:
-        """Take the next block; None when every block (before block `stop`) is taken."""
+        """Take the next block; None when every block (before block `stop`) is taken, or the lock stays held."""
         stop = self.count if stop is None else min(stop, self.count)
-        with self._next.get_lock():
-            k = self._next.value
-            if k >= stop:
-                return None
-            self._next.value = k + 1
-        return k
+        return self._take(lambda k: k < stop)
 
     def take(self, k: int) -> bool:
         """Take block `k` if it is the next one."""
-        with self._next.get_lock():
-            if self._next.value != k:
-                return False
+        return self._take(lambda next_k: next_k == k) is not None
+
+    def _take(self, wanted: Callable[[int], bool]) -> int | None:
+        lock = self._next.get_lock()
+        if not lock.acquire(timeout=LOCK_WAIT):
+            return None
+        try:
+            k = self._next.value
+            if not wanted(k):
+                return None
             self._next.value = k + 1
-        return True
+            return k
+        finally:
+            lock.release()
+
+
+LOCK_WAIT = 1.0
+"""Seconds `_Claims` waits for its lock, held for a few instructions at a time: longer only if its holder died."""
 
 
 AHEAD_BLOCKS = 4

@@ -7,6 +7,7 @@ import gzip
 import json
 import shutil
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -173,6 +174,26 @@ def test_a_block_that_cannot_be_read_back_is_made_here(reports, tmp_path, monkey
     monkeypatch.setattr(vis_db._Slots, "take", second_unreadable)
     assert_forked_rows_are_these(reports, tmp_path, monkeypatch)
     assert fork_alone[:2] == [0, 40]
+
+
+@pytest.mark.skipif(not can_fork_aside(), reason="needs fork and a second core")
+def test_a_counter_lock_never_given_back_leaves_the_blocks_to_this_one(reports, tmp_path, monkeypatch):
+    done = threading.Event()
+    init = vis_db._Claims.__init__
+
+    def held_for_good(self, count):  # as if its holder died holding it
+        init(self, count)
+        held = threading.Event()
+        lock = self._next.get_lock()
+        threading.Thread(target=lambda: (lock.acquire(), held.set(), done.wait()), daemon=True).start()
+        held.wait()
+
+    monkeypatch.setattr(vis_db._Claims, "__init__", held_for_good)
+    monkeypatch.setattr(vis_db, "LOCK_WAIT", 0.05)
+    try:
+        assert_forked_rows_are_these(reports, tmp_path, monkeypatch)
+    finally:
+        done.set()
 
 
 def test_schema_is_msprobes(reports, tmp_path):
