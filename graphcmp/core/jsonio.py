@@ -76,11 +76,12 @@ class JsonLoad:
     truncated: str = ""  # one line describing the salvage, "" when the file was whole
 
 
-def read_json(path: str | os.PathLike[str], *, salvage: bool = True, flat_keys: bool = False) -> JsonLoad:
+def read_json(path: str | os.PathLike[str], *, salvage: bool = True, flat_keys: bool = False,
+              data: bytes | None = None) -> JsonLoad:
     """Read a JSON file, tolerating bare NaN/Infinity and (with `salvage`) a truncated end.
 
     `flat_keys`: the file is one object of ``key: string or null`` members (construct.json), whose keys must
-    be unique: a parser keeps the last of two silently.
+    be unique: a parser keeps the last of two silently. `data`: the file's bytes, when the caller has read them.
 
     Raises
     ------
@@ -89,11 +90,12 @@ def read_json(path: str | os.PathLike[str], *, salvage: bool = True, flat_keys: 
         names a key twice.
     """
     path = Path(path)
-    try:
-        with open_regular(path) as f:  # never a FIFO or a device: a read that could block or never end
-            data = f.read()
-    except OSError as err:
-        raise DumpFormatError(f"{path}: cannot read ({err.strerror})") from err
+    if data is None:
+        try:
+            with open_regular(path) as f:  # never a FIFO or a device: a read that could block or never end
+                data = f.read()
+        except OSError as err:
+            raise DumpFormatError(f"{path}: cannot read ({err.strerror})") from err
     loaded = load_json(data, str(path), salvage=salvage)
     # every key of such an object ends with '":' (its values cannot hold one): more of them than keys read
     # means a key came twice, or an odd key text; the exact look tells

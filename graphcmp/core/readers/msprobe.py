@@ -231,11 +231,12 @@ def _add_records(builder: HierarchyBuilder, records: Mapping[str, Any], source: 
     add_leaves(builder, leaves, source=f"{source}/{DUMP_FILE}")
 
 
-def _read_part(path: Path, missing: list[str], *, required: bool = False) -> dict[str, Any]:
-    if not path.is_file() and not required:
+def _read_part(path: Path, missing: list[str], *, required: bool = False, data: bytes | None = None) -> dict[str, Any]:
+    """A part of the dump folder (`data`: its bytes, when read already); {} and a note when it is missing."""
+    if data is None and not path.is_file() and not required:
         missing.append(f"{path.name}: file not found")
         return {}
-    loaded = read_json(path, flat_keys=path.name == CONSTRUCT_FILE)
+    loaded = read_json(path, flat_keys=path.name == CONSTRUCT_FILE, data=data)
     if loaded.truncated:
         missing.append(loaded.truncated)
     if not isinstance(loaded.value, dict):
@@ -394,7 +395,7 @@ def _structure(construct: Mapping[str, Any], data: Mapping[str, Any], source: st
 
 def _read_construct(path: Path, missing: list[str]) -> dict[str, Any]:
     """`_read_part` of construct.json; within `reusing_structure`, the previous structure's object itself when the
-    file's text is the same (read again, not parsed: a twentieth of the parse)."""
+    file's text is the same (read, not parsed: a twentieth of the parse), else the text read parsed."""
     reuse = _REUSE.get()
     if reuse is None:
         return _read_part(path, missing)
@@ -402,9 +403,8 @@ def _read_construct(path: Path, missing: list[str]) -> dict[str, Any]:
     if last is not None and last.text is not None and text == last.text:
         return last.source  # type: ignore[return-value]
     notes = len(missing)
-    construct = _read_part(path, missing)
-    # kept when the file was read whole and its text is the same before and after the parse
-    reuse.parsed = (text, construct) if len(missing) == notes and text is not None and _text_of(path) == text else None
+    construct = _read_part(path, missing, data=text)
+    reuse.parsed = (text, construct) if len(missing) == notes and text is not None else None  # read whole, in full
     return construct
 
 
