@@ -333,7 +333,7 @@ def _pair_reasons(npu: DumpGraph, pairs: TensorPairs, ks: np.ndarray, notes: dic
 def _pair_texts(npu: DumpGraph, pairs: TensorPairs, ks: np.ndarray, notes: dict[int, str]) -> list[str]:
     """`_pair_reasons` as a list, one line per item of `ks`."""
     t = npu.tensors
-    m = pairs.metrics.at(ks)  # of these pairs (a result's relative errors are computed for them only)
+    m = pairs.metrics.at(ks, ("rel_errs", "md5_diff", "cosine", "euc_rel"))  # a result's: computed for these only
     rows = pairs.npu[ks]
     stat = np.argmax(m["rel_errs"], axis=1) if len(ks) else np.zeros(0, np.int64)
     rel = (m["rel_errs"][np.arange(len(ks)), stat] if len(ks) else np.zeros(0)).tolist()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -105,15 +105,15 @@ class PairMetrics(FrozenColumns, Mapping):
 
     __hash__ = None  # type: ignore[assignment]
 
-    def at(self, ks: np.ndarray) -> dict[str, np.ndarray]:
-        """Every column's values of pairs `ks`: a computed column not yet read is computed for those pairs
-        only (the viewer's details of one node among a million pairs)."""
-        out = {name: self.columns[name][ks] for name in self.columns}
-        missing = tuple(name for name in STAT_COLUMNS if name not in out and name not in self._computed.columns)
-        if missing:
-            out |= stat_metrics(self.npu, self.bench, self.npu_rows[ks], self.bench_rows[ks], self.thresholds,
-                                missing)
-        return {name: out[name] if name in out else self[name][ks] for name in self}
+    def at(self, ks: np.ndarray, names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+        """The values of pairs `ks` of every column, or of those of `names` there are: a computed column not yet
+        read is computed for those pairs only (the viewer's details of one node among a million pairs, an
+        export's block of pairs)."""
+        wanted = list(self) if names is None else [name for name in names if name in self]
+        missing = tuple(name for name in wanted if name not in self.columns and name not in self._computed.columns)
+        out = stat_metrics(self.npu, self.bench, self.npu_rows[ks], self.bench_rows[ks], self.thresholds,
+                           missing) if missing else {}
+        return {name: out[name] if name in out else self[name][ks] for name in wanted}
 
 
 @dataclass(frozen=True, slots=True, eq=False)

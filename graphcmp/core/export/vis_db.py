@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from itertools import accumulate, pairwise, repeat
+from itertools import accumulate, pairwise
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
@@ -481,10 +481,9 @@ def _rows(texts: _RowTexts, columns: _NodeColumns) -> Iterator[tuple]:
               "output_data": _decoded(texts.outputs)}
     if "precision_index" not in columns.absent:
         values["precision_index"] = [PRECISION_INDEX.get(s) for s in columns.status[lo:hi].tolist()]
-    if "overflow_level" not in columns.absent:
-        values["overflow_level"] = texts.overflow if texts.overflow is not None else repeat(None)
-        values["matched_distributed"], values["is_distributed"] = (
-            texts.distributed if texts.distributed is not None else (repeat("{}"), repeat(0)))
+    if "overflow_level" not in columns.absent:  # the side's nodes have attributes: its texts have these columns
+        values["overflow_level"] = texts.overflow
+        values["matched_distributed"], values["is_distributed"] = texts.distributed
     return zip(*(values[name] for name in _BOUND if name not in columns.absent))
 
 

@@ -447,7 +447,8 @@ class _PairTexts:
 
     def texts(self, pairs: np.ndarray) -> list[bytes]:
         report = self.report
-        m = report.pairs.metrics.at(pairs)  # a result's relative errors and differences: computed for these only
+        # a result's relative errors and differences: computed for these pairs only
+        m = report.pairs.metrics.at(pairs, ("abs_diff", "rel_errs", *(name for name, _ in self.metrics)))
         nt, bt = report.npu.tensors, report.bench.tensors
         npu_rows, bench_rows = report.pairs.npu[pairs], report.pairs.bench[pairs]
         hidden = ~(nt.present[npu_rows] & bt.present[bench_rows]).ravel()
