@@ -187,7 +187,7 @@ class HierarchyBuilder:
 
     def add_tensors(
         self,
-        node_ids: Sequence[str],
+        node_ids: Sequence[str] | TextCodes,
         roles: Sequence[int],
         slots: Sequence[str] | TextCodes,
         *,
@@ -204,11 +204,12 @@ class HierarchyBuilder:
 
         A scalar argument has shape ``"scalar"``; a non-numeric value keeps its text in `value`;
         `requires_grad` is 1, 0 or -1 (not recorded, the default) per tensor. A text column may come as
-        `TextCodes` (what a reader that codes its texts gives): the table's column is then a `CodedTexts`.
+        `TextCodes` (what a reader that codes its texts gives): the table's column is then a `CodedTexts`. So may
+        `node_ids` (the distinct ids each looked up once, not once per tensor).
         """
         n = len(slots.codes) if isinstance(slots, TextCodes) else len(slots)
         grad = np.full(n, -1, np.int8) if requires_grad is None else np.asarray(requires_grad, np.int8)
-        self._tensor_parts.append((list(node_ids), np.asarray(roles, np.int8), _texts(slots), _texts(dtype),
+        self._tensor_parts.append((_texts(node_ids), np.asarray(roles, np.int8), _texts(slots), _texts(dtype),
                                    _texts(shape), np.asarray(stats, np.float64).reshape(-1, 4),
                                    np.asarray(present, bool).reshape(-1, 4), _texts(md5), _texts(file),
                                    _texts(value), grad))
@@ -350,21 +351,26 @@ def _texts(column: Sequence[str] | TextCodes) -> list[str] | TextCodes:
 
 
 def _coded_column(parts: Sequence[list[str] | TextCodes], by_row: np.ndarray) -> CodedTexts:
-    """The texts of `parts` (coded ones and lists of texts) in the order `by_row`, as one coded column: each part's
-    codes renumbered into one table of distinct texts, a list coded against it."""
+    """The texts of `parts` (coded ones and lists of texts) in the order `by_row`, as one coded column: the parts'
+    codes renumbered into one table of distinct texts in one go (a reader gives a part per chunk of its file:
+    thousands of them), a list coded against it."""
+    coded = [part if isinstance(part, TextCodes) else TextCodes(*string_codes(part)) for part in parts]
     table: dict[str, int] = {}
-    codes = []
-    for part in parts:
-        if not isinstance(part, TextCodes):
-            part = TextCodes(*string_codes(part))
-        renumber = np.array([table.setdefault(name, len(table)) for name in part.values], np.int32)
-        codes.append(renumber[part.codes] if len(renumber) else np.zeros(0, np.int32))
-    return CodedTexts.of(np.concatenate(codes)[by_row], list(table))
+    renumber = np.array([table.setdefault(name, len(table)) for part in coded for name in part.values], np.int64)
+    if len(table) == 1:
+        return CodedTexts.of(np.zeros(len(by_row), np.int8), list(table))
+    sizes = [len(part.values) for part in coded]
+    offsets = np.repeat(np.cumsum([0, *sizes[:-1]]), [len(part.codes) for part in coded])
+    codes = np.concatenate([part.codes for part in coded]) + offsets if coded else np.zeros(0, np.int64)
+    return CodedTexts.of(renumber[codes][by_row], list(table))
 
 
-def _rows_of(node_ids: list[str], rows: dict[str, int]) -> np.ndarray:
+def _rows_of(node_ids: list[str] | TextCodes, rows: dict[str, int]) -> np.ndarray:
     """The row of each node id, looked up once per distinct id (a part repeats an id per tensor; a small table
     is faster to look up in than the run's)."""
+    if isinstance(node_ids, TextCodes):
+        distinct = node_ids.values
+        return np.fromiter(map(rows.__getitem__, distinct), np.int32, len(distinct))[node_ids.codes]
     local = {node_id: rows[node_id] for node_id in dict.fromkeys(node_ids)}
     return np.fromiter(map(local.__getitem__, node_ids), np.int32, len(node_ids))
 

@@ -333,7 +333,9 @@ class MemberChunks:
             cuts = self._cuts = _Cuts(pad)
             end = cuts.close(f, len(head))
             f.seek(len(head))
-            buf = f.read(min(self.chunk_bytes, end - len(head)))  # starts with the first member
+            # one buffer throughout: a chunk's text is copied once, from it (slices and concatenations of bytes
+            # copied each byte five times)
+            buf = bytearray(f.read(min(self.chunk_bytes, end - len(head))))  # starts with the first member
             read = len(head) + len(buf)
             while read < end:
                 block = f.read(min(self.chunk_bytes, end - read))
@@ -341,11 +343,11 @@ class MemberChunks:
                     raise LayoutMismatch(f"{self.path}: ends before {self.key!r} closes")
                 read += len(block)
                 if (cut := cuts.last(buf)) > 0:
-                    yield _object_text(buf[:cut], last=False)
-                    buf = buf[cut:]
+                    yield _object_text(buf, cut, last=False)
+                    del buf[:cut]
                 buf += block
             if buf.strip():
-                yield _object_text(buf, last=True)
+                yield _object_text(buf, len(buf), last=True)
             f.seek(end + 1)
             tail = f.read()
         rest = _loads_or_mismatch(head + b"}" + tail)
@@ -404,7 +406,7 @@ class _Cuts:
         # the close of an indented object is a line of its own; with no indent ("\n" alone) every close is
         self.closing = b"\n" + b" " * (len(spaces) // 2) + b"}" if self.indented and spaces else None
 
-    def last(self, buf: bytes) -> int:
+    def last(self, buf: bytes | bytearray) -> int:
         """Offset just past the comma that ends the last whole member in `buf` (-1: none found)."""
         pos = len(buf)
         while (at := buf.rfind(b"},", 0, pos)) >= 0:
@@ -438,7 +440,7 @@ class _Cuts:
         return begin + len(inner) - 1
 
 
-def _is_node_key(buf: bytes, at: int) -> bool:
+def _is_node_key(buf: bytes | bytearray, at: int) -> bool:
     """True when a key with a dot (a node id, no escapes) followed by ``: {`` starts at `at`."""
     if buf[at: at + 1] != b'"':
         return False
@@ -468,13 +470,14 @@ def _last_close(f: Any, start: int, end: int, closing: bytes) -> int:
         end = begin + len(closing) - 1
 
 
-def _object_text(text: bytes, *, last: bool) -> bytes:
-    """A run of whole members (``"k": v,``; the last run has no trailing comma) as an object."""
+def _object_text(buf: bytearray, end: int, *, last: bool) -> bytes:
+    """The run of whole members ``buf[:end]`` (``"k": v,``; the last run has no trailing comma) as an object."""
     if not last:
-        if not text.endswith(b","):
+        if buf[end - 1] != ord(","):
             raise LayoutMismatch("a member does not follow a comma")
-        text = text[:-1]
-    return b"{" + text + b"}"
+        end -= 1
+    with memoryview(buf) as view, view[:end] as members:
+        return b"".join((b"{", members, b"}"))
 
 
 def loads_object(text: bytes) -> dict[str, Any]:

@@ -32,10 +32,9 @@ from graphcmp.core.inputs import open_regular
 from graphcmp.core.jsonio import LayoutMismatch, MemberChunks, gc_paused, loads_object, read_json, repeated_keys
 from graphcmp.core.readers.msprobe_leaves import (
     DUMP_FILE,
-    Leaves,
     Misfit,
     add_leaves,
-    collect_record,
+    collect_records,
     collect_typed,
     md5_flag,
     mixed_records,
@@ -180,10 +179,7 @@ def _add_decoded(builder: HierarchyBuilder, text: bytes, source: str, state: dic
         state["mixed"] = bool(plain)  # the file's next chunks likely hold such records too: decode them so first
     if records is None:
         return None
-    leaves = Leaves()
-    collect_typed(leaves, {k: v for k, v in records.items() if k not in plain} if plain else records, source)
-    for node_id in plain:  # leaves of plain records are read by `leaf_row`, as on the dict route
-        collect_record(leaves, node_id, records[node_id], source)
+    leaves = collect_typed(records, source, plain)  # plain records' leaves are read by `leaf_row`, as on the dict route
     try:
         add_leaves(builder, leaves, typed=True, source=f"{source}/{DUMP_FILE}")
     except Misfit:
@@ -225,10 +221,7 @@ def _in_text_order(parts: list[bytes], odd: list[bool], decoded: dict[str, Any],
 
 
 def _add_records(builder: HierarchyBuilder, records: Mapping[str, Any], source: str) -> None:
-    leaves = Leaves()
-    for node_id, record in records.items():
-        collect_record(leaves, node_id, record, source)
-    add_leaves(builder, leaves, source=f"{source}/{DUMP_FILE}")
+    add_leaves(builder, collect_records(records, source), source=f"{source}/{DUMP_FILE}")
 
 
 def _read_part(path: Path, missing: list[str], *, required: bool = False, data: bytes | None = None) -> dict[str, Any]:
@@ -385,11 +378,13 @@ def _structure(construct: Mapping[str, Any], data: Mapping[str, Any], source: st
     parents = _parents(construct, data, [(ids[r], kinds[r]) for r in dump_only], source, notes)
     parsed = reuse.parsed if reuse is not None else None
     text = parsed[0] if parsed is not None and parsed[1] is construct else None
-    structure = _Structure(list(construct.items()), list(data), (
-        ids, kinds, ops, directions, list(map(parents.get, ids)), seq, list(map(data.__contains__, ids))),
-        tuple(notes), construct, text)
+    kept = reuse is not None and len(ids) <= REUSE_MAX_NODES
+    in_order = not dump_only and len(data) == len(ids)  # ids are construct's, each one in data
+    structure = _Structure(list(construct.items()) if kept else [], list(data) if kept else [], (
+        ids, kinds, ops, directions, list(parents.values()) if in_order else list(map(parents.get, ids)), seq,
+        [True] * len(ids) if in_order else list(map(data.__contains__, ids))), tuple(notes), construct, text)
     if reuse is not None:  # the text now lives in the structure, or not at all
-        reuse.last, reuse.parsed = (structure if len(ids) <= REUSE_MAX_NODES else None), None
+        reuse.last, reuse.parsed = (structure if kept else None), None
     return structure
 
 

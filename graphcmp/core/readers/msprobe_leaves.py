@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from itertools import chain, compress, islice, repeat
 from operator import is_not, itemgetter
 from sys import intern
@@ -47,8 +47,8 @@ from graphcmp.core.readers.naming import parse_node_id, parse_node_ids
 from graphcmp.core.records import NodeKind, Role
 from graphcmp.core.texts import TextCodes
 
-__all__ = ["DUMP_FILE", "Leaf", "Leaves", "Misfit", "add_leaves", "collect_record", "collect_typed", "md5_flag",
-           "mixed_records", "requires_grad_code", "typed_records"]
+__all__ = ["DUMP_FILE", "Leaf", "Leaves", "Misfit", "add_leaves", "collect_record", "collect_records", "collect_typed",
+           "md5_flag", "mixed_records", "requires_grad_code", "typed_records"]
 
 DUMP_FILE = "dump.json"  # the file these records come from, for messages
 _PARAM_GRAD = int(Role.PARAM_GRAD)
@@ -106,46 +106,61 @@ def mixed_records(text: bytes) -> tuple[dict[str, Any], set[str]] | None:
 
 
 class Leaves:
-    """Flattened leaves of every record: parallel lists, turned into columns in one go."""
+    """Flattened leaves of a chunk's records: parallel lists, turned into columns in one go. A leaf's node is its
+    record's position in `ids` (the records' node ids, in order): a code per leaf, the id looked up once per record."""
 
-    __slots__ = ("leaf", "node", "role", "slot")
+    __slots__ = ("ids", "leaf", "node", "role", "slot")
 
-    def __init__(self) -> None:
-        self.node: list[str] = []
+    def __init__(self, ids: list[str]) -> None:
+        self.ids = ids
+        self.node: list[int] = []
         self.role: list[int] = []
         self.slot: list[str] = []
         self.leaf: list[Any] = []
 
-    def collect(self, node_id: str, role: int, value: Any, prefix: str) -> None:
-        """Flatten nested args: lists by index, dicts without "type" by key."""
+    def node_ids(self) -> list[str]:
+        """The node id of each leaf."""
+        return list(map(self.ids.__getitem__, self.node))
+
+    def collect(self, node: int, role: int, value: Any, prefix: str) -> None:
+        """Flatten nested args of the record at position `node`: lists by index, dicts without "type" by key."""
         if type(value) is list:
             for i, item in enumerate(value):
                 slot = _SLOTS[i] if not prefix and i < len(_SLOTS) else intern(f"{prefix}.{i}" if prefix else str(i))
                 kind = type(item)
                 if kind is Leaf or (kind is dict and "type" in item):  # the common case, without recursion
-                    self.node.append(node_id)
+                    self.node.append(node)
                     self.role.append(role)
                     self.slot.append(slot)
                     self.leaf.append(item)
                 elif item is not None:
-                    self.collect(node_id, role, item, slot)
+                    self.collect(node, role, item, slot)
         elif isinstance(value, dict) and "type" not in value:
             for key, item in value.items():
-                self.collect(node_id, role, item, f"{prefix}.{key}" if prefix else str(key))
+                self.collect(node, role, item, f"{prefix}.{key}" if prefix else str(key))
         elif value is not None:
-            self.node.append(node_id)
+            self.node.append(node)
             self.role.append(role)
             self.slot.append(intern(prefix or "0"))
             self.leaf.append(value)
 
 
-def collect_record(leaves: Leaves, node_id: str, record: Any, source: str) -> None:
-    """Add the leaves of one record (inputs, outputs, parameters, or a module's parameter gradients)."""
+def collect_records(records: dict[str, Any], source: str) -> Leaves:
+    """The leaves of plain-dict records, record by record."""
+    leaves = Leaves(list(records))
+    for row, record in enumerate(records.values()):
+        collect_record(leaves, row, record, source)
+    return leaves
+
+
+def collect_record(leaves: Leaves, row: int, record: Any, source: str) -> None:
+    """Add the leaves of the record of ``leaves.ids[row]`` (inputs, outputs, parameters, or a module's parameter
+    gradients)."""
     if not isinstance(record, dict):
-        raise DumpFormatError(f"{source}/{DUMP_FILE}: {node_id!r}: record is a {type(record).__name__}, "
+        raise DumpFormatError(f"{source}/{DUMP_FILE}: {leaves.ids[row]!r}: record is a {type(record).__name__}, "
                               "expected an object of inputs/outputs")
-    if _is_param_grad(node_id):
-        _collect_param_grads(leaves, node_id, record)
+    if _is_param_grad(leaves.ids[row]):
+        _collect_param_grads(leaves, row, record)
         return
     for role_key, role in ROLE_KEYS:
         value = record.get(role_key)
@@ -153,14 +168,14 @@ def collect_record(leaves: Leaves, node_id: str, record: Any, source: str) -> No
             continue
         if isinstance(value, dict) and "type" in value:
             value = [value]
-        leaves.collect(node_id, role, value, "")
+        leaves.collect(row, role, value, "")
 
 
-def _collect_param_grads(leaves: Leaves, node_id: str, record: dict[str, Any]) -> None:
+def _collect_param_grads(leaves: Leaves, row: int, record: dict[str, Any]) -> None:
     """A module's parameter-gradient record: ``{parameter name: gradient or [gradient]}``."""
     for key, value in record.items():
         single = value[0] if isinstance(value, list) and len(value) == 1 else value
-        leaves.collect(node_id, _PARAM_GRAD, single, str(key))
+        leaves.collect(row, _PARAM_GRAD, single, str(key))
 
 
 _PARAM_GRAD_KIND = int(NodeKind.PARAM_GRAD)
@@ -171,8 +186,12 @@ def _is_param_grad(node_id: str) -> bool:
     return "parameters_grad" in node_id and parse_node_id(node_id)[0] == _PARAM_GRAD_KIND
 
 
-def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
-    """`collect_record` for every record of a `typed_records` chunk, role by role in bulk.
+_NO_ROLES: dict[str, Any] = {}  # a record whose roles `collect_typed` leaves to another path
+
+
+def collect_typed(records: dict[str, Any], source: str, plain: Container[str] = ()) -> Leaves:
+    """The leaves of a `typed_records` chunk, role by role in bulk; the records named in `plain` (plain dicts among
+    typed ones, see `mixed_records`) record by record.
 
     A role's values that are lists of `Leaf` structs and None (arguments, outputs) or dicts of them
     (keyword arguments, parameters, a module's parameter gradients) are flattened with
@@ -182,42 +201,46 @@ def collect_typed(leaves: Leaves, records: dict[str, Any], source: str) -> None:
     """
     ids = list(records)
     values = list(records.values())
-    named = [k for k, node_id in enumerate(ids) if "parameters_grad" in node_id]  # the cheap test first
+    leaves = Leaves(ids)
+    apart = [k for k, node_id in enumerate(ids) if node_id in plain] if plain else []
+    named = [k for k, node_id in enumerate(ids) if "parameters_grad" in node_id and node_id not in plain]  # cheap first
     grads = [k for k, kind in zip(named, parse_node_ids(map(ids.__getitem__, named))[0]) if kind == _PARAM_GRAD_KIND]
     if grads:
-        _add_param_grads(leaves, ids, [values[k] for k in grads], grads)
-        keep = np.ones(len(ids), bool)
-        keep[grads] = False
-        ids, values = list(compress(ids, keep.tolist())), list(compress(values, keep.tolist()))
+        _add_param_grads(leaves, [values[k] for k in grads], grads)
+    for k in apart:
+        collect_record(leaves, k, values[k], source)
+    for k in (*grads, *apart):
+        values[k] = _NO_ROLES
     for role_key, role in ROLE_KEYS:
         column = list(map(dict.get, values, repeat(role_key)))  # the unbound method: no bound method per record
         kinds = list(map(type, column))
         if kinds.count(NoneType) == len(kinds):
             continue
         lists, dicts = kinds.count(list), kinds.count(dict)  # a role holds lists or dicts: skip the other kind
-        rest = _add_lists(leaves, role, ids, column, kinds) if lists else []
-        rest += _add_dicts(leaves, role, ids, column, kinds) if dicts else []
+        rest = _add_lists(leaves, role, column, kinds) if lists else []
+        rest += _add_dicts(leaves, role, column, kinds) if dicts else []
         if lists + dicts + kinds.count(NoneType) != len(kinds):  # a single leaf, another value
             rest += [k for k, kind in enumerate(kinds) if kind not in _CONTAINERS]
         for k in sorted(rest):
             value = column[k]
-            leaves.collect(ids[k], role, [value] if isinstance(value, dict) and "type" in value else value, "")
+            leaves.collect(k, role, [value] if isinstance(value, dict) and "type" in value else value, "")
+    return leaves
 
 
-def _add_param_grads(leaves: Leaves, ids: list[str], records: list[dict[str, Any]], rows: list[int]) -> None:
+def _add_param_grads(leaves: Leaves, records: list[dict[str, Any]], rows: list[int]) -> None:
     """Add parameter-gradient records (``{name: gradient or [gradient]}``, the names are the slots) in bulk, those
     holding other values record by record."""
     gradients = chain.from_iterable(map(dict.values, records))
     items = [v[0] if type(v) is list and len(v) == 1 else v for v in gradients]
     odd = [k for k, record in enumerate(records) if "" in record]  # "": its leaf's slot is "0"
-    rest = _add_flat(leaves, _PARAM_GRAD, ids, rows, list(map(len, records)), items,
+    rest = _add_flat(leaves, _PARAM_GRAD, rows, list(map(len, records)), items,
                      map(intern, chain.from_iterable(records)), odd)  # JSON keys: str already
     record_of = dict(zip(rows, records))
     for k in rest:
-        _collect_param_grads(leaves, ids[k], record_of[k])
+        _collect_param_grads(leaves, k, record_of[k])
 
 
-def _add_lists(leaves: Leaves, role: int, ids: list[str], column: list[Any], kinds: list[type]) -> list[int]:
+def _add_lists(leaves: Leaves, role: int, column: list[Any], kinds: list[type]) -> list[int]:
     """Add the role's lists of `Leaf` structs and None (slots "0", "1", ...); return the positions of the others
     (a nested list, more than 64 arguments)."""
     rows = [k for k, kind in enumerate(kinds) if kind is list]
@@ -227,17 +250,17 @@ def _add_lists(leaves: Leaves, role: int, ids: list[str], column: list[Any], kin
     runs = [_SLOT_RUNS[n] if n < len(_SLOT_RUNS) else repeat("", n) for n in lengths] if long else \
         map(_SLOT_RUNS.__getitem__, lengths)  # a long list's leaves are left out: placeholders keep the count
     slots = chain.from_iterable(runs)
-    return _add_flat(leaves, role, ids, rows, lengths, chain.from_iterable(lists), slots, long)
+    return _add_flat(leaves, role, rows, lengths, chain.from_iterable(lists), slots, long)
 
 
-def _add_dicts(leaves: Leaves, role: int, ids: list[str], column: list[Any], kinds: list[type]) -> list[int]:
+def _add_dicts(leaves: Leaves, role: int, column: list[Any], kinds: list[type]) -> list[int]:
     """Add the role's dicts of `Leaf` structs and None (their keys are the slots); return the positions of the
     others (a nested value; a "type" key makes the dict one leaf to plain dicts; a "" key gives slot "0")."""
     rows = [k for k, kind in enumerate(kinds) if kind is dict and column[k]]
     dicts = [column[k] for k in rows]
     odd = [k for k, d in enumerate(dicts) if "type" in d or "" in d]
     items = chain.from_iterable(map(dict.values, dicts))
-    return _add_flat(leaves, role, ids, rows, list(map(len, dicts)), items,
+    return _add_flat(leaves, role, rows, list(map(len, dicts)), items,
                      map(intern, chain.from_iterable(dicts)), odd)  # JSON keys: str already
 
 
@@ -245,13 +268,13 @@ _CONTAINERS = frozenset({list, dict, NoneType})  # a role's values flattened in 
 _ITEM_CODE = {Leaf: 0, NoneType: 1}  # anything else: 2, a value the per-record path flattens
 
 
-def _add_flat(leaves: Leaves, role: int, ids: list[str], rows: list[int], lengths: list[int], items: Iterable[Any],
+def _add_flat(leaves: Leaves, role: int, rows: list[int], lengths: list[int], items: Iterable[Any],
               slots: Iterable[str], odd: list[int]) -> list[int]:
     """Add the items of the containers at positions `rows` (`lengths` items each; `items` and `slots` flattened)
     but those of containers holding something other than `Leaf` or None and the containers `odd` (indexes of
     `rows`); return the positions of the containers left out."""
     items = list(items)
-    nodes = chain.from_iterable(map(repeat, map(ids.__getitem__, rows), lengths))
+    nodes = chain.from_iterable(map(repeat, rows, lengths))
     mask, skipped = _kept(items, rows, lengths, odd)
     if mask is None:
         leaves.leaf.extend(items)
@@ -286,9 +309,7 @@ _LEAF_OR_NONE = frozenset({Leaf, NoneType})
 def md5_flag(records: dict[str, Any], source: str) -> bool | None:
     """Whether the first tensor record has an md5 (None when there is no tensor record)."""
     for node_id, record in records.items():
-        leaves = Leaves()
-        collect_record(leaves, node_id, record, source)
-        for leaf in leaves.leaf:
+        for leaf in collect_records({node_id: record}, source).leaf:
             if type(leaf) is Leaf and leaf.dtype is not UNSET:
                 return leaf.md5 is not UNSET
             if isinstance(leaf, dict) and "dtype" in leaf:
@@ -316,10 +337,11 @@ def add_leaves(builder: HierarchyBuilder, leaves: Leaves, *, typed: bool = False
     except _BadStatistic as bad:
         i = bad.index
         where = f"{Role(leaves.role[i]).name.lower().replace('_', ' ')} {leaves.slot[i]}"
-        raise DumpFormatError(f"{source}: {leaves.node[i]!r} {where}: {bad.key} is {_shown(bad.value)}, expected a "
-                              "number (or null); the record is damaged") from None
+        raise DumpFormatError(f"{source}: {leaves.ids[leaves.node[i]]!r} {where}: {bad.key} is {_shown(bad.value)}, "
+                              "expected a number (or null); the record is damaged") from None
     slot = _part(_text_column(leaves.slot, str))  # str of a text is that text
-    builder.add_tensors(leaves.node, leaves.role, slot, dtype=dtype, shape=shape, stats=stats, present=present, md5=md5,
+    node = TextCodes(np.fromiter(leaves.node, np.int32, len(leaves.node)), leaves.ids)
+    builder.add_tensors(node, leaves.role, slot, dtype=dtype, shape=shape, stats=stats, present=present, md5=md5,
                         file=file, value=value, requires_grad=grad)
 
 
@@ -426,7 +448,7 @@ def _odd_rows(items: list[Any], odd: list[int], dtype: list[str], shape: list[st
         stats[scalars, :3] = np.array(numbers, np.float64)[:, None]
         present[scalars] = (True, True, True, False)
         _set_all(dtype, scalars, [items[i].type for i in scalars])
-        _set_all(shape, scalars, repeat("scalar"))
+        _set_all(shape, scalars, repeat("scalar", len(scalars)))
         _set_all(value, scalars, map(bytes.decode, map(orjson.dumps, numbers)))  # the number as JSON
     for i in sorted(set(odd).difference(scalars)):
         dtype[i], shape[i], md5[i], file[i], value[i], *row = leaf_row(_as_plain(items[i]))
@@ -475,7 +497,9 @@ class _TextColumn:
         self.codes[row] = self._code(text)
 
     def set_all(self, rows: list[int], texts: Iterable[str]) -> None:
-        self.codes[rows] = np.fromiter(map(self._code, texts), np.int32, len(rows))
+        texts = list(texts)
+        code_of = {text: self._code(text) for text in dict.fromkeys(texts)}  # few distinct texts: each coded once
+        self.codes[rows] = np.fromiter(map(code_of.__getitem__, texts), np.int32, len(rows))
 
     def _code(self, text: str) -> int:
         code = self.index.get(text)
@@ -496,8 +520,10 @@ def _part(column: _TextColumn | list[str]) -> TextCodes | list[str]:
 def _text_column(values: Sequence[Any], convert: Any) -> _TextColumn | list[str]:
     """`convert` of every value, computed once per distinct value: codes when the column holds few distinct
     texts (dtypes, shapes), the texts themselves when most differ (the md5 of each tensor)."""
-    distinct = dict.fromkeys(values)
     n = len(values)
+    if n and values[0] is values[-1] and values.count(values[0]) == n:  # one object throughout (absent md5s, files)
+        return _TextColumn(np.zeros(n, np.int32), [convert(values[0])])
+    distinct = dict.fromkeys(values)
     if len(distinct) * 2 > n and n > 1:
         table = {v: convert(v) for v in distinct}
         return list(map(table.__getitem__, values))

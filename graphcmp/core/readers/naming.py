@@ -78,7 +78,8 @@ def parse_node_ids(node_ids: Iterable[str], *,
             head, op, third, last = parts
             direction = _DIRECTION_CODE.get(last)
             if direction is not None:
-                if third.isdigit() and api_heads.setdefault(head, head.partition(".")[0].isidentifier()):
+                if third.isdigit() and ((known := api_heads.get(head)) or (
+                        known is None and api_heads.setdefault(head, head.partition(".")[0].isidentifier()))):
                     kind, counter = _KIND_API, third
             elif last.isdigit() and node_id.startswith(("Module.", "Cell.")) and head.partition(".")[2] and (
                     (direction := _DIRECTION_CODE.get(third)) is not None or third == "parameters_grad"):

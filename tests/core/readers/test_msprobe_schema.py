@@ -15,7 +15,7 @@ import pytest
 
 from graphcmp.core.jsonio import read_json
 from graphcmp.core.readers import msprobe_leaves, vis
-from graphcmp.core.readers.msprobe_leaves import Leaves, Misfit, collect_record, collect_typed, typed_records
+from graphcmp.core.readers.msprobe_leaves import Leaves, Misfit, collect_records, collect_typed, typed_records
 from graphcmp.core.readers.msprobe_schema import COLUMNS, STAT_KEYS, Leaf, leaf_row
 from graphcmp.core.texts import TextCodes
 from tests.conftest import DATA
@@ -27,10 +27,7 @@ def _records(case: str) -> dict:
 
 
 def _plain_leaves(records: dict) -> Leaves:
-    leaves = Leaves()
-    for node_id, record in records.items():
-        collect_record(leaves, node_id, record, "test")
-    return leaves
+    return collect_records(records, "test")
 
 
 def _stat(value) -> float | None:
@@ -78,15 +75,14 @@ def test_plain_dict_route_gives_the_schema_rows(case):
 def test_typed_route_gives_the_schema_rows(case):
     records = _records(case)
     plain = _plain_leaves(records)
-    expected = dict(zip(zip(plain.node, plain.role, plain.slot), (_reference(leaf) for leaf in plain.leaf)))
+    expected = dict(zip(zip(plain.node_ids(), plain.role, plain.slot), (_reference(leaf) for leaf in plain.leaf)))
     text = (DATA / case / "dump.json").read_bytes()
     opens = re.search(rb'"data": ?\{', text).end() - 1  # msprobe's indent=1 layout, or compact
     typed = typed_records(text[opens: text.rindex(b"}", 0, text.rindex(b"}"))] + b"}")
     assert typed is not None and typed.keys() == records.keys()
-    leaves = Leaves()
-    collect_typed(leaves, typed, "test")
+    leaves = collect_typed(typed, "test")
     rows = _rows(msprobe_leaves._struct_columns(leaves.leaf))
-    got = dict(zip(zip(leaves.node, leaves.role, leaves.slot), rows))
+    got = dict(zip(zip(leaves.node_ids(), leaves.role, leaves.slot), rows))
     assert got.keys() == expected.keys()
     assert _same([got[k] for k in expected], list(expected.values()))
 
@@ -104,18 +100,15 @@ def test_mixed_route_gives_the_schema_rows(rank):
     folder = shared(f"msprobe/dumps/dist4/statistics/baseline/step0/rank{rank}")  # a real 4-rank gloo job
     records = read_json(folder / "dump.json", salvage=False).value["data"]
     plain = _plain_leaves(records)
-    expected = dict(zip(zip(plain.node, plain.role, plain.slot), (_reference(leaf) for leaf in plain.leaf)))
+    expected = dict(zip(zip(plain.node_ids(), plain.role, plain.slot), (_reference(leaf) for leaf in plain.leaf)))
     text = (folder / "dump.json").read_bytes()
     chunk = text[text.index(b'"data": {') + 8: text.rindex(b"}", 0, text.rindex(b"}"))] + b"}"
     assert typed_records(chunk) is None
     mixed, odd = mixed_records(chunk)
     assert mixed.keys() == records.keys() and odd and all(node_id.startswith("Distributed.") for node_id in odd)
-    leaves = Leaves()
-    collect_typed(leaves, {k: v for k, v in mixed.items() if k not in odd}, "test")
-    for node_id in odd:
-        collect_record(leaves, node_id, mixed[node_id], "test")
+    leaves = collect_typed(mixed, "test", odd)
     rows = _rows(msprobe_leaves._struct_columns(leaves.leaf))
-    got = dict(zip(zip(leaves.node, leaves.role, leaves.slot), rows))
+    got = dict(zip(zip(leaves.node_ids(), leaves.role, leaves.slot), rows))
     assert got.keys() == expected.keys() and _same([got[k] for k in expected], list(expected.values()))
     chunked, whole = read_msprobe(folder, chunk_bytes=4096), read_msprobe(folder, chunk_bytes=None)
     assert chunked.nodes == whole.nodes and chunked.tensors == whole.tensors
@@ -134,10 +127,7 @@ def test_a_true_false_statistic_of_a_record_read_apart_is_refused_as_on_plain_di
                "Functional.relu.0.forward": {"output": [{**tensor, "Max": 1.0}]}}
     mixed, odd = mixed_records(orjson.dumps(records))
     assert odd == {"Distributed.batch_isend_irecv.0.forward"}
-    leaves = Leaves()
-    collect_typed(leaves, {k: v for k, v in mixed.items() if k not in odd}, "test")
-    for node_id in odd:
-        collect_record(leaves, node_id, mixed[node_id], "test")
+    leaves = collect_typed(mixed, "test", odd)
     with pytest.raises(msprobe_leaves._BadStatistic):
         msprobe_leaves._struct_columns(leaves.leaf)
     with pytest.raises(msprobe_leaves._BadStatistic):
@@ -154,12 +144,11 @@ def test_communication_calls_decode_typed_with_the_schema_rows():
     assert len(records) > 5
     typed = typed_records(orjson.dumps(records))
     assert typed is not None
-    leaves = Leaves()
-    collect_typed(leaves, typed, "test")
+    leaves = collect_typed(typed, "test")
     rows = _rows(msprobe_leaves._struct_columns(leaves.leaf))
     plain = _plain_leaves(records)
-    expected = dict(zip(zip(plain.node, plain.role, plain.slot), (_reference(leaf) for leaf in plain.leaf)))
-    got = dict(zip(zip(leaves.node, leaves.role, leaves.slot), rows))
+    expected = dict(zip(zip(plain.node_ids(), plain.role, plain.slot), (_reference(leaf) for leaf in plain.leaf)))
+    got = dict(zip(zip(leaves.node_ids(), leaves.role, leaves.slot), rows))
     assert got.keys() == expected.keys() and _same([got[k] for k in expected], list(expected.values()))
     groups = [row for row in got.values() if row[0] == "torch.ProcessGroup"]
     assert groups and all(row[4].startswith('{"group_ranks":[') for row in groups)
@@ -181,14 +170,13 @@ def test_typed_route_reads_odd_leaves_as_the_schema_or_declines(node_id):
     plain = _plain_leaves({node_id: _ODD_LEAVES[node_id]})
     if typed is None:
         return  # the chunk takes the plain route, checked above
-    leaves = Leaves()
-    collect_typed(leaves, typed, "test")
+    leaves = collect_typed(typed, "test")
     try:
         rows = _rows(msprobe_leaves._struct_columns(leaves.leaf))
     except Misfit:
         return  # declined: the chunk takes the plain route
-    expected = dict(zip(zip(plain.node, plain.role, plain.slot), (_reference(leaf) for leaf in plain.leaf)))
-    got = dict(zip(zip(leaves.node, leaves.role, leaves.slot), rows))
+    expected = dict(zip(zip(plain.node_ids(), plain.role, plain.slot), (_reference(leaf) for leaf in plain.leaf)))
+    got = dict(zip(zip(leaves.node_ids(), leaves.role, leaves.slot), rows))
     assert got.keys() == expected.keys() and _same([got[k] for k in expected], list(expected.values()))
 
 
