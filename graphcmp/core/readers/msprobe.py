@@ -20,7 +20,7 @@ from collections.abc import Callable, Container, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from itertools import compress
+from itertools import compress, islice
 from pathlib import Path
 from typing import Any
 
@@ -373,16 +373,21 @@ def _structure(construct: Mapping[str, Any], data: Mapping[str, Any], source: st
         reuse.parsed = None
         return reuse.last
     notes: list[str] = []
-    ids, seq, dump_only = _sequence(construct, data)
+    ids, seq, dump_only, order = _sequence(construct, data)
     kinds, ops, directions = parse_node_ids(ids)
     parents = _parents(construct, data, [(ids[r], kinds[r]) for r in dump_only], source, notes)
+    # construct's own parents come first in `parents`, in its order: placed by `order`, not looked up one by one
+    parent_of = list(islice(parents.values(), len(construct)))
+    if order is not None:
+        parent_of.extend(parents.get(ids[r]) for r in sorted(dump_only, key=order.__getitem__))
+        parent_of = list(map(parent_of.__getitem__, order))
     parsed = reuse.parsed if reuse is not None else None
     text = parsed[0] if parsed is not None and parsed[1] is construct else None
     kept = reuse is not None and len(ids) <= REUSE_MAX_NODES
-    in_order = not dump_only and len(data) == len(ids)  # ids are construct's, each one in data
+    every_dumped = order is None and len(data) == len(ids)  # ids are construct's, each one in data
     structure = _Structure(list(construct.items()) if kept else [], list(data) if kept else [], (
-        ids, kinds, ops, directions, list(parents.values()) if in_order else list(map(parents.get, ids)), seq,
-        [True] * len(ids) if in_order else list(map(data.__contains__, ids))), tuple(notes), construct, text)
+        ids, kinds, ops, directions, parent_of, seq,
+        [True] * len(ids) if every_dumped else list(map(data.__contains__, ids))), tuple(notes), construct, text)
     if reuse is not None:  # the text now lives in the structure, or not at all
         reuse.last, reuse.parsed = (structure if kept else None), None
     return structure
@@ -438,13 +443,15 @@ def _task(header: Mapping[str, Any], md5: bool) -> str:
     return "md5" if task == "statistics" and md5 else task
 
 
-def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[list[str], list[float], list[int]]:
-    """Node ids in creation order (construct.json's), their order keys, and the rows of the dump-only nodes
-    among them; dump-only nodes go after their dump predecessor."""
+def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[list[str], list[float], list[int],
+                                                                              list[int] | None]:
+    """Node ids in creation order (construct.json's), their order keys, the rows of the dump-only nodes among them
+    (dump-only nodes go after their dump predecessor), and where each id is in construct.json's ids followed by the
+    dump-only ones in dump.json's order (None: construct.json's ids alone, in order)."""
     ids, dump_ids = list(construct), list(data)
     listed = np.fromiter(map(construct.__contains__, dump_ids), bool, len(dump_ids))
     if listed.all():
-        return ids, list(map(float, range(len(ids)))), []  # every node is in construct.json: already in order
+        return ids, list(map(float, range(len(ids)))), [], None  # every node is in construct.json: in order
     rows = np.arange(len(dump_ids))
     extra = ~listed
     before = np.maximum.accumulate(np.where(listed, rows, -1))[extra]  # each dump-only node's dump predecessor
@@ -456,8 +463,8 @@ def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[li
     listed_count = len(ids)
     ids.extend(compress(dump_ids, extra.tolist()))
     order = np.argsort(keys, kind="stable")
-    return list(map(ids.__getitem__, order.tolist())), keys[order].tolist(), np.flatnonzero(
-        order >= listed_count).tolist()
+    at = order.tolist()
+    return list(map(ids.__getitem__, at)), keys[order].tolist(), np.flatnonzero(order >= listed_count).tolist(), at
 
 
 def _parents(
