@@ -118,12 +118,15 @@ class _Writer:
         if not table or set(map(type, table)) != {str}:
             return None
         if len(table) * 2 <= len(values):
+            for code, value in enumerate(table):  # same keys: only the values change while iterating
+                table[value] = code
             return self.categories(name, values, table)
-        return self.strings(name, values)
+        return self.strings(name, values)  # mostly distinct (node ids): no codes, which would be numbered in vain
 
 
 def _distinct(values: tuple[Any, ...] | list[Any]) -> dict[Any, int]:
-    """Each distinct value and its code, numbered in order of first appearance; {} when one is unhashable.
+    """Each distinct value, in order of first appearance, as the keys of a table (its values are 0 until
+    numbered); {} when one is unhashable.
 
     A column of one value (the md5 or file column of a statistics dump) is recognised without a table.
     """
@@ -131,12 +134,9 @@ def _distinct(values: tuple[Any, ...] | list[Any]) -> dict[Any, int]:
     try:
         if type(values[-1]) is str and values[-1] == first and values.count(first) == len(values):
             return {first: 0}
-        table = dict.fromkeys(values, 0)
+        return dict.fromkeys(values, 0)
     except (TypeError, ValueError):  # something unhashable, or an array that compares element-wise
         return {}
-    for code, value in enumerate(table):  # same keys: only the values change while iterating
-        table[value] = code
-    return table
 
 
 @lru_cache(maxsize=256)
