@@ -99,3 +99,22 @@ def test_a_column_of_coded_and_listed_parts_is_coded_once():
     tensors = builder.build(RunInfo(path="mem")).tensors
     assert type(tensors.dtype) is CodedTexts and type(tensors.shape) is tuple  # only a coded part codes a column
     assert tensors.dtype == ("int64", "bf16", "bf16", "fp32") and tensors.dtype.names == ("int64", "bf16", "fp32")
+
+
+def test_tensor_node_ids_may_come_coded():
+    """A reader may give each tensor's node as a code into the ids of its records (each id looked up once): the
+    table is the one plain ids give, each node's tensors in the order added."""
+    def built(coded: bool) -> tuple:
+        builder = HierarchyBuilder()
+        builder.add_node("Module.a.A.forward.0", NodeKind.MODULE, "A", Direction.FORWARD, None, 0)
+        builder.add_node("Torch.b.0.forward", NodeKind.API, "b", Direction.FORWARD, "Module.a.A.forward.0", 1)
+        ids = ["Torch.b.0.forward", "Module.a.A.forward.0", "Torch.b.0.forward"]
+        node = TextCodes(np.array([0, 1, 0]), ["Torch.b.0.forward", "Module.a.A.forward.0"]) if coded else ids
+        builder.add_tensors(node, [int(Role.INPUT), int(Role.INPUT), int(Role.OUTPUT)], ["0", "0", "0"],
+                            dtype=["a", "b", "c"], shape=["[1]"] * 3, stats=np.arange(12.0).reshape(3, 4),
+                            present=np.ones((3, 4), bool), md5=[""] * 3, file=[""] * 3, value=[""] * 3)
+        return builder.build(RunInfo(path="mem")).tensors
+
+    coded, plain = built(True), built(False)
+    assert coded == plain
+    assert coded.node.tolist() == [1, 2, 2] and coded.dtype == ("b", "a", "c")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphcmp.core.export.columns import float_reprs
+from graphcmp.core.export.columns import float_reprs, pack_bits, unpack_bits
 
 
 def test_float_reprs_equal_repr_everywhere():
@@ -20,3 +20,15 @@ def test_float_reprs_equal_repr_everywhere():
     assert float_reprs(values) == [repr(v).encode() for v in values.tolist()]
     assert float_reprs(values.reshape(-1, 1)[:12]) == [repr(v).encode() for v in values[:12].tolist()]
     assert float_reprs(np.zeros(0)) == []
+
+
+def test_pack_bits_sets_bit_j_for_column_j_at_every_width():
+    """Up to eight columns are packed by numpy's packbits, more by a weighted sum: both give bit j for column j
+    (little-endian), and `unpack_bits` gives the mask back."""
+    rng = np.random.default_rng(7)
+    for width in (1, 4, 8, 9, 12):
+        mask = rng.random((500, width)) < 0.5
+        packed = pack_bits(mask)
+        assert packed.dtype == np.int64
+        assert packed.tolist() == [sum(1 << j for j in range(width) if row[j]) for row in mask.tolist()]
+        assert (unpack_bits(packed, width) == mask).all()
