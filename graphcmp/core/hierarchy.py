@@ -361,7 +361,7 @@ def _coded_column(parts: Sequence[list[str] | TextCodes], by_row: np.ndarray) ->
         return CodedTexts.of(np.zeros(len(by_row), np.int8), list(table))
     sizes = [len(part.values) for part in coded]
     offsets = np.repeat(np.cumsum([0, *sizes[:-1]]), [len(part.codes) for part in coded])
-    codes = np.concatenate([part.codes for part in coded]) + offsets if coded else np.zeros(0, np.int64)
+    codes = np.concatenate([part.codes for part in coded]) + offsets  # the builder has parts when it makes a table
     return CodedTexts.of(renumber[codes][by_row], list(table))
 
 
