@@ -39,7 +39,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.export.columns import decode_floats
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.outputs import atomic_path
-from graphcmp.core.texts import CodedTexts, TextCodes, code_dtype
+from graphcmp.core.texts import CodedTexts, TextCodes, UniqueTexts, code_dtype
 
 __all__ = ["DOCUMENT_MEMBER", "MIN_COLUMN", "begin_npz", "is_npz", "read_npz", "write_npz"]
 
@@ -153,9 +153,9 @@ def write_npz(path: str | os.PathLike[str], document: dict[str, Any], *,
               begun: tuple[Path, dict[str, Any]] | None = None) -> None:
     """Write `document` (arrays, tuples of strings, JSON values) as a container at `path`.
 
-    Arrays become ``.npy`` members, tuples or lists of at least `MIN_COLUMN` strings string
-    columns (categories when they repeat), the rest stays in ``document.json``. `begun` is a container
-    `begin_npz` wrote and the references it returned: the members it holds are not written again (its
+    Arrays become ``.npy`` members, tuples or lists of at least `MIN_COLUMN` strings string columns
+    (categories when they repeat; `UniqueTexts` never), the rest stays in ``document.json``. `begun` is a
+    container `begin_npz` wrote and the references it returned: the members it holds are not written again (its
     top-level keys of `document` are taken from it), the rest is added to it, and it becomes `path`.
     """
     with atomic_path(path) as tmp:
@@ -185,6 +185,8 @@ def _split(value: Any, name: str, writer: _Writer) -> Any:
     if isinstance(value, np.ndarray):
         writer.array(name, value)
         return {"$npy": name}
+    if isinstance(value, UniqueTexts):
+        return writer.strings(name, value.values) if len(value.values) >= MIN_COLUMN else list(value.values)
     if isinstance(value, TextCodes):  # categories as the texts would give them, else the texts themselves
         n, k = len(value.codes), len(value.values)
         if n >= MIN_COLUMN and k * 2 <= n and set(map(type, value.values)) == {str}:

@@ -38,7 +38,7 @@ from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel, overflow_level
 from graphcmp.core.pairing import STAT_COLUMNS, PairMetrics, TensorPairs
 from graphcmp.core.records import DumpGraph, EdgeTable, NodeKind, string_codes
 from graphcmp.core.rules import ERROR, NoiseRule, Status, Thresholds
-from graphcmp.core.texts import CodedTexts, TextCodes, code_dtype
+from graphcmp.core.texts import CodedTexts, TextCodes, UniqueTexts, code_dtype
 
 __all__ = [
     "GRAPH_FORMAT",
@@ -501,13 +501,14 @@ def _written_apart(*_: DumpGraph) -> None:
 
 
 def _runs_document(npu: DumpGraph, bench: DumpGraph) -> dict[str, Any]:
-    """The runs of a result as the npz container holds them: the tensors' texts by their codes (a reader's
-    `CodedTexts` have them; the comparison makes those of dtype and shape too: `string_codes` keeps them), the bit
-    masks of recorded statistics in the smallest integer type that holds them (`code_dtype`), and the runs'
-    recovered data-flow edges (`_flows_of`: recovered here if the runs do not have them yet, which costs the
-    comparison nothing when a forked process writes this part: `runs_written_meanwhile`)."""
+    """The runs of a result as the npz container holds them: the node ids as strings (`UniqueTexts`), the tensors'
+    texts by their codes (a reader's `CodedTexts` have them; the comparison makes those of dtype and shape too:
+    `string_codes` keeps them), the bit masks of recorded statistics in the smallest integer type that holds them
+    (`code_dtype`), and the runs' recovered data-flow edges (`_flows_of`: recovered here if the runs do not have them
+    yet, which costs the comparison nothing when a forked process writes this part: `runs_written_meanwhile`)."""
     doc = {"npu": graph_to_dict(npu), "bench": graph_to_dict(bench), "flows": _flows_of(npu, bench)}
     for side, graph in (("npu", npu), ("bench", bench)):
+        doc[side]["nodes"]["id"] = UniqueTexts(graph.nodes.ids)  # a run's ids differ: stored without counting them
         tensors = doc[side]["tensors"]
         for column, texts in tensors.items():
             if column in ("dtype", "shape") or type(texts) is CodedTexts:

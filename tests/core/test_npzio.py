@@ -9,11 +9,12 @@ import numpy as np
 import orjson
 import pytest
 
+from graphcmp.core import npzio
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.npzio import DOCUMENT_MEMBER, is_npz, read_npz, write_npz
 from graphcmp.core.readers.msprobe import read_msprobe
 from graphcmp.core.report import load_report, load_saved, save_graph, save_report
-from graphcmp.core.texts import CodedTexts
+from graphcmp.core.texts import CodedTexts, UniqueTexts
 
 PARTS = ("npu", "bench", "matches", "pairs", "verdicts", "noise", "thresholds", "options")
 
@@ -251,3 +252,18 @@ def test_row_numbers_and_bit_masks_are_stored_narrow_and_read_as_the_records_hol
         present = getattr(back, side).tensors.present
         assert present.dtype == bool and np.array_equal(present, getattr(report, side).tensors.present)
         assert not present.all() and present.any()
+
+
+def test_unique_texts_are_stored_as_strings_without_counting_them(tmp_path, monkeypatch):
+    """A run's node ids (`UniqueTexts`) become a string column as any column of distinct texts would, but the writer
+    never counts their distinct values (in a forked writer that touched every id); short ones stay in the JSON."""
+    ids = tuple(f"Module.layers.{i}.Linear.forward.0" for i in range(100))
+    counted = []
+    real = npzio._distinct
+    monkeypatch.setattr(npzio, "_distinct", lambda values: counted.append(len(values)) or real(values))
+    write_npz(tmp_path / "u.npz", {"unique": UniqueTexts(ids), "short": UniqueTexts(ids[:3])})
+    write_npz(tmp_path / "t.npz", {"unique": ids, "short": ids[:3]})
+    assert counted == [100]  # only the plain tuple's
+    with zipfile.ZipFile(tmp_path / "u.npz") as u, zipfile.ZipFile(tmp_path / "t.npz") as t:
+        assert u.namelist() == t.namelist() and all(u.read(n) == t.read(n) for n in u.namelist())
+    assert read_npz(tmp_path / "u.npz") == {"unique": list(ids), "short": list(ids[:3])}
