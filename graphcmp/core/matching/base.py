@@ -311,7 +311,7 @@ class Walk:
     npu, bench : DumpGraph
     npu_to_bench, bench_to_npu : list of int
         Current partners (-1 free; any other value means taken); lists, as the walk reads them one
-        row at a time.
+        row at a time (arrays when a `TreeMatcher` paired the whole tree and no matcher comes after it).
     npu_kids, bench_kids : list of list of int
         Children per row with group nodes replaced by their members.
     npu_kind, npu_dir, bench_kind, bench_dir : list of int

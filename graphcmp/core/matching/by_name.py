@@ -88,9 +88,10 @@ class ExactMatcher:
         rule = np.full(len(npu), RuleCode.UNMATCHED, np.int64)
         rule[paired] = code
         rule[0] = RuleCode.ROOT
-        walk.npu_to_bench, walk.bench_to_npu, walk.rule = n2b.tolist(), b2n.tolist(), rule.tolist()
-        if not more:
+        if not more:  # no matcher reads a row of the walk after this: its columns stay arrays
+            walk.npu_to_bench, walk.bench_to_npu, walk.rule = n2b, b2n, rule
             return []
+        walk.npu_to_bench, walk.bench_to_npu, walk.rule = n2b.tolist(), b2n.tolist(), rule.tolist()
         free_npu = np.bincount(npu_parent[(n2b < 0) & (npu_parent >= 0)], minlength=len(npu))
         free_bench = np.bincount(bench_parent[(b2n < 0) & (bench_parent >= 0)], minlength=len(bench))
         both = np.flatnonzero((n2b >= 0) & (free_npu > 0))
