@@ -20,7 +20,7 @@ from collections.abc import Callable, Container, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from itertools import compress, islice
+from itertools import compress, count, islice, repeat
 from pathlib import Path
 from typing import Any
 
@@ -90,15 +90,15 @@ def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUN
 
 def _read_dump_chunked(
     folder: Path, chunk_bytes: int
-) -> tuple[HierarchyBuilder, dict[str, Any], dict[str, None], bool] | None:
-    """Tensor columns of dump.json, read chunk by chunk: (builder, header, node ids in order, md5 task).
+) -> tuple[HierarchyBuilder, dict[str, Any], dict[str, int], bool] | None:
+    """Tensor columns of dump.json, read chunk by chunk: (builder, header, each node id's position, md5 task).
 
     None when the file's chunks do not parse (damaged, cut short, "data" not the last member) or hold
     something the whole-file path reports or resolves differently (a bad record, a node id in two chunks).
     """
     chunks = MemberChunks(folder / DUMP_FILE, "data", chunk_bytes=chunk_bytes)
     builder = HierarchyBuilder()
-    data: dict[str, None] = {}
+    data: dict[str, int] = {}
     md5: bool | None = None
     state: dict[str, bool] = {}
     try:
@@ -107,7 +107,7 @@ def _read_dump_chunked(
             if chunks.may_repeat(text, records) and (twice := repeated_keys(text)):
                 raise _Twice(folder / DUMP_FILE, twice)
             before = len(data)
-            data.update(dict.fromkeys(records))
+            data.update(zip(records, range(before, before + len(records))))
             if len(data) != before + len(records):  # an id of an earlier chunk: not added again
                 added = set(list(data)[before:])
                 raise _Twice(folder / DUMP_FILE, [k for k in records if k not in added])
@@ -122,7 +122,7 @@ def _read_dump_chunked(
     return builder, header, data, bool(md5)
 
 
-def _streamed_nodes(folder: Path, streamed: tuple[HierarchyBuilder, dict[str, Any], dict[str, None], bool],
+def _streamed_nodes(folder: Path, streamed: tuple[HierarchyBuilder, dict[str, Any], dict[str, int], bool],
                     missing: list[str]) -> tuple[HierarchyBuilder, RunInfo]:
     """`_add_nodes` on what `_read_dump_chunked` gave, with construct.json and stack.json read here: the parsed
     documents are freed when this returns, before the builder makes the run's columns (the read's peak: 11 % lower
@@ -278,7 +278,7 @@ def parse_msprobe(
         raise DumpFormatError(f"{source}/{DUMP_FILE}: no \"data\" object; is this an msprobe dump.json?")
 
     builder = HierarchyBuilder()
-    info = _add_nodes(builder, dump, data, construct, stack, source=source, notes=list(missing),
+    info = _add_nodes(builder, dump, dict(zip(data, count())), construct, stack, source=source, notes=list(missing),
                       md5=lambda: bool(md5_flag(data, source)), add_tensors=lambda b: _add_records(b, data, source))
     return _built(builder, info)
 
@@ -286,7 +286,7 @@ def parse_msprobe(
 def _add_nodes(
     builder: HierarchyBuilder,
     header: Mapping[str, Any],
-    data: Mapping[str, Any],
+    data: Mapping[str, int],
     construct: Mapping[str, Any] | None,
     stack: Mapping[str, Any] | None,
     *,
@@ -295,8 +295,8 @@ def _add_nodes(
     md5: Callable[[], bool],
     add_tensors: Callable[[HierarchyBuilder], None] | None = None,
 ) -> RunInfo:
-    """Add the nodes (ids and order from `data`'s keys), tensors (already in `builder`, or `add_tensors`) and
-    stacks to `builder`; return the run's `RunInfo`.
+    """Add the nodes (ids and order from `data`: each dump.json id and its position there), tensors (already in
+    `builder`, or `add_tensors`) and stacks to `builder`; return the run's `RunInfo`.
 
     `md5` tells whether the first tensor record has an md5 (called last: records are checked first).
     """
@@ -365,15 +365,15 @@ def reusing_structure() -> Iterator[None]:
         reuse.last = reuse.parsed = None
 
 
-def _structure(construct: Mapping[str, Any], data: Mapping[str, Any], source: str) -> _Structure:
-    """The node columns of `construct` and `data`'s ids (the previous read's when they are the same, see
-    `reusing_structure`)."""
+def _structure(construct: Mapping[str, Any], data: Mapping[str, int], source: str) -> _Structure:
+    """The node columns of `construct` and `data`'s ids (each dump.json id and its position there; the previous
+    read's columns when they are the same, see `reusing_structure`)."""
     reuse = _REUSE.get()
     if reuse is not None and reuse.last is not None and reuse.last.fits(construct, data):
         reuse.parsed = None
         return reuse.last
     notes: list[str] = []
-    ids, seq, dump_only, order = _sequence(construct, data)
+    ids, seq, dump_only, order, has_data = _sequence(construct, data)
     kinds, ops, directions = parse_node_ids(ids)
     parents = _parents(construct, data, [(ids[r], kinds[r]) for r in dump_only], source, notes)
     # construct's own parents come first in `parents`, in its order: placed by `order`, not looked up one by one
@@ -384,10 +384,8 @@ def _structure(construct: Mapping[str, Any], data: Mapping[str, Any], source: st
     parsed = reuse.parsed if reuse is not None else None
     text = parsed[0] if parsed is not None and parsed[1] is construct else None
     kept = reuse is not None and len(ids) <= REUSE_MAX_NODES
-    every_dumped = order is None and len(data) == len(ids)  # ids are construct's, each one in data
     structure = _Structure(list(construct.items()) if kept else [], list(data) if kept else [], (
-        ids, kinds, ops, directions, parent_of, seq,
-        [True] * len(ids) if every_dumped else list(map(data.__contains__, ids))), tuple(notes), construct, text)
+        ids, kinds, ops, directions, parent_of, seq, has_data), tuple(notes), construct, text)
     if reuse is not None:  # the text now lives in the structure, or not at all
         reuse.last, reuse.parsed = (structure if kept else None), None
     return structure
@@ -443,32 +441,38 @@ def _task(header: Mapping[str, Any], md5: bool) -> str:
     return "md5" if task == "statistics" and md5 else task
 
 
-def _sequence(construct: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[list[str], list[float], list[int],
-                                                                              list[int] | None]:
+def _sequence(construct: Mapping[str, Any], data: Mapping[str, int]) -> tuple[list[str], list[float], list[int],
+                                                                              list[int] | None, list[bool]]:
     """Node ids in creation order (construct.json's), their order keys, the rows of the dump-only nodes among them
-    (dump-only nodes go after their dump predecessor), and where each id is in construct.json's ids followed by the
-    dump-only ones in dump.json's order (None: construct.json's ids alone, in order)."""
+    (dump-only nodes go after their dump predecessor), where each id is in construct.json's ids followed by the
+    dump-only ones in dump.json's order (None: construct.json's ids alone, in order), and whether each has a record.
+
+    `data` gives each dump.json id's position there: one look per construct.json id tells both which of its nodes
+    have a record and which records have no node in it."""
     ids, dump_ids = list(construct), list(data)
-    listed = np.fromiter(map(construct.__contains__, dump_ids), bool, len(dump_ids))
-    if listed.all():
-        return ids, list(map(float, range(len(ids)))), [], None  # every node is in construct.json: in order
+    position = np.fromiter(map(data.get, ids, repeat(-1)), np.int64, len(ids))  # each id's record, -1: none
+    dumped = position >= 0
+    if np.count_nonzero(dumped) == len(dump_ids):  # every record's node is in construct.json: in its order
+        return ids, list(map(float, range(len(ids)))), [], None, dumped.tolist()
+    row_of = np.full(len(dump_ids), -1, np.int64)  # each record's node among construct.json's ids, -1: dump-only
+    row_of[position[dumped]] = np.flatnonzero(dumped)
     rows = np.arange(len(dump_ids))
-    extra = ~listed
-    before = np.maximum.accumulate(np.where(listed, rows, -1))[extra]  # each dump-only node's dump predecessor
-    wanted = {dump_ids[r] for r in set(before.tolist()) if r >= 0}
-    placed = {ids[r]: r for r in np.flatnonzero(np.fromiter(map(wanted.__contains__, ids), bool, len(ids))).tolist()}
-    previous = np.array([placed[dump_ids[r]] if r >= 0 else -1 for r in before.tolist()], np.float64)
+    extra = row_of < 0
+    before = np.maximum.accumulate(np.where(extra, -1, rows))[extra]  # each dump-only node's dump predecessor
+    previous = np.where(before >= 0, row_of[before], -1).astype(np.float64)
     values = previous + (rows[extra] - before) / (len(dump_ids) + 2)  # the k-th dump-only node after it: k steps on
     keys = np.concatenate([np.arange(len(ids), dtype=np.float64), values])
     listed_count = len(ids)
     ids.extend(compress(dump_ids, extra.tolist()))
     order = np.argsort(keys, kind="stable")
     at = order.tolist()
-    return list(map(ids.__getitem__, at)), keys[order].tolist(), np.flatnonzero(order >= listed_count).tolist(), at
+    has_data = np.concatenate([dumped, np.ones(len(ids) - listed_count, bool)])[order].tolist()
+    return (list(map(ids.__getitem__, at)), keys[order].tolist(), np.flatnonzero(order >= listed_count).tolist(), at,
+            has_data)
 
 
 def _parents(
-    construct: Mapping[str, Any], data: Mapping[str, Any], dump_only: list[tuple[str, int]], source: str,
+    construct: Mapping[str, Any], data: Mapping[str, int], dump_only: list[tuple[str, int]], source: str,
     notes: list[str],
 ) -> dict[str, str | None]:
     """Each node's parent: construct.json's, a parameter-gradient node's module call, a backward API call adopted
