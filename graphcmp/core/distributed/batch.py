@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from graphcmp._version import __version__
+from graphcmp.core.distributed.allocator import reused_allocations
 from graphcmp.core.distributed.crossrank import job_analysis
 from graphcmp.core.distributed.layout import RunKey, pair_runs
 from graphcmp.core.distributed.links import comm_calls
@@ -165,7 +166,8 @@ def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list
 
     The thresholds file is read once per task. Rule matchers are built per run: they keep state of
     the comparison they serve. A run whose structure (construct.json and the dump's ids) is that of the run read
-    before it reuses its node columns (`reusing_structure`).
+    before it reuses its node columns (`reusing_structure`); the memory a run frees is reused by the next on a worker
+    started to hand it back eagerly (`reused_allocations`: a Dask nanny's workers).
     """
     out = Path(out_dir)
     try:
@@ -173,7 +175,8 @@ def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list
     except GraphcmpError as err:
         thresholds = err
     labels = []
-    with reusing_structure():  # the runs of a job usually share their model's structure
+    # the runs of a job usually share their model's structure; on a Dask worker, their memory is reused (see allocator)
+    with reusing_structure(), reused_allocations():
         for npu, bench, step, rank, key in tasks:
             entry = compare_run(npu, bench, out_dir, step, rank, options, key=key, thresholds=thresholds)
             label = RunKey(step, rank).label
