@@ -26,7 +26,9 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
 _DEFAULT_THRESHOLD = 128 * 1024  # glibc's own starting value of both
 _MMAP_CEILING = 32 * 1024 * 1024  # the highest mmap threshold glibc's rule reaches on a 64-bit machine ...
 _TRIM_CEILING = 2 * _MMAP_CEILING  # ... with the trim threshold it sets along with it
-_FIXED = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
+_INT_MAX = 2**31 - 1  # mallopt takes an int
+_SETTINGS = {b"MALLOC_TRIM_THRESHOLD_": _M_TRIM_THRESHOLD, b"MALLOC_MMAP_THRESHOLD_": _M_MMAP_THRESHOLD,
+             b"glibc.malloc.trim_threshold": _M_TRIM_THRESHOLD, b"glibc.malloc.mmap_threshold": _M_MMAP_THRESHOLD}
 
 _lock = threading.Lock()
 _active = 0  # tasks of this process inside the block (a Dask worker may run several in threads)
@@ -36,7 +38,8 @@ _active = 0  # tasks of this process inside the block (a Dask worker may run sev
 def reused_allocations() -> Iterator[None]:
     """Within the block, memory a run frees is reused by the next instead of being mapped again (see the module);
     a no-op unless the process was started with a fixed glibc threshold."""
-    libc = _glibc() if any(name in os.environ for name in _FIXED) else None
+    fixed = _fixed_at_start()
+    libc = _glibc() if fixed else None
     if libc is None:
         yield
         return
@@ -52,16 +55,38 @@ def reused_allocations() -> Iterator[None]:
         with _lock:
             _active -= 1
             if _active == 0:
-                libc.mallopt(_M_MMAP_THRESHOLD, _started_with("MALLOC_MMAP_THRESHOLD_"))
-                libc.mallopt(_M_TRIM_THRESHOLD, _started_with("MALLOC_TRIM_THRESHOLD_"))
+                for parameter in (_M_MMAP_THRESHOLD, _M_TRIM_THRESHOLD):
+                    libc.mallopt(parameter, fixed.get(parameter, _DEFAULT_THRESHOLD))
                 libc.malloc_trim(0)
 
 
-def _started_with(name: str) -> int:
+@cache
+def _fixed_at_start() -> dict[int, int]:
+    """The glibc thresholds the process was started with, by mallopt parameter: those its environment held when it
+    started (`/proc/self/environ`), which is what glibc read. A variable set in `os.environ` since (a Dask nanny
+    sets them in the process that starts it, which may then fork workers of its own) never reached glibc. {} where
+    that environment cannot be read."""
     try:
-        return int(os.environ.get(name, _DEFAULT_THRESHOLD))
-    except ValueError:  # glibc read no number from it either
-        return _DEFAULT_THRESHOLD
+        with open("/proc/self/environ", "rb") as file:
+            entries = file.read().split(b"\0")
+    except OSError:
+        return {}
+    fixed: dict[int, int] = {}
+    for entry in entries:
+        name, _, value = entry.partition(b"=")
+        for setting in value.split(b":") if name == b"GLIBC_TUNABLES" else [entry]:
+            key, _, number = setting.partition(b"=")
+            if key in _SETTINGS and (threshold := _threshold(number)) is not None:
+                fixed[_SETTINGS[key]] = threshold
+    return fixed
+
+
+def _threshold(text: bytes) -> int | None:
+    """A threshold as glibc reads it (decimal, or hex with 0x), within mallopt's int; None when it is no number."""
+    try:
+        return min(int(text, 0), _INT_MAX)
+    except ValueError:
+        return None
 
 
 @cache
