@@ -175,7 +175,6 @@ def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list
     except GraphcmpError as err:
         thresholds = err
     labels = []
-    # the runs of a job usually share their model's structure; on a Dask worker, their memory is reused (see allocator)
     with reused_allocations(), reusing_structure():  # the structure kept is freed before the memory is handed back
         for npu, bench, step, rank, key in tasks:
             entry = compare_run(npu, bench, out_dir, step, rank, options, key=key, thresholds=thresholds)
