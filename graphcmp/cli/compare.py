@@ -35,8 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("bench", help="the baseline run")
     parser.add_argument("-o", "--output", help="output file (default: cmp.npz; a .json name writes the JSON "
                         "document), or folder for a step/rank layout (default: results)")
-    parser.add_argument("--fuzzy", action="store_true",
-                        help="also match calls whose call counters differ (an extra op early in a run)")
+    parser.add_argument("--fuzzy", action=argparse.BooleanOptionalAction, default=True,
+                        help="align calls in order inside matched modules where exact call counters disagree (an "
+                        "extra op early in a run); on by default, --no-fuzzy pairs exact names only")
     parser.add_argument("--thresholds", metavar="FILE", help="TOML or JSON file overriding the default thresholds")
     parser.add_argument("--no-tensors", action="store_true",
                         help="compare statistics only, even when both runs dumped real tensors")

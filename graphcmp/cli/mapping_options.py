@@ -89,7 +89,7 @@ def matchers_from_args(args: argparse.Namespace) -> list[ChildMatcher | RuleMatc
     if not specs:
         return None
     specs.append("exact")
-    if getattr(args, "fuzzy", False):
+    if getattr(args, "fuzzy", True):
         specs.append("fuzzy")
     from graphcmp.core.matching.specs import matchers_from_specs
 

@@ -18,12 +18,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="address to listen on (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8050, help="port (default 8050; 0 picks a free one)")
     parser.add_argument("--open", action="store_true", help="open the page in a web browser")
-    parser.add_argument("--fuzzy", action="store_true", help="with two dump folders: fuzzy matching, as compare")
+    parser.add_argument("--fuzzy", action=argparse.BooleanOptionalAction, default=True,
+                        help="with two dump folders: align shifted call counters, as compare (default on)")
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    options = {"fuzzy": True} if args.fuzzy and len(args.paths) == 2 else {}
+    options = {"fuzzy": args.fuzzy} if len(args.paths) == 2 else {}
     if not 0 <= args.port <= 65535:
         raise GraphcmpError(f"--port {args.port}: a port is a number from 0 to 65535")
     return serve(args.paths, host=args.host, port=args.port, open_browser=args.open, **options)

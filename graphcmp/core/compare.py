@@ -41,7 +41,7 @@ def compare_graphs(
     npu: DumpGraph,
     bench: DumpGraph,
     *,
-    fuzzy: bool = False,
+    fuzzy: bool = True,
     matchers: Sequence[ChildMatcher | RuleMatcher] | None = None,
     matches: GivenMatches | None = None,
     thresholds: Thresholds | None = None,
@@ -54,8 +54,8 @@ def compare_graphs(
     npu, bench : DumpGraph
         The run under test and the baseline.
     fuzzy : bool
-        Also match calls whose counters differ (see `FuzzyMatcher`). Ignored when `matchers` or `matches`
-        is given.
+        Where exact ids disagree inside a matched parent (an extra call shifted the counters), align the
+        calls in order (see `FuzzyMatcher`). Defaults to True. Ignored when `matchers` or `matches` is given.
     matchers : sequence of ChildMatcher, optional
         Matching strategies in priority order. Defaults to `default_matchers(fuzzy=fuzzy)`, or to none
         when `matches` is given.

@@ -127,6 +127,22 @@ mask): rounding in the forward pass flips elements of their backward output whol
 error of these ops is not bounded by their input errors. Their backward calls are not calibrated
 and are origins only through their inputs, arguments, overflow or shape."""
 
+def noise_ceiling(unit: float | np.ndarray) -> float | np.ndarray:
+    """The largest error rounding alone can leave on a value of unit roundoff `unit`: ``sqrt(u)``.
+
+    A value that lost more than half of its significand's digits did not lose them to rounding: a
+    well-scaled call rounds by about u, and errors carried through a network grow by a few u per call
+    at most (the growth the run calibrates is near 1), so half the digits (``sqrt(u)``, 2**-4 of
+    bfloat16's 2**-8, 2**-12 of float32's 2**-24) is reached only by a difference or by wrong pairs.
+    The tensors whose magnitude is tied to the dtype's range (values cancelled to zero in theory) are
+    left out before this is applied (`_zero_in_theory`).
+
+    >>> float(noise_ceiling(2.0**-8)), float(noise_ceiling(2.0**-24))
+    (0.0625, 0.000244140625)
+    """
+    return np.sqrt(unit)
+
+
 CONTEXT_VALUE_TYPES = frozenset({"torch.dtype", "torch.device", "mindspore.dtype", "mindspore.Type", "device"})
 """Argument types that name a precision or a device: they differ between the runs by design."""
 
@@ -242,6 +258,26 @@ class NoiseModel(FrozenColumns):
         return float(self.growth_limit[row] * (self.input_error[row] + self.unit[row] * np.sqrt(self.reduction[row])
                                                + LIBRARY_ERROR))
 
+    @property
+    def ceiling(self) -> float:
+        """The most noise the comparison's precision can explain (`noise_ceiling` of its coarsest u)."""
+        return float(noise_ceiling(max(self.precision.unit_roundoff, LIBRARY_ERROR)))
+
+    def explains_noise(self) -> bool:
+        """True when the measured noise level is within what the precision can produce (`ceiling`).
+
+        A level beyond it (0.378 between two float32 runs) is a finding in itself: pairs that are not the
+        same call, or a difference the calls' growth alone does not single out. Such a comparison never
+        agrees.
+        """
+        return not self.noise_level > self.ceiling
+
+    def noisiest(self) -> int:
+        """Row of the first compared leaf whose output error reaches the noise level (-1: none): where the
+        noise measured before the first origin is largest."""
+        reached = np.flatnonzero(self.output_error[self.leaves] >= self.noise_level)
+        return int(self.leaves[reached[0]]) if len(reached) else -1
+
     def role_counts(self) -> dict[str, int]:
         counts = np.bincount(self.role, minlength=len(NodeRole))
         return {r.name.lower(): int(counts[r]) for r in NodeRole}
@@ -253,6 +289,8 @@ class NoiseModel(FrozenColumns):
             "noise_level": self.noise_level,
             "noise_level_units": self.noise_level / self.precision.unit_roundoff
             if self.precision.unit_roundoff else None,
+            "noise_ceiling": self.ceiling,
+            "noise_explained": self.explains_noise(),
             "fresh_limit": self.fresh_limit,
             "calibration": [c.to_dict() for c in self.calibration],
             "roles": self.role_counts(),
@@ -320,8 +358,14 @@ def noise_model(
     fresh_margin, fresh_limit = _fresh_margins(npu, pairs, e, texts)
     shape_changed = _shape_changes(texts, e.node, e.is_out, len(npu))
     compared = e.has_out & (matches.npu_to_bench >= 0)
+    end = _subtree_end_keys(npu, keys)
     origin = _origins(npu, e.leaves, margin, fresh_margin, e.output_error, shape_changed, overflow, rule, compared)
-    roles, origins, level = _roles(npu, keys, e.leaves, origin, compared, e.output_error, e.unit)
+    with np.errstate(invalid="ignore"):
+        by_growth = (margin > rule.origin_margin) & ~(fresh_margin > rule.origin_margin) & ~shape_changed
+    if overflow is not None:
+        by_growth &= overflow != OverflowLevel.CRITICAL
+    origin = _one_per_cause(origin, by_growth, end, keys, e)
+    roles, origins, level = _roles(keys, end, e.leaves, origin, compared, e.output_error, e.unit)
     first = int(origins[0]) if len(origins) else -1
     precision, dtype_pair = _precision(npu, pairs, texts, e.is_out, e.leaves, keys, first, e.output_error)
     return NoiseModel(
@@ -434,12 +478,16 @@ def _growth_margins(npu: DumpGraph, texts: _PairTexts, e: _Errors,
                     rule: NoiseRule) -> tuple[np.ndarray, np.ndarray, tuple[Calibration, ...], np.ndarray]:
     """Steps 3-4: per node the summed values n, the growth limit G, the calibration and the margin."""
     reduction = _backward_reductions(npu, texts.npu_count, e.node, e.is_in, e.is_out)
+    base = e.input_error + e.unit * np.sqrt(reduction) + LIBRARY_ERROR
     with np.errstate(invalid="ignore"):  # inf / inf (an overflowed input and output) is NaN: no growth measured
-        growth = e.output_error / (e.input_error + e.unit * np.sqrt(reduction) + LIBRARY_ERROR)
+        growth = e.output_error / base
     communication = communication_calls(npu)
     switching = _switching_backward(npu)
     leaves = e.leaves
     growth_limit, calibration = _calibrate(npu, leaves[~(communication | switching)[leaves]], growth, rule)
+    with np.errstate(divide="ignore", invalid="ignore"):  # the precision bounds what calibration may allow
+        bound = np.maximum(1.0, noise_ceiling(np.maximum(e.unit, LIBRARY_ERROR)) / base)
+    growth_limit = np.where(np.isnan(growth_limit), growth_limit, np.minimum(growth_limit, bound))
     growth_limit[leaves[communication[leaves]]] = 1.0  # its other inputs come from other ranks
     growth_limit[leaves[switching[leaves]]] = np.inf
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -880,22 +928,48 @@ def _origins(npu: DumpGraph, leaves: np.ndarray, margin: np.ndarray, fresh_margi
     return origin | (hard & ~below)
 
 
-def _roles(npu: DumpGraph, keys: np.ndarray, leaves: np.ndarray, origin: np.ndarray, compared: np.ndarray,
+def _one_per_cause(origin: np.ndarray, by_growth: np.ndarray, end: np.ndarray, keys: np.ndarray,
+                   e: _Errors) -> np.ndarray:
+    """`origin` without the calls after the first origin that are origins by their growth alone (`by_growth`)
+    while their inputs already carry more error than the noise before it.
+
+    Statistics see only part of an input's error (a perturbation orthogonal to a tensor barely moves its
+    norm), so a call downstream of a difference shows more "growth" than rounding gives it: that is the
+    first origin's difference coming to light, not a cause of its own. Such a call keeps being an origin
+    when its weights, data or arguments differ, its shape changes or it overflows from finite inputs.
+    """
+    origins = np.flatnonzero(origin)
+    if len(origins) < 2:
+        return origin
+    first = float(end[origins].min())
+    level = _level_before(e.leaves, keys, first, e.output_error, e.unit)
+    leaves = e.leaves
+    carried = leaves[(end[leaves] > first) & by_growth[leaves] & (e.input_error[leaves] > level)]
+    kept = origin.copy()
+    kept[carried] = False
+    return kept
+
+
+def _level_before(leaves: np.ndarray, keys: np.ndarray, first: float, output_error: np.ndarray,
+                  unit: np.ndarray) -> float:
+    """The largest output error of the leaves that run before execution key `first`, at least their u."""
+    before = leaves[keys[leaves] < first]
+    floor = float(unit[leaves].max(initial=0.0))
+    return max(float(output_error[before].max(initial=0.0)), floor)
+
+
+def _roles(keys: np.ndarray, end: np.ndarray, leaves: np.ndarray, origin: np.ndarray, compared: np.ndarray,
            output_error: np.ndarray, unit: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """Role per node, the origins in the order their outputs appear, and the noise level (the largest
     output error of the leaves before the first origin, at least u)."""
-    role = np.full(len(npu), NodeRole.NOT_COMPARED, np.int8)
+    role = np.full(len(keys), NodeRole.NOT_COMPARED, np.int8)
     role[compared] = NodeRole.WITHIN_NOISE
-    end = _subtree_end_keys(npu, keys)
     origins = np.flatnonzero(origin)
     origins = origins[np.argsort(end[origins], kind="stable")]
-    floor = float(unit[leaves].max(initial=0.0))
     if not len(origins):
-        level = float(output_error[leaves].max(initial=0.0))
-        return role, origins, max(level, floor)
+        return role, origins, _level_before(leaves, keys, np.inf, output_error, unit)
     first = end[origins[0]]
-    before = leaves[keys[leaves] < first]
-    level = max(float(output_error[before].max(initial=0.0)), floor)
+    level = _level_before(leaves, keys, first, output_error, unit)
     role[compared & (end >= first) & (output_error > level)] = NodeRole.PROPAGATED
     role[origins] = NodeRole.ORIGIN
     return role, origins, level

@@ -15,7 +15,7 @@ origin (the two go together, docs/noise.md), or, when asked, when the npu run ov
 Otherwise it is **inconclusive**. The exit code is 0 only for *agree*: a script that reads
 non-zero as "not shown equal" stays right. Each inconclusive outcome carries hints naming the
 options that usually fix it (mapping options between frameworks, a mapping file for renamed
-modules, ``--fuzzy`` for shifted call counters).
+modules, leaving out ``--no-fuzzy`` for shifted call counters).
 """
 
 from __future__ import annotations
@@ -159,7 +159,8 @@ def decide(
     npu: DumpGraph | None = None,
     bench: DumpGraph | None = None,
     matchers: Sequence[str] = (),
-    fuzzy: bool = False,
+    fuzzy: bool = True,
+    unexplained: str = "",
 ) -> Outcome:
     """The outcome of one comparison from its coverage and whether it found a difference.
 
@@ -175,7 +176,10 @@ def decide(
     matchers : sequence of str
         The rules the comparison used (`CompareOptions.matchers`), so hints never repeat them.
     fuzzy : bool
-        Whether ``--fuzzy`` was given.
+        Whether calls were aligned where counters shifted (``--fuzzy``, the default).
+    unexplained : str
+        One line saying the measured noise is beyond what the precision can produce ("" when it is not):
+        a comparison that found no origin under such noise is inconclusive, never "agree".
 
     Examples
     --------
@@ -189,8 +193,10 @@ def decide(
     >>> decide(cov, differs="first divergence at Functional.linear.2.forward").verdict
     'differ'
     """
-    gaps = _gaps(cov, npu, bench)
+    gaps = _gaps(cov, npu, bench) + ([unexplained] if unexplained else [])
     hints = _hints(cov, npu, bench, matchers, fuzzy) if gaps else ()
+    if unexplained and not fuzzy:
+        hints = (*hints, "calls paired across shifted call counters? leave out --no-fuzzy")
     if differs:
         reason = f"differ: {differs}" + (f" (note: {gaps[0]})" if gaps else "")
         return Outcome(DIFFER, reason, hints, cov)
@@ -239,7 +245,7 @@ def _hints(cov: Coverage, npu: DumpGraph | None, bench: DumpGraph | None, matche
         hints.append("modules renamed between the runs? give a mapping file: --layer-mapping FILE "
                      "(docs/matching.md)")
     if not fuzzy:
-        hints.append("call counters shifted by an extra call? add --fuzzy")
+        hints.append("call counters shifted by an extra call? leave out --no-fuzzy")
     return tuple(hints)
 
 
@@ -260,7 +266,19 @@ def report_outcome(report: CompareReport, *, overflow: bool = False) -> Outcome:
     """
     cov = coverage(report.npu, report.bench, report.matches, len(report.pairs))
     return decide(cov, differs=_difference(report, overflow), npu=report.npu, bench=report.bench,
-                  matchers=report.options.matchers, fuzzy=report.options.fuzzy)
+                  matchers=report.options.matchers, fuzzy=report.options.fuzzy, unexplained=_unexplained(report))
+
+
+def _unexplained(report: CompareReport) -> str:
+    """One line when the noise measured before any origin is beyond what the precision can produce, else ""."""
+    noise = report.noise
+    if noise is None or noise.explains_noise():
+        return ""
+    row = noise.noisiest()
+    where = f" (at {report.npu.nodes.ids[row]})" if row >= 0 else ""
+    return (f"the noise level {noise.noise_level:.3g}{where} is beyond what {noise.precision.kind} can produce "
+            f"(at most {noise.ceiling:.2g}, half the digits of unit roundoff {noise.precision.unit_roundoff:.2g}): "
+            "the paired calls are not the same calls, or the runs differ")
 
 
 def _difference(report: CompareReport, overflow: bool) -> str:

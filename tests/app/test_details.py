@@ -43,7 +43,7 @@ def test_linear_with_perturbed_weight(sample_model, sample_report):
 def test_unmatched_bench_only_node(data_dir, perturb_pair):
     from graphcmp.core.compare import compare_paths
 
-    report = compare_paths(data_dir / "msprobe_extraop" / "npu", perturb_pair[1])
+    report = compare_paths(data_dir / "msprobe_extraop" / "npu", perturb_pair[1], fuzzy=False)
     model = ViewModel(report)
     row = int((report.matches.bench_to_npu < 0).nonzero()[0][1])
     text = "\n".join(_texts(details_panel(model, {"bench": row})))

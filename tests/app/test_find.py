@@ -28,7 +28,7 @@ def test_verdict_filter(sample_model, sample_report):
 
 
 def test_unmatched_filter_lists_both_sides(data_dir, perturb_pair):
-    report = compare_paths(data_dir / "msprobe_extraop" / "npu", perturb_pair[1])
+    report = compare_paths(data_dir / "msprobe_extraop" / "npu", perturb_pair[1], fuzzy=False)
     model = ViewModel(report)
     hits = find_hits(model, "", ("unmatched",), None)
     npu = [r for s, r in hits if s == "npu"]

@@ -25,9 +25,9 @@ NODE = "Functional.linear.3.forward"
 
 @pytest.fixture
 def extraop_file(tmp_path) -> Path:
-    """The extra-op npu run vs tf_small's baseline, compared without --fuzzy: many calls stay unmatched."""
+    """The extra-op npu run vs tf_small's baseline, compared with --no-fuzzy: many calls stay unmatched."""
     path = tmp_path / "cmp.json"
-    save_report(compare_paths(EXTRA_NPU, BASE_BENCH), path)
+    save_report(compare_paths(EXTRA_NPU, BASE_BENCH, fuzzy=False), path)
     return path
 
 
@@ -88,7 +88,7 @@ def test_unmatch_selected_pair_and_children_by_order(extraop_file):
 
 
 def test_two_dump_folders_have_no_sidecar(tmp_path):
-    viewer = Viewer(open_results([EXTRA_NPU, BASE_BENCH]))
+    viewer = Viewer(open_results([EXTRA_NPU, BASE_BENCH], fuzzy=False))
     state = _picked(viewer, NODE, NODE)
     before = set(EXTRA_NPU.iterdir())
     state2, note = _manual(viewer, state, "match", children=False)

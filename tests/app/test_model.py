@@ -47,7 +47,7 @@ def test_role_colours_roll_up_to_the_closed_modules(sample_model):
 
 
 def test_bench_side_takes_twin_status(data_dir, perturb_pair):
-    report = compare_paths(data_dir / "msprobe_extraop" / "npu", perturb_pair[1])
+    report = compare_paths(data_dir / "msprobe_extraop" / "npu", perturb_pair[1], fuzzy=False)
     model = ViewModel(report)
     bench = model.status("bench")
     matched = report.matches.bench_to_npu >= 0

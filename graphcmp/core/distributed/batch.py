@@ -76,7 +76,7 @@ Task = tuple[str, str, "int | None", "int | None", str]  # npu, bench, step, ran
 class BatchOptions:
     """What every task of a batch is asked to do."""
 
-    fuzzy: bool = False
+    fuzzy: bool = True
     thresholds_file: str | None = None
     tensors: bool = True
     rules: tuple[str, ...] = ()  # matcher specs of rule sources (mapping files ...), see matching.specs

@@ -53,7 +53,7 @@ Progress = Callable[[str], None]
 class MergeOptions:
     """How the merged runs are compared (the comparison options of `BatchOptions`, plus layouts)."""
 
-    fuzzy: bool = False
+    fuzzy: bool = True
     thresholds_file: str | None = None
     tensors: bool = True
     rules: tuple[str, ...] = ()
@@ -61,7 +61,7 @@ class MergeOptions:
     bench_layout: LayoutSpec | None = None
 
 
-def compare_merged(npu: DumpGraph, bench: DumpGraph, *, fuzzy: bool = False, matchers: Any = None,
+def compare_merged(npu: DumpGraph, bench: DumpGraph, *, fuzzy: bool = True, matchers: Any = None,
                    thresholds: Any = None, tensors: bool = True) -> Any:
     """Compare two merged runs: match, settle replicas and shapes against each other, then `compare_graphs`.
 

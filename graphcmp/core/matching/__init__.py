@@ -36,6 +36,6 @@ __all__ = [
 ]
 
 
-def default_matchers(*, fuzzy: bool = False) -> list[ChildMatcher]:
+def default_matchers(*, fuzzy: bool = True) -> list[ChildMatcher]:
     """Exact names, then (with `fuzzy`) call-count-insensitive names in order; with `fuzzy` no two pairs cross."""
     return [ExactMatcher(ordered=True), FuzzyMatcher()] if fuzzy else [ExactMatcher()]

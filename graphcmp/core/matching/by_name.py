@@ -88,15 +88,21 @@ class ExactMatcher:
         rule = np.full(len(npu), RuleCode.UNMATCHED, np.int64)
         rule[paired] = code
         rule[0] = RuleCode.ROOT
-        if not more:  # no matcher reads a row of the walk after this: its columns stay arrays
+        both = _with_free_children(npu_parent, bench_parent, n2b, b2n) if more else np.zeros(0, np.int64)
+        if not len(both):  # no matcher reads a row of the walk after this: its columns stay arrays
             walk.npu_to_bench, walk.bench_to_npu, walk.rule = n2b, b2n, rule
             return []
         walk.npu_to_bench, walk.bench_to_npu, walk.rule = n2b.tolist(), b2n.tolist(), rule.tolist()
-        free_npu = np.bincount(npu_parent[(n2b < 0) & (npu_parent >= 0)], minlength=len(npu))
-        free_bench = np.bincount(bench_parent[(b2n < 0) & (bench_parent >= 0)], minlength=len(bench))
-        both = np.flatnonzero((n2b >= 0) & (free_npu > 0))
-        both = both[free_bench[n2b[both]] > 0]
         return list(zip(both.tolist(), n2b[both].tolist()))
+
+
+def _with_free_children(npu_parent: np.ndarray, bench_parent: np.ndarray, n2b: np.ndarray,
+                        b2n: np.ndarray) -> np.ndarray:
+    """The paired npu rows that have unpaired children on both sides (what a matcher after this one looks at)."""
+    free_npu = np.bincount(npu_parent[(n2b < 0) & (npu_parent >= 0)], minlength=len(n2b))
+    free_bench = np.bincount(bench_parent[(b2n < 0) & (bench_parent >= 0)], minlength=len(b2n))
+    both = np.flatnonzero((n2b >= 0) & (free_npu > 0))
+    return both[free_bench[n2b[both]] > 0]
 
 
 def _keep_order(rows: np.ndarray, partners: np.ndarray, parents: np.ndarray) -> np.ndarray:
