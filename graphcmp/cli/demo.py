@@ -1,4 +1,7 @@
-"""`graphcmp demo`: compare the bundled sample pair and print what was found."""
+"""`graphcmp demo`: compare the bundled sample pair and print what was found.
+
+Exits as `compare` does: 1, since the sample runs differ (0 agree, 1 differ or inconclusive, 2 bad input).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from graphcmp.cli.output import emit
-from graphcmp.cli.render import render_analysis, render_summary
+from graphcmp.cli.render import render_analysis, render_outcome, render_summary
 from graphcmp.cli.serve import serve  # Dash itself loads only when the viewer is started
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.samples import sample_pair
@@ -33,22 +36,27 @@ def handle(args: argparse.Namespace) -> int:
     if not npu.is_dir():
         raise DumpFormatError(f"{npu}: bundled samples not found; reinstall graphcmp")
     output = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="graphcmp-demo-")) / "cmp.npz"
+    from graphcmp.core.outcome import report_outcome
+
     report = compare_paths(npu, bench)
     save_report(report, output)
     analysis = report.analysis()
-    summary = {**report.summary(), "output": str(output), "analysis": analysis.to_dict()}
+    outcome = report_outcome(report)
+    summary = {**report.summary(), "output": str(output), "analysis": analysis.to_dict(),
+               "verdict": outcome.verdict, "outcome": outcome.to_dict()}
     text = "\n".join([
         "graphcmp demo: a 3-layer transformer whose encoder.layers.1.linear1 weight was perturbed on the npu side",
         render_summary(summary),
         render_analysis(analysis),
+        render_outcome(summary["outcome"]),
         f"written: {output}",
     ])
     emit(summary, text, args.json)
     if args.serve or (not args.json and _ask("Open the browser viewer on this result? [y/N] ")):
-        return serve([output], port=args.port, open_browser=True)
-    if not args.json:
+        serve([output], port=args.port, open_browser=True)
+    elif not args.json:
         print(f"view it in a browser: graphcmp serve {output}", file=sys.stderr)
-    return 0
+    return outcome.exit_code
 
 
 def _ask(question: str) -> bool:

@@ -1,4 +1,8 @@
-"""`graphcmp info FILE`: counts of a comparison result (or of a built run; of every graph of a `.vis.db`)."""
+"""`graphcmp info FILE`: counts of a comparison result (or of a built run; of every graph of a `.vis.db`).
+
+Exits as `compare` did on the result: 0 the runs agree, 1 they differ or the comparison is inconclusive, 2 bad
+input; a file holding runs only (graphcmp build) exits 0.
+"""
 
 from __future__ import annotations
 
@@ -19,14 +23,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from graphcmp.core.compare import file_summary
     from graphcmp.core.distributed.batch import batch_summary, is_batch_result, load_index
-    from graphcmp.core.outcome import job_outcome
+    from graphcmp.core.outcome import Outcome, job_outcome
 
     if is_batch_result(args.file):
         index = load_index(args.file)
-        outcome = job_outcome(index).to_dict()
+        job = job_outcome(index)
+        outcome = job.to_dict()
         summary = {**batch_summary(index), "verdict": outcome["verdict"], "outcome": outcome}
         emit(summary, render_batch(summary) + "\n" + render_outcome(outcome), args.json)
-        return 0
+        return job.exit_code
     summary = file_summary(args.file)
     if "graphs" in summary:
         text = render_graphs(summary)
@@ -35,4 +40,5 @@ def handle(args: argparse.Namespace) -> int:
     else:
         text = render_graph_summary(summary)
     emit(summary, text, args.json)
-    return 0
+    recorded = Outcome.from_dict(summary.get("outcome"))
+    return recorded.exit_code if recorded is not None else 0  # a built run is no comparison: nothing to answer

@@ -23,7 +23,7 @@ Each origin reports its margin: its error divided by the noise the model allows 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -35,14 +35,36 @@ from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role
 from graphcmp.core.shards import attribute_rank
 
 if TYPE_CHECKING:
-    from graphcmp.core.report import CompareReport
+    from graphcmp.core.judge import NodeVerdicts
+    from graphcmp.core.matching import MatchTable
+    from graphcmp.core.pairing import TensorPairs
 
-__all__ = ["CAUSES", "Analysis", "Divergence", "DivergenceRule", "Finding", "analyze", "find_divergence"]
+__all__ = ["CAUSES", "Analysis", "Comparison", "Divergence", "DivergenceRule", "Finding", "analyze",
+           "find_divergence"]
 
 CAUSES = ("overflow", "shape change", "argument differs", "inputs differ", "dtype change", "communication", "op")
 
 _SMALLEST_NORMAL = {"float16": 2.0**-14, "bfloat16": 2.0**-126, "float32": 2.0**-126}
 _LARGEST = {"float16": 65504.0, "bfloat16": 3.3895e38, "float32": 3.4028e38}
+
+
+class Comparison(Protocol):
+    """What the analysis reads of a judged comparison (a `CompareReport` is one): both runs, the matches, the
+    tensor pairs, the verdicts, the noise model and the npu run's overflow levels."""
+
+    @property
+    def npu(self) -> DumpGraph: ...
+    @property
+    def bench(self) -> DumpGraph: ...
+    @property
+    def matches(self) -> MatchTable: ...
+    @property
+    def pairs(self) -> TensorPairs: ...
+    @property
+    def verdicts(self) -> NodeVerdicts: ...
+    @property
+    def noise(self) -> NoiseModel: ...
+    def overflow_levels(self) -> np.ndarray: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +150,8 @@ class Analysis:
         }
 
 
-def find_divergence(report: CompareReport, rule: DivergenceRule | None = None) -> Divergence | None:
-    """The first origin of divergence of a `CompareReport`, or None when the runs agree.
+def find_divergence(report: Comparison, rule: DivergenceRule | None = None) -> Divergence | None:
+    """The first origin of divergence of a comparison (a `CompareReport`), or None when the runs agree.
 
     Examples
     --------
@@ -149,7 +171,7 @@ def find_divergence(report: CompareReport, rule: DivergenceRule | None = None) -
     return analyze(report, rule).first
 
 
-def analyze(report: CompareReport, rule: DivergenceRule | None = None) -> Analysis:
+def analyze(report: Comparison, rule: DivergenceRule | None = None) -> Analysis:
     """The first divergence, candidates, the first overflow and the advisor's findings of a report."""
     rule = rule or DivergenceRule()
     noise = report.noise
@@ -164,7 +186,7 @@ def analyze(report: CompareReport, rule: DivergenceRule | None = None) -> Analys
                     noise.precision, summary, rule)
 
 
-def _divergence(report: CompareReport, row: int) -> Divergence:
+def _divergence(report: Comparison, row: int) -> Divergence:
     npu, noise = report.npu, report.noise
     nodes = npu.nodes
     cause, evidence = _cause(report, row)
@@ -187,7 +209,7 @@ def _divergence(report: CompareReport, row: int) -> Divergence:
     )
 
 
-def _cause(report: CompareReport, row: int) -> tuple[str, tuple[str, ...]]:
+def _cause(report: Comparison, row: int) -> tuple[str, tuple[str, ...]]:
     noise = report.noise
     output = f"output error {noise.output_error[row]:.3g} ({report.verdicts.reason[row] or 'see metrics'})"
     level = int(report.overflow_levels()[row])
@@ -216,7 +238,7 @@ def _growth_evidence(noise: NoiseModel, row: int) -> list[str]:
             f"{_summed(noise.reduction[row])} + library error {LIBRARY_ERROR:.2g})"]
 
 
-def _fresh_cause(report: CompareReport, row: int) -> tuple[str, ...]:
+def _fresh_cause(report: Comparison, row: int) -> tuple[str, ...]:
     """("argument differs" or "inputs differ", evidence) when an argument, a weight or data of `row` differs
     beyond rounding (the origin may have been found by its growth: its weights still explain it), else ()."""
     noise = report.noise
@@ -233,7 +255,7 @@ def _fresh_cause(report: CompareReport, row: int) -> tuple[str, ...]:
                              f"{noise.fresh_error[row]:.3g}, such an input may carry {carry:.3g} — {what}")
 
 
-def _fresh_slots(report: CompareReport, row: int, tensors: bool) -> list[str]:
+def _fresh_slots(report: Comparison, row: int, tensors: bool) -> list[str]:
     """The differing inputs of `row` no matched earlier call produced, as ``input.1`` texts."""
     npu, noise = report.npu, report.noise
     t = npu.tensors
@@ -254,7 +276,7 @@ def _fresh_slots(report: CompareReport, row: int, tensors: bool) -> list[str]:
     return out
 
 
-def _precision_explains(report: CompareReport, row: int) -> str:
+def _precision_explains(report: Comparison, row: int) -> str:
     """Why the npu dtype itself explains a large output error at `row`, or "" when it does not."""
     npu, bench, noise = report.npu, report.bench, report.noise
     k = np.flatnonzero((npu.tensors.node[report.pairs.npu] == row)
@@ -291,7 +313,7 @@ def _innermost_module(npu: DumpGraph, row: int) -> str | None:
     return None
 
 
-def _findings(report: CompareReport, divergences: list[Divergence], overflow: Divergence | None,
+def _findings(report: Comparison, divergences: list[Divergence], overflow: Divergence | None,
               levels: np.ndarray) -> tuple[Finding, ...]:
     noise = report.noise
     out: list[Finding] = []
@@ -323,7 +345,7 @@ def _in_units(value: float, unit: float) -> str:
     return f" ({value / unit:.3g} unit roundoffs)" if unit else ""
 
 
-def _unmatched_regions(report: CompareReport, limit: int = 5) -> list[Finding]:
+def _unmatched_regions(report: Comparison, limit: int = 5) -> list[Finding]:
     npu = report.npu
     partner = report.matches.npu_to_bench
     parent = npu.nodes.parent

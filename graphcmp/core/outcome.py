@@ -23,16 +23,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from graphcmp.core.divergence import Analysis, Comparison
 from graphcmp.core.records import DumpGraph, NodeKind
 from graphcmp.core.rules import ERROR
 
 if TYPE_CHECKING:
     from graphcmp.core.matching import MatchTable
-    from graphcmp.core.report import CompareReport
 
 __all__ = [
     "AGREE",
@@ -41,6 +41,7 @@ __all__ = [
     "MIN_MATCHED_SHARE",
     "Coverage",
     "Outcome",
+    "Reported",
     "SideCoverage",
     "coverage",
     "decide",
@@ -249,7 +250,23 @@ def _hints(cov: Coverage, npu: DumpGraph | None, bench: DumpGraph | None, matche
     return tuple(hints)
 
 
-def report_outcome(report: CompareReport, *, overflow: bool = False) -> Outcome:
+class _Options(Protocol):
+    @property
+    def matchers(self) -> tuple[str, ...]: ...
+    @property
+    def fuzzy(self) -> bool: ...
+
+
+class Reported(Comparison, Protocol):
+    """What the outcome reads of a comparison (a `CompareReport` is one): a `Comparison` with its options
+    and its analysis."""
+
+    @property
+    def options(self) -> _Options: ...
+    def analysis(self) -> Analysis: ...
+
+
+def report_outcome(report: Reported, *, overflow: bool = False) -> Outcome:
     """The outcome of a comparison report (with `overflow`, an npu overflow is a difference too).
 
     Examples
@@ -269,7 +286,7 @@ def report_outcome(report: CompareReport, *, overflow: bool = False) -> Outcome:
                   matchers=report.options.matchers, fuzzy=report.options.fuzzy, unexplained=_unexplained(report))
 
 
-def _unexplained(report: CompareReport) -> str:
+def _unexplained(report: Reported) -> str:
     """One line when the noise measured before any origin is beyond what the precision can produce, else ""."""
     noise = report.noise
     if noise is None or noise.explains_noise():
@@ -281,7 +298,7 @@ def _unexplained(report: CompareReport) -> str:
             "the paired calls are not the same calls, or the runs differ")
 
 
-def _difference(report: CompareReport, overflow: bool) -> str:
+def _difference(report: Reported, overflow: bool) -> str:
     """One line naming what differs (the first divergence, error verdicts, an overflow), "" for nothing."""
     first = report.analysis().first
     if first is not None:

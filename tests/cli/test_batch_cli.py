@@ -17,7 +17,7 @@ def test_batch_compare_info_diverge(tmp_path, capsys):
     assert code == 1
     summary = json.loads(capsys.readouterr().out)
     assert [(r["step"], r["rank"]) for r in summary["runs"]] == [(0, 0), (1, 0)]
-    assert main(["info", str(out), "--json"]) == 0
+    assert main(["info", str(out), "--json"]) == 1  # as compare: the runs differ
     info = json.loads(capsys.readouterr().out)
     assert info["runs"][0]["nodes"] == {"npu": 178, "bench": 178} and info["runs"][0]["comm"]["nodes"] == 0
     assert main(["diverge", str(out), "--json"]) == 1

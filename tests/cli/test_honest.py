@@ -57,7 +57,7 @@ def test_compare_and_diverge_give_one_verdict(case, perturb_pair, tmp_path, caps
     assert analysis["verdict"] == verdict and analysis["outcome"]["reason"] == summary["outcome"]["reason"]
     first = summary["first_divergence"]
     assert (first and first["node"]) == (analysis["first"] and analysis["first"]["node"])
-    assert main(["info", str(out), "--json"]) == 0 and _json(capsys)["verdict"] == verdict
+    assert main(["info", str(out), "--json"]) == code and _json(capsys)["verdict"] == verdict
 
 
 def test_diverge_does_not_say_no_divergence_when_too_little_was_compared(tmp_path, capsys):
@@ -134,7 +134,7 @@ def test_a_closed_pipe_ends_quietly_with_the_commands_exit_code(perturb_pair, tm
                                    stderr=subprocess.PIPE)
         process.stdout.close()  # the reader is gone before anything is written (as `| head` once it has its lines)
         err = process.stderr.read().decode()
-        assert process.wait(timeout=60) == (0 if args[0] == "info" else 1), args
+        assert process.wait(timeout=60) == 1, args  # the runs differ: every command says so
         assert "Traceback" not in err and "BrokenPipe" not in err
 
 

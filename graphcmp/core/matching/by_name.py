@@ -53,7 +53,7 @@ class ExactMatcher:
         by_id = {bench_ids[b]: b for b in bench_rows}
         npu_ids = npu.nodes.ids
         pairs = [(n, by_id[npu_ids[n]]) for n in npu_rows if npu_ids[n] in by_id]
-        if self.ordered:
+        if self.ordered and len(pairs) < min(len(npu_rows), len(bench_rows)):  # counters disagree somewhere
             pairs = [pairs[k] for k in non_crossing(pairs)]  # rows are in execution order on both sides
         return pairs
 
@@ -74,12 +74,15 @@ class ExactMatcher:
         partner[(partner >= 0) & (bench.nodes.kind[np.maximum(partner, 0)] == NodeKind.GROUP)] = -1
         n2b = np.full(len(npu), -1, np.int64)
         n2b[0] = 0
+        if self.ordered:
+            npu_kids = np.bincount(npu_parent[npu_parent >= 0], minlength=len(npu))
+            bench_kids = np.bincount(bench_parent[bench_parent >= 0], minlength=len(bench))
         for level in levels(depths(npu_parent))[1:]:
             b = partner[level]
             up = n2b[npu_parent[level]]
             ok = (b >= 0) & (up >= 0) & (up == bench_parent[np.maximum(b, 0)])
             if self.ordered:
-                ok[ok] = _keep_order(level[ok], b[ok], npu_parent[level[ok]])
+                ok[ok] = _keep_order(level[ok], b[ok], npu_parent[level[ok]], npu_kids, bench_kids[n2b])
             n2b[level[ok]] = b[ok]
         paired = np.flatnonzero(n2b >= 0)[1:]
         b2n = np.full(len(bench), -1, np.int64)
@@ -105,11 +108,14 @@ def _with_free_children(npu_parent: np.ndarray, bench_parent: np.ndarray, n2b: n
     return both[free_bench[n2b[both]] > 0]
 
 
-def _keep_order(rows: np.ndarray, partners: np.ndarray, parents: np.ndarray) -> np.ndarray:
+def _keep_order(rows: np.ndarray, partners: np.ndarray, parents: np.ndarray, npu_kids: np.ndarray,
+                twin_kids: np.ndarray) -> np.ndarray:
     """Which of one level's pairs to keep so that no two siblings' pairs cross (see `non_crossing`).
 
-    Only the parents whose children's partners are out of order (rare: an extra call shifted counters)
-    are looked at one by one.
+    Only the parents whose children's partners are out of order and that keep children without a partner on
+    both sides (`npu_kids`: children per npu row; `twin_kids`: children of each npu row's bench twin) are looked
+    at one by one: an extra call shifted the counters there. Where every child found its id on the other side,
+    a crossing is the same calls run in another order (a pipeline schedule), and the ids are kept.
     """
     keep = np.ones(len(rows), bool)
     order = np.lexsort((rows, parents))
@@ -117,6 +123,8 @@ def _keep_order(rows: np.ndarray, partners: np.ndarray, parents: np.ndarray) -> 
     crossing = np.unique(p[1:][(p[1:] == p[:-1]) & (b[1:] < b[:-1])])
     for parent in crossing.tolist():
         members = order[p == parent]
+        if min(npu_kids[parent], twin_kids[parent]) == len(members):  # no call is left over on one side
+            continue
         kept = non_crossing(list(zip(rows[members].tolist(), partners[members].tolist())))
         drop = np.ones(len(members), bool)
         drop[kept] = False
