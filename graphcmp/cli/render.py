@@ -103,8 +103,10 @@ def _divergence_lines(title: str, d: Divergence) -> list[str]:
         f"rank {d.rank}" if d.rank is not None else "", f"step {d.step}" if d.step is not None else "",
         f"micro-step {d.micro_step}", d.direction) if part)
     source = [f"  in its rank's own dump: {d.source_id}"] if d.source_id and d.source_id != d.node else []
-    return [f"{title}: {d.node} ({where})", f"  module: {d.module or '-'}",
-            f"  cause: {d.cause}, {_margin_text(d.margin)} the noise allowed", *source,
+    site = [f"  at: {d.call_site}"] if d.call_site else []
+    why = [f"  why: {d.summary}"] if d.summary else []
+    return [f"{title}: {d.node} ({where})", f"  module: {d.module or '-'}", *site,
+            f"  cause: {d.cause}, {_margin_text(d.margin)} the noise allowed", *why, *source,
             *(f"  {e}" for e in d.evidence)]
 
 
@@ -194,7 +196,9 @@ def render_job_analysis(analysis: dict[str, Any]) -> str:
     if origin is None:
         return "no divergence on any rank"
     lines = [f"origin: rank {origin['rank']}, step {origin['step']}, micro-step {origin['micro_step']}: "
-             f"{origin['node']}", f"  module: {origin['module'] or '-'}", f"  cause: {origin['cause']}",
+             f"{origin['node']}", f"  module: {origin['module'] or '-'}",
+             *([f"  at: {origin['call_site']}"] if origin.get("call_site") else []), f"  cause: {origin['cause']}",
+             *([f"  why: {origin['summary']}"] if origin.get("summary") else []),
              *(f"  {e}" for e in origin["evidence"])]
     others = analysis["origins"][1:]
     if others:

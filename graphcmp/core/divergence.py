@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from graphcmp.core.dataflow import communication_calls
+from graphcmp.core.dataflow import communication_calls, earliest_producers
 from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.noise import LIBRARY_ERROR, NoiseModel, Precision, unit_roundoff
 from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel
-from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role
+from graphcmp.core.readers.naming import argument_name
+from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, is_input
 from graphcmp.core.shards import attribute_rank
 
 if TYPE_CHECKING:
@@ -87,7 +88,9 @@ class Divergence:
     `output_error` and `input_error` are the noise model's errors (relative to each tensor's scale),
     `allowed` the output error the model allows the call, `margin` how far beyond it the call is.
     `ranks` lists the ranks a node of a merged parallel run came from and `source_id` its id in the
-    dump of `rank` (empty for a run of one rank).
+    dump of `rank` (empty for a run of one rank). `call_site` is the user's line that made the call
+    (``model.py:26 in forward: x = self.fc(x)``, from stack.json; "" without one) and `summary` the cause in
+    one plain sentence with its numbers.
     """
 
     node: str
@@ -104,6 +107,8 @@ class Divergence:
     evidence: tuple[str, ...] = ()
     ranks: tuple[int, ...] = ()
     source_id: str = ""
+    call_site: str = ""
+    summary: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "evidence": list(self.evidence), "ranks": list(self.ranks)}
@@ -191,6 +196,7 @@ def _divergence(report: Comparison, row: int) -> Divergence:
     nodes = npu.nodes
     cause, evidence = _cause(report, row)
     margin = noise.margin_of(row)
+    site = npu.call_site(row) or _module_call_site(npu, row)
     attrs = dict(nodes.attrs[row]) if nodes.attrs else {}
     ranks = tuple(int(r) for r in attrs.get("ranks", "").split(",") if r.strip().lstrip("-").isdigit())
     rank = int(attrs["rank"]) if attrs.get("rank", "").lstrip("-").isdigit() else (
@@ -205,8 +211,43 @@ def _divergence(report: Comparison, row: int) -> Divergence:
         margin=margin, allowed=noise.allowed(row), rank=rank, step=npu.info.step,
         micro_step=int(nodes.micro_step[row]),
         direction="backward" if nodes.direction[row] == Direction.BACKWARD else "forward",
-        evidence=evidence, ranks=ranks, source_id=attrs.get("source_id", ""),
+        evidence=evidence, ranks=ranks, source_id=attrs.get("source_id", ""), call_site=site,
+        summary=_summary(report, row, cause, margin),
     )
+
+
+def _module_call_site(npu: DumpGraph, row: int) -> str:
+    """The call site of the innermost module around `row` that has one (a call's own stack may be missing)."""
+    parent = int(npu.nodes.parent[row])
+    while parent > 0:
+        site = npu.call_site(parent)
+        if site:
+            return site
+        parent = int(npu.nodes.parent[parent])
+    return ""
+
+
+def _summary(report: Comparison, row: int, cause: str, margin: float) -> str:
+    """The cause of origin `row` in one plain sentence with its numbers."""
+    noise = report.noise
+    out, allowed = float(noise.output_error[row]), noise.allowed(row)
+    beyond = f"{_margin(margin)} the {allowed:.3g} rounding allows" if np.isfinite(allowed) else "beyond rounding"
+    if cause == "overflow":
+        return "its output overflows (inf/NaN or the dtype's limit) while its inputs are finite"
+    if cause == "shape change":
+        return "an output's shape differs between the runs"
+    if cause == "argument differs":
+        return f"a non-tensor argument differs: {', '.join(_fresh_slots(report, row, False))}"
+    if cause == "inputs differ":
+        names = ", ".join(_fresh_slots(report, row, True)) or "an input"
+        return (f"{names} differs from the bench run's by {noise.fresh_error[row]:.3g} (relative), "
+                f"{_margin(noise.fresh_margin[row])} what rounding lets such an input carry")
+    if cause == "communication":
+        return f"its output differs by {out:.3g}, {beyond}, while the inputs this rank sent agree"
+    if cause == "dtype change":
+        return f"its output differs by {out:.3g}: the npu dtype cannot hold these values"
+    return (f"its output differs by {out:.3g} while its inputs differ by only {noise.input_error[row]:.3g}: "
+            f"{beyond}")
 
 
 def _cause(report: Comparison, row: int) -> tuple[str, tuple[str, ...]]:
@@ -248,32 +289,75 @@ def _fresh_cause(report: Comparison, row: int) -> tuple[str, ...]:
     if noise.fresh_error[row] <= rounding:
         return ()
     slots = _fresh_slots(report, row, True)
-    what = ("an input made by a call the bench run does not have" if any("unmatched" in s for s in slots)
+    what = ("an input computed by a call the bench run does not have" if any("computed by" in s for s in slots)
             else "a weight or data difference")
     carry = noise.fresh_error[row] / noise.fresh_margin[row] if noise.fresh_margin[row] > 0 else rounding
-    return ("inputs differ", f"inputs no matched earlier call produced differ ({', '.join(slots)}): error "
-                             f"{noise.fresh_error[row]:.3g}, such an input may carry {carry:.3g} — {what}")
+    return ("inputs differ", f"{', '.join(slots)} differ{'s' if len(slots) == 1 else ''} by "
+                             f"{noise.fresh_error[row]:.3g}, where rounding lets such an input carry {carry:.3g} "
+                             f"(no compared call made it): {what}")
 
 
 def _fresh_slots(report: Comparison, row: int, tensors: bool) -> list[str]:
-    """The differing inputs of `row` no matched earlier call produced, as ``input.1`` texts."""
+    """The differing inputs of `row` no matched earlier call produced, named as the user knows them (``weight
+    (encoder.layers.1.linear1.weight)``, ``eps 1e-05 vs 1e-06``), worst first."""
     npu, noise = report.npu, report.noise
     t = npu.tensors
     rows = report.pairs.npu
     picked = np.flatnonzero((t.node[rows] == row) & noise.fresh_pair & (noise.pair_error > 0))
+    picked = picked[np.argsort(-np.nan_to_num(noise.pair_error[picked], nan=np.inf), kind="stable")]
     out = []
     for k in picked.tolist():
         i = int(rows[k])
         if t.has_shape()[i] != tensors:
             continue
-        where = f"{Role(int(t.role[i])).name.lower()}.{t.slot[i]}"
+        name = _input_name(npu, row, i)
         if not tensors:
             bench_value = report.bench.tensors.value[int(report.pairs.bench[k])]
-            out.append(f"{where} {t.value[i] or t.stats[i, 0]!s} vs {bench_value}")
+            out.append(f"{name} {t.value[i] or t.stats[i, 0]!s} vs {bench_value}")
             continue
         maker = int(noise.producer[k])
-        out.append(f"{where} (made by unmatched {npu.nodes.ids[maker]})" if maker >= 0 else where)
+        if maker < 0 or maker == row or report.matches.npu_to_bench[maker] >= 0:
+            out.append(name)
+        elif _computed(npu, maker):
+            out.append(f"{name} (computed by {npu.nodes.ids[maker]}, which has no counterpart in the bench run)")
+        else:
+            out.append(f"{name} (through {npu.nodes.ids[maker]}, which has no counterpart in the bench run)")
     return out
+
+
+def _input_name(npu: DumpGraph, row: int, tensor: int) -> str:
+    """An input's name: a module parameter's own (``weight``), an API argument's from its signature; with the
+    parameter's path in the model when the enclosing module holds a parameter of that name."""
+    t = npu.tensors
+    role, slot = Role(int(t.role[tensor])), t.slot[tensor]
+    name = slot if role == Role.PARAM else argument_name(npu.nodes.op[row], slot) if role == Role.INPUT else (
+        f"{role.name.lower()}.{slot}")
+    module = row if npu.nodes.kind[row] == NodeKind.MODULE else _module_row(npu, row)
+    if module < 0:
+        return name
+    params = [k for k in npu.tensor_rows(npu.nodes.ids[module]).tolist() if t.role[k] == Role.PARAM]
+    same = [k for k in params if t.slot[k] == name]
+    if not same and role == Role.INPUT:  # an argument that is the module's parameter (the same statistics)
+        same = [k for k in params if t.present[k].all() and np.array_equal(t.stats[k], t.stats[tensor])]
+        name = t.slot[same[0]] if same else name
+    if same:
+        return f"{name} ({_parameter_path(npu.nodes.ids[module], name)})"
+    return name
+
+
+def _parameter_path(module_id: str, name: str) -> str:
+    """``encoder.layers.1.linear1.weight`` of ``Module.encoder.layers.1.linear1.Linear.forward.0`` and ``weight``."""
+    body = module_id.split(".", 1)[-1]
+    path = body.rsplit(".forward", 1)[0].rsplit(".backward", 1)[0]
+    return f"{path.rsplit('.', 1)[0]}.{name}" if "." in path else name
+
+
+def _computed(npu: DumpGraph, maker: int) -> bool:
+    """True when call `maker` computed from what an earlier call produced (not only from weights or data)."""
+    t = npu.tensors
+    made = np.flatnonzero((t.node == maker) & is_input(t.role))
+    makers = earliest_producers(npu)[made]
+    return bool(np.any((makers >= 0) & (makers != maker)))
 
 
 def _precision_explains(report: Comparison, row: int) -> str:
@@ -305,12 +389,17 @@ def _precision_explains(report: Comparison, row: int) -> str:
 
 
 def _innermost_module(npu: DumpGraph, row: int) -> str | None:
+    module = _module_row(npu, row)
+    return npu.nodes.ids[module] if module >= 0 else None
+
+
+def _module_row(npu: DumpGraph, row: int) -> int:
     parent = int(npu.nodes.parent[row])
     while parent > 0:
         if npu.nodes.kind[parent] == NodeKind.MODULE:
-            return npu.nodes.ids[parent]
+            return parent
         parent = int(npu.nodes.parent[parent])
-    return None
+    return -1
 
 
 def _findings(report: Comparison, divergences: list[Divergence], overflow: Divergence | None,

@@ -10,6 +10,7 @@ compares values.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
 __all__ = [
+    "LIBRARY_MARKERS",
     "STAT_NAMES",
     "Direction",
     "DumpGraph",
@@ -37,6 +39,7 @@ __all__ = [
     "RunInfo",
     "TensorTable",
     "TensorView",
+    "call_site",
     "is_input",
     "is_output",
     "shared_codes",
@@ -344,6 +347,31 @@ class NodeView:
     stack: tuple[str, ...]
 
 
+LIBRARY_MARKERS = ("site-packages", "dist-packages", "/lib/python")
+"""Parts of a stack frame's path that say the frame is an installed library's, not the user's code."""
+
+_FRAME = re.compile(r"^File (?P<path>.+?), line (?P<line>\d+)(?:, in (?P<func>[^,\n]+))?,?\s*(?P<code>.*)$", re.S)
+
+
+def call_site(frames: Sequence[str]) -> str:
+    r"""The user's line that made a call, on one line: the first frame outside installed libraries (else the
+    first frame), as ``path:line in function: code`` ("" without frames).
+
+    >>> call_site(("File /v/site-packages/torch/nn/modules/module.py, line 1811, in inner, \n x = hook()",
+    ...            "File /home/me/model.py, line 26, in forward, \n x = self.embedding(tokens) + self.pos"))
+    '/home/me/model.py:26 in forward: x = self.embedding(tokens) + self.pos'
+    """
+    if not frames:
+        return ""
+    frame = next((f for f in frames if not any(m in f for m in LIBRARY_MARKERS)), frames[0])
+    found = _FRAME.match(frame.strip())
+    if not found:
+        return " ".join(frame.split())
+    code = " ".join(found["code"].split())
+    where = f"{found['path']}:{found['line']}" + (f" in {found['func'].strip()}" if found["func"] else "")
+    return f"{where}: {code}" if code else where
+
+
 @dataclass(frozen=True, slots=True)
 class DumpGraph:
     """One run as a hierarchy: node columns, tensor columns and the networkx tree over node ids.
@@ -442,6 +470,11 @@ class DumpGraph:
             tensors=tuple(_tensor_view(tensors, int(t)) for t in self.tensor_rows(node_id)),
             stack=self.stacks[stack_row] if stack_row >= 0 else (),
         )
+
+    def call_site(self, row: int) -> str:
+        """`call_site` of the node at `row` ("" when the dump has no stack for it)."""
+        stack_row = int(self.nodes.stack[row])
+        return call_site(self.stacks[stack_row]) if stack_row >= 0 else ""
 
     def iter_ids(self) -> Iterator[str]:
         """Node ids in execution order."""

@@ -49,7 +49,9 @@ REAL_CASES = [
 def test_sample_pair_names_the_perturbed_linear(perturb_pair):
     d = find_divergence(compare_paths(*perturb_pair))
     assert (d.node, d.module) == ("Functional.linear.2.forward", "Module.encoder.layers.1.linear1.Linear.forward.0")
-    assert d.cause == "inputs differ" and "input.1" in d.evidence[-1]  # input.1 is the weight
+    assert d.cause == "inputs differ" and "weight (encoder.layers.1.linear1.weight)" in d.evidence[-1]  # input.1
+    assert d.summary.startswith("weight (encoder.layers.1.linear1.weight) differs from the bench run's by")
+    assert d.call_site.endswith("x = self.encoder(x)")  # the user's line, from stack.json
     assert (d.rank, d.step, d.micro_step, d.direction) == (0, 0, 0, "forward")
 
 
@@ -150,7 +152,8 @@ def test_inserted_cast_in_a_kernel_dump(data_dir):
     case = data_dir / "mindspore_dump_lenet_cast"
     d = find_divergence(compare_paths(case / "npu", case / "bench"))
     assert d.node.endswith("relu-ReLU/ReLU-op1") and d.cause == "inputs differ"
-    assert "made by unmatched" in d.evidence[-1] and "Cast-op" in d.evidence[-1]
+    assert "computed by" in d.evidence[-1] and "Cast-op" in d.evidence[-1]
+    assert d.evidence[-1].endswith("an input computed by a call the bench run does not have")
 
 
 def test_decode_overflow_status(tmp_path):

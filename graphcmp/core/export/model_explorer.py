@@ -37,7 +37,7 @@ from graphcmp.core.export.vis_records import BLOCK_NODES
 from graphcmp.core.judge import STATUS_NAMES, UNMATCHED
 from graphcmp.core.outputs import atomic_output
 from graphcmp.core.readers.vis import ATTR_PRECISION
-from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role, string_codes
+from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role, call_site, string_codes
 from graphcmp.core.report import CompareReport
 from graphcmp.core.rules import ERROR, PASS, WARNING
 
@@ -260,7 +260,7 @@ class _NodeTexts:
                                      ("kind", _NODE_KINDS[key[0]]), ("op", ops[key[1]]),
                                      ("direction", _DIRECTION_NAMES[key[2]]), ("micro_step", str(key[3])))))
         self.compare = _CompareAttrs(document, graph) if isinstance(document, CompareReport) else None
-        call_sites = [b"," + _key_value("call_site", _call_site(s)) if s else b"" for s in graph.stacks]
+        call_sites = [b"," + _key_value("call_site", call_site(s)) if s else b"" for s in graph.stacks]
         self.call_sites = _objects([*call_sites, b""])[nodes.stack]  # row -1: no stack
         self.tensors = _TensorItems(graph, document)
 
@@ -462,15 +462,6 @@ def _incoming(graph: DumpGraph) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     order = np.argsort(edges.dst, kind="stable")
     return edges.src[order], np.searchsorted(edges.dst[order], np.arange(len(graph) + 1))
-
-
-def _call_site(frames: tuple[str, ...]) -> str:
-    """The first frame outside installed packages (the user's line), else the first frame.
-
-    >>> _call_site(("File /v/site-packages/torch/nn/modules/sparse.py, line 1", "File /home/me/model.py, line 26"))
-    'File /home/me/model.py, line 26'
-    """
-    return next((f for f in frames if "site-packages" not in f and "/lib/python" not in f), frames[0])
 
 
 def _write_node_data(f: BinaryIO, spec: NodeDataSpec, graphs: list[tuple[str, DumpGraph, np.ndarray | None]],

@@ -3,7 +3,7 @@
 The node records are made as text a block of nodes at a time from the columns
 (`graphcmp.core.export.vis_records`), so a large graph never exists as text in memory;
 `graphcmp.core.export.vis_db` writes the same records as SQLite rows. A node's
-``precision_index`` is graphcmp's verdict (pass 0, warning 0.5, error 1) and `VIS_COLORS` is the
+``precision_index`` is graphcmp's verdict (pass 0, warning 0.5, error 0.75, an origin 1) and `VIS_COLORS` is the
 legend that tells the viewer so; the per-tensor ``Max diff`` ... ``NormRelativeErr`` fields carry
 graphcmp's metrics (see docs/interop.md for how they differ from msprobe's).
 """
@@ -40,7 +40,10 @@ __all__ = [
 VIS_COLORS: dict[str, dict[str, Any]] = {
     "#FFFCF3": {"value": [0, 0.3], "description": "graphcmp verdict: pass", "accuracy_level": "pass"},
     "#FFDC7F": {"value": [0.3, 0.6], "description": "graphcmp verdict: warning", "accuracy_level": "warning"},
-    "#FF704D": {"value": [0.6, 1], "description": "graphcmp verdict: error", "accuracy_level": "error"},
+    "#FF704D": {"value": [0.6, 0.9], "description": "graphcmp verdict: error (an origin before it explains it)",
+                "accuracy_level": "error"},
+    "#B0171F": {"value": [0.9, 1], "description": "origin of divergence: beyond the noise its precision and inputs "
+                "allow (graphcmp diverge says why)", "accuracy_level": "origin"},
     "#C7C7C7": {"value": [], "description": "no counterpart in the other run", "accuracy_level": "unmatched node"},
 }
 """Colour legend written into every file: msprobe 26.x's colours for graphcmp's verdicts."""

@@ -29,12 +29,12 @@ import orjson
 from graphcmp.core.errors import OutputError
 from graphcmp.core.export.vis import VIS_COLORS, VIS_TOOL_TIP, ExportResult
 from graphcmp.core.export.vis_records import (
-    PRECISION_INDEX,
     VIS_NODE_TYPE,
     VisBlock,
     VisSide,
     VisTexts,
     block_starts,
+    precision_indices,
     vis_sides,
     vis_task,
 )
@@ -436,8 +436,8 @@ class _NodeColumns:
         self.stack_id = _objects([f"{graph_id}_{k}" for k in range(len(side.graph.stacks))] + [f"{graph_id}_none"])[
             nodes.stack]
         self.micro_step = nodes.micro_step
-        self.status = side.report.verdicts.status if side.report is not None else None
-        self.absent = {**(_NO_PRECISION if self.status is None else {}), **({} if nodes.attrs else _NO_ATTRIBUTES)}
+        self.precision = precision_indices(side.report)
+        self.absent = {**(_NO_PRECISION if self.precision is None else {}), **({} if nodes.attrs else _NO_ATTRIBUTES)}
         """Column -> the SQL value of every row, for the columns that `_rows` does not bind."""
 
 
@@ -480,7 +480,7 @@ def _rows(texts: _RowTexts, columns: _NodeColumns) -> Iterator[tuple]:
               "stack_id": columns.stack_id[lo:hi].tolist(), "input_data": _decoded(texts.inputs),
               "output_data": _decoded(texts.outputs)}
     if "precision_index" not in columns.absent:
-        values["precision_index"] = [PRECISION_INDEX.get(s) for s in columns.status[lo:hi].tolist()]
+        values["precision_index"] = columns.precision[lo:hi]
     if "overflow_level" not in columns.absent:  # the side's nodes have attributes: its texts have these columns
         values["overflow_level"] = texts.overflow
         values["matched_distributed"], values["is_distributed"] = texts.distributed

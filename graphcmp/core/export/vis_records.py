@@ -28,18 +28,35 @@ from graphcmp.core.rules import ERROR, PASS, WARNING
 
 __all__ = [
     "BLOCK_NODES",
+    "ORIGIN_INDEX",
     "PRECISION_INDEX",
     "VIS_NODE_TYPE",
     "VisBlock",
     "VisSide",
     "VisTexts",
     "block_starts",
+    "precision_indices",
     "vis_sides",
     "vis_task",
 ]
 
-PRECISION_INDEX = {PASS: 0.0, WARNING: 0.5, ERROR: 1.0}
-"""graphcmp status -> ``precision_index`` written for an npu node (skip and unmatched get none)."""
+PRECISION_INDEX = {PASS: 0.0, WARNING: 0.5, ERROR: 0.75}
+"""graphcmp status -> ``precision_index`` written for an npu node (skip and unmatched get none); an origin of
+divergence gets `ORIGIN_INDEX` instead, so a viewer tells it from the nodes it propagates to."""
+
+ORIGIN_INDEX = 1.0
+"""``precision_index`` of an origin (docs/noise.md): its own colour in `VIS_COLORS`."""
+
+
+def precision_indices(report: CompareReport | None) -> list[float | None] | None:
+    """``precision_index`` of every npu node of `report` (None where it has none), None without a report."""
+    if report is None:
+        return None
+    index = [PRECISION_INDEX.get(s) for s in report.verdicts.status.tolist()]
+    if report.noise is not None:
+        for row in report.noise.origins().tolist():
+            index[row] = ORIGIN_INDEX
+    return index
 
 BLOCK_NODES = 1024
 """Nodes whose texts are made at a time: whole columns at C speed, a few MB held (larger blocks are no faster)."""
@@ -125,10 +142,10 @@ class VisTexts:
         self.micro_steps = _int_texts(nodes.micro_step)
         self.stacks = _stack_texts(g)
         """``stack_info`` list of each node."""
-        self.status = side.report.verdicts.status if side.report is not None else None
+        self.precision = precision_indices(side.report)
         self.overflow = _attr_column(g, ATTR_OVERFLOW)
         self.distributed = _attr_column(g, ATTR_DISTRIBUTED)
-        self.data = _data_texts(self.status, self.overflow, n)
+        self.data = _data_texts(self.precision, self.overflow, n)
         """``data`` object of each node."""
         starts, ends, members = _ranges(nodes.parent[1:], n, offset=1)
         self._kids = starts, ends, self._ids[members].tolist()
@@ -182,10 +199,10 @@ def _attr_column(graph: DumpGraph, key: str) -> list[str | None] | None:
     return [dict(a).get(key) for a in graph.nodes.attrs]
 
 
-def _data_texts(status: np.ndarray | None, overflow: list[str | None] | None, n: int) -> list[bytes]:
-    """Each node's ``data``: its ``precision_index`` (a verdict of the npu side) and msprobe's ``overflow_level``,
-    made once per distinct pair."""
-    statuses = status.tolist() if status is not None else repeat(None, n)
+def _data_texts(precision: list[float | None] | None, overflow: list[str | None] | None, n: int) -> list[bytes]:
+    """Each node's ``data``: its ``precision_index`` (`precision_indices`) and msprobe's ``overflow_level``, made
+    once per distinct pair."""
+    statuses = precision if precision is not None else repeat(None, n)
     levels_ = overflow if overflow is not None else repeat(None, n)
     made: dict[tuple, bytes] = {}
     out = []
@@ -193,8 +210,8 @@ def _data_texts(status: np.ndarray | None, overflow: list[str | None] | None, n:
         text = made.get(key)
         if text is None:
             data: dict = {}
-            if key[0] in PRECISION_INDEX:
-                data["precision_index"] = PRECISION_INDEX[key[0]]
+            if key[0] is not None:
+                data["precision_index"] = key[0]
             if key[1]:
                 data["overflow_level"] = key[1]
             text = made[key] = orjson.dumps(data)

@@ -14,15 +14,58 @@ from sys import intern
 
 from graphcmp.core.records import Direction, NodeKind
 
-__all__ = ["MODULE_PREFIXES", "parse_node_id", "parse_node_ids", "strip_counter"]
+__all__ = ["ARGUMENT_NAMES", "MODULE_PREFIXES", "argument_name", "parse_node_id", "parse_node_ids", "strip_counter"]
 
 MODULE_PREFIXES = ("Module", "Cell")
+
+ARGUMENT_NAMES: dict[str, tuple[str, ...]] = {
+    "linear": ("input", "weight", "bias"),
+    "bilinear": ("input1", "input2", "weight", "bias"),
+    "conv1d": ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
+    "conv2d": ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
+    "conv3d": ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
+    "conv_transpose1d": ("input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
+    "conv_transpose2d": ("input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
+    "conv_transpose3d": ("input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
+    "embedding": ("input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse"),
+    "layer_norm": ("input", "normalized_shape", "weight", "bias", "eps"),
+    "rms_norm": ("input", "normalized_shape", "weight", "eps"),
+    "group_norm": ("input", "num_groups", "weight", "bias", "eps"),
+    "batch_norm": ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"),
+    "instance_norm": ("input", "running_mean", "running_var", "weight", "bias", "use_input_stats", "momentum",
+                      "eps"),
+    "scaled_dot_product_attention": ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"),
+    "softmax": ("input", "dim"), "log_softmax": ("input", "dim"),
+    "dropout": ("input", "p", "training", "inplace"),
+    "matmul": ("input", "other"), "mm": ("input", "mat2"), "bmm": ("input", "mat2"),
+    "addmm": ("input", "mat1", "mat2"), "baddbmm": ("input", "batch1", "batch2"),
+    "cross_entropy": ("input", "target", "weight"),
+    "MatMul": ("x1", "x2"), "BatchMatMul": ("x1", "x2"), "BiasAdd": ("input_x", "bias"),
+    "Dense": ("x", "w", "b"), "Conv2D": ("x", "weight"), "LayerNorm": ("input_x", "gamma", "beta"),
+}
+"""Positional argument names of common API calls (PyTorch's functional signatures, MindSpore's primitive
+inputs), so a dump's ``input.1`` of ``Functional.linear`` reads as ``weight``. Rules as data: a call not listed
+keeps its slot number."""
 
 _MODULE = re.compile(r"^(Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward)\.(?P<n>\d+)$")
 _PARAM_GRAD = re.compile(r"^(Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.parameters_grad(?:\.(?P<n>\d+))?$")
 _API = re.compile(r"^(?P<api>[A-Za-z_][\w]*)\.(?P<name>.+)\.(?P<n>\d+)\.(?P<dir>forward|backward)$")
 _DIRECTION = {"forward": Direction.FORWARD, "backward": Direction.BACKWARD}
 _BACKWARD = int(Direction.BACKWARD)
+
+
+def argument_name(op: str, slot: str) -> str:
+    """The name of input `slot` of an API call of `op` (``weight`` for slot ``1`` of ``linear``); a named slot
+    (a keyword argument) as it is, an unknown one as ``input.<slot>``.
+
+    >>> argument_name("linear", "1"), argument_name("layer_norm", "eps"), argument_name("gelu", "0")
+    ('weight', 'eps', 'input.0')
+    """
+    if not slot.isdigit():
+        return slot
+    names = ARGUMENT_NAMES.get(op, ())
+    k = int(slot)
+    return names[k] if k < len(names) else f"input.{slot}"
 
 
 def parse_node_id(node_id: str) -> tuple[NodeKind, str, Direction, int]:

@@ -37,7 +37,11 @@ def test_round_trip(report, tmp_path):
     assert list(doc) == ["NPU", "Bench", "ToolTip", "Colors", "MicroSteps", "task", "OverflowCheck"]
     assert doc["Colors"] == VIS_COLORS and doc["task"] == "summary"
     node = doc["NPU"]["node"]["Module.encoder.layers.1.linear1.Linear.forward.0"]
-    assert node["data"] == {"precision_index": 1.0}  # graphcmp: error
+    assert node["data"] == {"precision_index": 0.75}  # graphcmp: error, an origin inside it explains it
+    origin = doc["NPU"]["node"][report.npu.nodes.ids[report.noise.first_origin]]
+    assert origin["data"] == {"precision_index": 1.0}  # the origin has a colour of its own
+    indices = [n["data"].get("precision_index") for n in doc["NPU"]["node"].values()]
+    assert indices.count(1.0) == len(report.noise.origins())
     assert node["matched_node_link"][-1] == "Module.encoder.layers.1.linear1.Linear.forward.0"
     out = node["output_data"]["Module.encoder.layers.1.linear1.Linear.forward.0.output.0"]
     assert out["Result"] == "error" and out["MaxRelativeErr"].endswith("%") and float(out["Max diff"]) != 0
