@@ -70,7 +70,7 @@ from graphcmp.core.hierarchy import depths, execution_keys, levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.by_api import is_cross_framework
 from graphcmp.core.metrics import by_blocks, mark_nonfinite, rows_max
-from graphcmp.core.overflow import OverflowLevel
+from graphcmp.core.overflow import OverflowLevel, summed_beyond_range
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import (
     Direction,
@@ -363,7 +363,7 @@ def noise_model(
     with np.errstate(invalid="ignore"):
         by_growth = (margin > rule.origin_margin) & ~(fresh_margin > rule.origin_margin) & ~shape_changed
     if overflow is not None:
-        by_growth &= overflow != OverflowLevel.CRITICAL
+        by_growth &= ~((overflow == OverflowLevel.CRITICAL) & (e.output_error > 0))
     origin = _one_per_cause(origin, by_growth, end, keys, e)
     roles, origins, level = _roles(keys, end, e.leaves, origin, compared, e.output_error, e.unit)
     first = int(origins[0]) if len(origins) else -1
@@ -453,8 +453,8 @@ def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: Tensor
     role = npu.tensors.role[i]
     is_out, is_in = is_output(role), is_input(role)
     order = np.argsort(keys, kind="stable")
-    npu_units = _chain_units(order, node, texts.npu_unit, n)
-    bench_units = _chain_units(order, node, texts.bench_unit, n)
+    npu_units = _chain_units(order, node, texts.npu_unit, n, _trained_floor(npu, texts.npu_unit))
+    bench_units = _chain_units(order, node, texts.bench_unit, n, _trained_floor(bench, texts.bench_unit))
     error = _pair_errors(npu, bench, pairs, npu_units[node], bench_units[node], texts.bench_count, texts.bench_kind)
     producer = earliest_producers(npu)[i] if len(i) else np.zeros(0, np.int64)
     made = np.maximum(producer, 0)
@@ -547,8 +547,10 @@ def _pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit:
     """`pair_errors` with the bench tensors' element counts and shape kinds (`_shape_columns`)."""
     nt, bt = npu.tensors, bench.tensors
     i, j = pairs.npu, pairs.bench
+    npu_present = nt.present & ~summed_beyond_range(npu)  # a Norm summed beyond float16's range: not recorded
+    bench_present = bt.present & ~summed_beyond_range(bench)
     error, first_stat, magnitude_a, magnitude_b = by_blocks(
-        lambda i, j, count: _stat_errors(nt.stats[i], bt.stats[j], nt.present[i] & bt.present[j], count),
+        lambda i, j, count: _stat_errors(nt.stats[i], bt.stats[j], npu_present[i] & bench_present[j], count),
         i, j, count)
     scalar = shape == _SCALAR
     if is_cross_framework(npu, bench):  # argument conventions differ (MindSpore's BatchNorm momentum is 1 - torch's)
@@ -657,13 +659,21 @@ def _zero_in_theory(npu: DumpGraph, rows: np.ndarray, magnitude_a: np.ndarray, m
 
 
 
-def _chain_units(order: np.ndarray, node: np.ndarray, unit_pair: np.ndarray, n: int) -> np.ndarray:
+def _chain_units(order: np.ndarray, node: np.ndarray, unit_pair: np.ndarray, n: int,
+                 floor: float = UNIT_ROUNDOFF["float64"]) -> np.ndarray:
     """u per node: the coarsest unit roundoff of any pair of a call at or before it in execution order
-    (`order`: the rows in execution order)."""
+    (`order`: the rows in execution order), at least `floor`."""
     own = _node_max(node, unit_pair, n)
     chained = np.empty(n)
     chained[order] = np.maximum.accumulate(own[order]) if n else own
-    return np.maximum(chained, UNIT_ROUNDOFF["float64"])
+    return np.maximum(chained, max(floor, UNIT_ROUNDOFF["float64"]))
+
+
+def _trained_floor(graph: DumpGraph, unit_pair: np.ndarray) -> float:
+    """The unit roundoff every value of a step after the first may carry: the weights were updated with
+    gradients computed at the run's coarsest precision, so even the first call (an embedding run in float32
+    under autocast) reads values that carry its rounding. The first step starts from the same weights."""
+    return float(unit_pair.max(initial=0.0)) if graph.info.step not in (None, 0) else 0.0
 
 
 def _node_max(node: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
@@ -918,8 +928,8 @@ def _origins(npu: DumpGraph, leaves: np.ndarray, margin: np.ndarray, fresh_margi
     origin = np.zeros(n, bool)
     origin[leaves] = flagged[leaves]
     hard = shape_changed.copy()
-    if overflow is not None:
-        hard |= overflow == OverflowLevel.CRITICAL
+    if overflow is not None:  # an inf the bench run has as well (a mask of -inf before a softmax) is no difference
+        hard |= (overflow == OverflowLevel.CRITICAL) & (output_error > 0)
     hard &= compared
     below = np.zeros(n, bool)
     parent = npu.nodes.parent

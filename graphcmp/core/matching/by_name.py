@@ -12,7 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from graphcmp.core.hierarchy import depths, levels
-from graphcmp.core.matching.base import RuleCode, Walk, flat_parents, non_crossing
+from graphcmp.core.matching.base import RuleCode, Walk, flat_parents
+from graphcmp.core.readers.naming import parse_node_id, strip_counter
 from graphcmp.core.records import DumpGraph, NodeKind
 
 __all__ = ["ExactMatcher"]
@@ -21,10 +22,11 @@ __all__ = ["ExactMatcher"]
 class ExactMatcher:
     """Pairs children whose node ids are equal (so the whole ancestor chain is equal too).
 
-    With `ordered` (what ``--fuzzy`` uses), pairs that would cross keep execution order: among siblings,
-    only the most pairs whose order agrees on both sides are kept (`non_crossing`). When an extra call
-    shifts call counters, ``Tensor.__add__.2`` of one run can be another add of the other run; those
-    crossing pairs are left to the fuzzy pass, which aligns the calls in order.
+    With `ordered` (the default of `graphcmp compare`), a call counter is not trusted where it disagrees: when
+    an extra call shifted the counters, ``Tensor.__mul__.41`` of one run can be another multiply of the other
+    run. Among the children of a matched pair, the calls of one name (the id without its counter) keep their
+    exact pairs only when that name's ids are the same on both sides; otherwise they are left to the fuzzy
+    pass, which aligns them in order. The same calls in another order (a pipeline schedule) keep their ids.
 
     Examples
     --------
@@ -53,8 +55,9 @@ class ExactMatcher:
         by_id = {bench_ids[b]: b for b in bench_rows}
         npu_ids = npu.nodes.ids
         pairs = [(n, by_id[npu_ids[n]]) for n in npu_rows if npu_ids[n] in by_id]
-        if self.ordered and len(pairs) < min(len(npu_rows), len(bench_rows)):  # counters disagree somewhere
-            pairs = [pairs[k] for k in non_crossing(pairs)]  # rows are in execution order on both sides
+        if self.ordered and len(pairs) < max(len(npu_rows), len(bench_rows)):  # a call is left over somewhere
+            shifted = _shifted_names(npu, bench, npu_rows, bench_rows)
+            pairs = [(n, b) for n, b in pairs if _name(npu, n) not in shifted]
         return pairs
 
     def match_tree(self, walk: Walk, code: int, *, more: bool) -> list[tuple[int, int]]:
@@ -76,13 +79,13 @@ class ExactMatcher:
         n2b[0] = 0
         if self.ordered:
             npu_kids = np.bincount(npu_parent[npu_parent >= 0], minlength=len(npu))
-            bench_kids = np.bincount(bench_parent[bench_parent >= 0], minlength=len(bench))
+            bench_kids = _children(bench_parent)
         for level in levels(depths(npu_parent))[1:]:
             b = partner[level]
             up = n2b[npu_parent[level]]
             ok = (b >= 0) & (up >= 0) & (up == bench_parent[np.maximum(b, 0)])
             if self.ordered:
-                ok[ok] = _keep_order(level[ok], b[ok], npu_parent[level[ok]], npu_kids, bench_kids[n2b])
+                ok[ok] = _trusted(npu, bench, level[ok], npu_parent, n2b, npu_kids, bench_kids)
             n2b[level[ok]] = b[ok]
         paired = np.flatnonzero(n2b >= 0)[1:]
         b2n = np.full(len(bench), -1, np.int64)
@@ -99,6 +102,39 @@ class ExactMatcher:
         return list(zip(both.tolist(), n2b[both].tolist()))
 
 
+def _name(graph: DumpGraph, row: int) -> tuple[int, str]:
+    """What a call keeps when counters shift: its kind and its id without the counter."""
+    return int(graph.nodes.kind[row]), strip_counter(graph.nodes.ids[row])
+
+
+def _shifted_names(npu: DumpGraph, bench: DumpGraph, npu_rows: Sequence[int],
+                   bench_rows: Sequence[int]) -> set[tuple[int, str]]:
+    """The names (`_name`) of the children whose call counters shifted between the two sides.
+
+    For each name whose counters differ, the shift is the offset that pairs the most calls (npu counter ``c``
+    with bench counter ``c - offset``); the counters shifted when that offset is not 0. An extra call of the
+    name itself (``add.1`` beside ``add.0``) pairs as many at offsets 0 and 1: the ids are kept.
+    """
+    counters: dict[tuple[int, str], list[set[int]]] = {}
+    for graph, rows, side in ((npu, npu_rows, 0), (bench, bench_rows, 1)):
+        for r in rows:
+            counters.setdefault(_name(graph, r), [set(), set()])[side].add(parse_node_id(graph.nodes.ids[r])[3])
+    return {name for name, (a, b) in counters.items() if a != b and _best_offset(a, b) != 0}
+
+
+def _best_offset(npu: set[int], bench: set[int]) -> int:
+    """The counter offset that pairs the most calls, the smallest one of a tie (0 first)."""
+    offsets = {c - d for c in npu for d in bench} if len(npu) * len(bench) <= 4096 else {0, 1, -1}
+    return min(offsets | {0}, key=lambda k: (-len(npu & {d + k for d in bench}), abs(k), k))
+
+
+def _children(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows sorted by parent, and where each parent's children start: ``order[starts[p]:starts[p + 1]]``."""
+    order = np.argsort(parent, kind="stable")
+    starts = np.searchsorted(parent[order], np.arange(len(parent) + 1))
+    return order, starts
+
+
 def _with_free_children(npu_parent: np.ndarray, bench_parent: np.ndarray, n2b: np.ndarray,
                         b2n: np.ndarray) -> np.ndarray:
     """The paired npu rows that have unpaired children on both sides (what a matcher after this one looks at)."""
@@ -108,25 +144,23 @@ def _with_free_children(npu_parent: np.ndarray, bench_parent: np.ndarray, n2b: n
     return both[free_bench[n2b[both]] > 0]
 
 
-def _keep_order(rows: np.ndarray, partners: np.ndarray, parents: np.ndarray, npu_kids: np.ndarray,
-                twin_kids: np.ndarray) -> np.ndarray:
-    """Which of one level's pairs to keep so that no two siblings' pairs cross (see `non_crossing`).
-
-    Only the parents whose children's partners are out of order and that keep children without a partner on
-    both sides (`npu_kids`: children per npu row; `twin_kids`: children of each npu row's bench twin) are looked
-    at one by one: an extra call shifted the counters there. Where every child found its id on the other side,
-    a crossing is the same calls run in another order (a pipeline schedule), and the ids are kept.
-    """
+def _trusted(npu: DumpGraph, bench: DumpGraph, rows: np.ndarray, npu_parent: np.ndarray, n2b: np.ndarray,
+             npu_kids: np.ndarray, bench_kids: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Which of one level's exact pairs (npu `rows`) to keep: all of them but, under a parent pair that leaves a
+    child without a partner on a side (rare: an extra call shifted counters there), the calls of a name whose
+    ids differ between the sides (`_shifted_names`), looked at parent by parent."""
     keep = np.ones(len(rows), bool)
-    order = np.lexsort((rows, parents))
-    p, b = parents[order], partners[order]
-    crossing = np.unique(p[1:][(p[1:] == p[:-1]) & (b[1:] < b[:-1])])
-    for parent in crossing.tolist():
-        members = order[p == parent]
-        if min(npu_kids[parent], twin_kids[parent]) == len(members):  # no call is left over on one side
-            continue
-        kept = non_crossing(list(zip(rows[members].tolist(), partners[members].tolist())))
-        drop = np.ones(len(members), bool)
-        drop[kept] = False
-        keep[members[drop]] = False
+    parents = npu_parent[rows]
+    paired = np.bincount(parents, minlength=len(npu_kids))
+    order, starts = bench_kids
+    twins = n2b[parents]
+    bench_count = starts[twins + 1] - starts[twins]
+    loose = np.unique(parents[(paired[parents] < npu_kids[parents]) | (paired[parents] < bench_count)])
+    for parent in loose.tolist():
+        twin = int(n2b[parent])
+        npu_rows = np.flatnonzero(npu_parent == parent).tolist()
+        shifted = _shifted_names(npu, bench, npu_rows, order[starts[twin]:starts[twin + 1]].tolist())
+        if shifted:
+            members = np.flatnonzero(parents == parent)
+            keep[members] = [_name(npu, r) not in shifted for r in rows[members].tolist()]
     return keep

@@ -94,5 +94,27 @@ def test_the_same_calls_in_another_order_keep_their_ids():
     table = match_graphs(npu, bench, default_matchers())
     paired = {npu.nodes.ids[n]: bench.nodes.ids[b] for n, b in enumerate(table.npu_to_bench.tolist()) if b > 0}
     assert paired == {i: i for i in ids}
-    shifted = parse_msprobe({"data": {"Functional.linear.0.forward": {}, **{i: {} for i in ids}}})
-    assert match_graphs(shifted, bench, default_matchers()).count_by_rule()["exact"] == len(ids)
+    extra = parse_msprobe({"data": {"Functional.linear.0.forward": {}, **{i: {} for i in ids}}})
+    table = match_graphs(extra, bench, default_matchers())  # a call of another name left over: these keep their ids
+    assert table.count_by_rule()["exact"] == len(ids)
+
+
+def test_shifted_counters_of_one_name_are_aligned_by_their_offset():
+    """An extra multiply shifts every later ``Tensor.__mul__`` counter by one: inside a module called after it,
+    npu ``mul.41``/``mul.42`` are bench ``mul.40``/``mul.41``, so ``mul.41`` pairs with ``mul.40``, not with its
+    namesake. An extra call beside calls of its own name that keep their counters (npu add.0 and add.1 against
+    bench add.0) leaves the matching ids paired."""
+    from graphcmp.core.readers.msprobe import parse_msprobe
+    from graphcmp.core.records import NodeKind
+
+    npu = parse_msprobe({"data": {"Tensor.__mul__.41.forward": {}, "Tensor.__mul__.42.forward": {}}})
+    bench = parse_msprobe({"data": {"Tensor.__mul__.40.forward": {}, "Tensor.__mul__.41.forward": {}}})
+    table = match_graphs(npu, bench, default_matchers())
+    twin = {npu.nodes.ids[n]: bench.nodes.ids[b] for n, b in enumerate(table.npu_to_bench.tolist())
+            if b > 0 and npu.nodes.kind[n] != NodeKind.GROUP}
+    assert twin == {"Tensor.__mul__.41.forward": "Tensor.__mul__.40.forward",
+                    "Tensor.__mul__.42.forward": "Tensor.__mul__.41.forward"}
+    npu = parse_msprobe({"data": {"Tensor.__add__.1.backward": {}, "Tensor.__add__.0.backward": {}}})
+    bench = parse_msprobe({"data": {"Tensor.__add__.0.backward": {}}})
+    table = match_graphs(npu, bench, default_matchers())
+    assert bench.nodes.ids[table.npu_to_bench[npu.row("Tensor.__add__.0.backward")]] == "Tensor.__add__.0.backward"
