@@ -87,7 +87,9 @@ class Divergence:
 
     `output_error` and `input_error` are the noise model's errors (relative to each tensor's scale),
     `allowed` the output error the model allows the call, `margin` how far beyond it the call is.
-    `ranks` lists the ranks a node of a merged parallel run came from and `source_id` its id in the
+    `direction` is the pass the call ran in: a forward call made during the backward pass (a custom autograd
+    Function's backward, a recomputed block) is ``backward``. `ranks` lists the ranks a node of a merged parallel
+    run came from and `source_id` its id in the
     dump of `rank` (empty for a run of one rank). `call_site` is the user's line that made the call
     (``model.py:26 in forward: x = self.fc(x)``, from stack.json; "" without one) and `summary` the cause in
     one plain sentence with its numbers.
@@ -210,10 +212,21 @@ def _divergence(report: Comparison, row: int) -> Divergence:
         output_error=float(noise.output_error[row]), input_error=float(noise.input_error[row]),
         margin=margin, allowed=noise.allowed(row), rank=rank, step=npu.info.step,
         micro_step=int(nodes.micro_step[row]),
-        direction="backward" if nodes.direction[row] == Direction.BACKWARD else "forward",
+        direction="backward" if nodes.direction[row] == Direction.BACKWARD or _ran_in_backward(npu, row) else "forward",
         evidence=evidence, ranks=ranks, source_id=attrs.get("source_id", ""), call_site=site,
         summary=_summary(report, row, cause, margin),
     )
+
+
+def _ran_in_backward(npu: DumpGraph, row: int) -> bool:
+    """True for a forward call made during its micro-step's backward pass (a custom autograd Function's backward
+    running ops, a checkpointed block recomputed): a backward call ran before it in the same micro-step."""
+    nodes = npu.nodes
+    if nodes.direction[row] != Direction.FORWARD:
+        return False
+    before = slice(0, row)
+    return bool(np.any((nodes.direction[before] == Direction.BACKWARD)
+                       & (nodes.micro_step[before] == nodes.micro_step[row])))
 
 
 def _module_call_site(npu: DumpGraph, row: int) -> str:

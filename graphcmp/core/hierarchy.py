@@ -292,7 +292,7 @@ class HierarchyBuilder:
         direction = np.array(self._direction, np.int8)[order]
         parents = position[parent[order]].astype(np.int32)
         parents[0] = -1
-        micro = _micro_steps(direction, kind, parents)
+        micro = _micro_steps(direction, kind, parents, ids)
         _inherit_group_micro_steps(micro, kind, parents)
         attrs = _take(self._attrs, pick) if any(self._attrs) else ()
         table = NodeTable(
@@ -441,25 +441,42 @@ def _preorder_rows(parent: np.ndarray, depth: np.ndarray, siblings: np.ndarray, 
     return order
 
 
-def _micro_steps(direction: np.ndarray, kind: np.ndarray, parent: np.ndarray) -> np.ndarray:
-    """A forward call right after backward calls starts a new micro-step (gradient accumulation).
+def _micro_steps(direction: np.ndarray, kind: np.ndarray, parent: np.ndarray,
+                 ids: Sequence[str] | None = None) -> np.ndarray:
+    """A forward call right after backward calls starts a new micro-step (gradient accumulation) when it is
+    the call the run's first micro-step started with (`ids`, counters aside): the model runs from the top.
 
-    A micro-step is one forward pass and its backward pass, so two kinds of "forward" calls start none:
-    a call made inside a backward module (an all_reduce of a tensor-parallel layer's backward) is part of
-    that backward, and forward calls after the last backward call (the gradients' all_reduce, other
-    communication after the step's backward) close the last micro-step.
+    A micro-step is one forward pass and its backward pass, so other "forward" calls start none: a call
+    made inside a backward module (an all_reduce of a tensor-parallel layer's backward) is part of that
+    backward; a forward call in the middle of the backward pass (a custom autograd Function's backward
+    running ops, a checkpointed block recomputed) is too; and forward calls after the last backward call
+    (the gradients' all_reduce, other communication after the step's backward) close the last micro-step.
     """
     effective = _inside_backward(direction, kind, parent)
     real = np.flatnonzero((kind != NodeKind.ROOT) & (kind != NodeKind.GROUP) & (effective != Direction.NONE))
     d = effective[real]
     starts = np.zeros(len(d), np.int16)
     starts[1:] = (d[1:] == Direction.FORWARD) & (d[:-1] == Direction.BACKWARD)
+    if ids is not None and len(real):
+        first = _without_counter(ids[int(real[0])])
+        for k in np.flatnonzero(starts).tolist():
+            starts[k] = _without_counter(ids[int(real[k])]) == first
     backward = np.flatnonzero(d == Direction.BACKWARD)
     starts[backward[-1] + 1 if len(backward) else 0:] = 0
     steps = np.zeros(len(direction), np.int16)
     steps[real] = np.cumsum(starts, dtype=np.int16)
     _fill_forward(steps, real)
     return steps
+
+
+def _without_counter(node_id: str) -> str:
+    """A call's id without its call counter (``Functional.linear.forward`` of ``Functional.linear.3.forward``,
+    ``Module.fc.Linear.forward`` of ``Module.fc.Linear.forward.1``)."""
+    head, _, last = node_id.rpartition(".")
+    if last.isdigit():
+        return head
+    body, _, counter = head.rpartition(".")
+    return f"{body}.{last}" if counter.isdigit() else node_id
 
 
 def _inside_backward(direction: np.ndarray, kind: np.ndarray, parent: np.ndarray) -> np.ndarray:

@@ -263,20 +263,26 @@ class NoiseModel(FrozenColumns):
         """The most noise the comparison's precision can explain (`noise_ceiling` of its coarsest u)."""
         return float(noise_ceiling(max(self.precision.unit_roundoff, LIBRARY_ERROR)))
 
-    def explains_noise(self) -> bool:
-        """True when the measured noise level is within what the precision can produce (`ceiling`).
+    def forward_noise(self, direction: np.ndarray) -> tuple[float, int]:
+        """The largest output error of the forward calls within the noise level (before the first origin), and
+        the first call (row) with it (-1: none); `direction` is the npu run's node column."""
+        leaves = self.leaves[direction[self.leaves] == Direction.FORWARD]
+        errors = self.output_error[leaves]
+        errors = np.where(errors <= self.noise_level, errors, 0.0)
+        if not len(leaves) or not errors.max() > 0:
+            return 0.0, -1
+        return float(errors.max()), int(leaves[np.argmax(errors)])
+
+    def explains_noise(self, direction: np.ndarray) -> bool:
+        """True when the forward calls' noise (`forward_noise`) is within what the precision can produce
+        (`ceiling`); `direction` is the npu run's node column.
 
         A level beyond it (0.378 between two float32 runs) is a finding in itself: pairs that are not the
         same call, or a difference the calls' growth alone does not single out. Such a comparison never
-        agrees.
+        agrees. The backward pass is left out: a gradient summed from terms that nearly cancel (a
+        normalisation's weight gradient) keeps few digits of its own and still is only rounding.
         """
-        return not self.noise_level > self.ceiling
-
-    def noisiest(self) -> int:
-        """Row of the first compared leaf whose output error reaches the noise level (-1: none): where the
-        noise measured before the first origin is largest."""
-        reached = np.flatnonzero(self.output_error[self.leaves] >= self.noise_level)
-        return int(self.leaves[reached[0]]) if len(reached) else -1
+        return not self.forward_noise(direction)[0] > self.ceiling
 
     def role_counts(self) -> dict[str, int]:
         counts = np.bincount(self.role, minlength=len(NodeRole))
@@ -290,7 +296,6 @@ class NoiseModel(FrozenColumns):
             "noise_level_units": self.noise_level / self.precision.unit_roundoff
             if self.precision.unit_roundoff else None,
             "noise_ceiling": self.ceiling,
-            "noise_explained": self.explains_noise(),
             "fresh_limit": self.fresh_limit,
             "calibration": [c.to_dict() for c in self.calibration],
             "roles": self.role_counts(),
@@ -499,7 +504,7 @@ def _fresh_margins(npu: DumpGraph, pairs: TensorPairs, e: _Errors, texts: _PairT
     and the largest parameter drift (in units of the coarsest u)."""
     n = len(npu)
     coarsest = float(e.unit.max(initial=UNIT_ROUNDOFF["float64"]))
-    earlier = _noise_before(e.leaves, e.output_error, n)
+    earlier = _noise_before(e.leaves, e.output_error, n, npu.nodes.direction)
     drift = _drift_of_others(npu, e.node, e.error, _trained_parameters(npu, pairs.npu))
     if npu.info.step != 0 and np.any(texts.npu_unit != texts.bench_unit):  # mixed precision: weights updated
         drift = np.maximum(drift, _gradient_error_of_module(npu, e.output_error))
@@ -898,13 +903,19 @@ def _module_of(npu: DumpGraph, rows: np.ndarray) -> np.ndarray:
     return np.where(kind == NodeKind.MODULE, rows, np.maximum(npu.nodes.parent[rows], 0))
 
 
-def _noise_before(leaves: np.ndarray, output_error: np.ndarray, n: int) -> np.ndarray:
+def _noise_before(leaves: np.ndarray, output_error: np.ndarray, n: int, direction: np.ndarray) -> np.ndarray:
     """Per node, the largest output error of the compared leaves before it in execution order (0 for
-    the first): the noise an input computed outside the dump (a gradient summed by autograd) may carry."""
+    the first): the noise an input computed outside the dump (a gradient summed by autograd) may carry.
+    A forward call (also one run during the backward pass: a recomputed block) computes from forward
+    values only, so only the forward calls before it count for it."""
     earlier = np.zeros(n)
-    if len(leaves) > 1:
-        running = np.maximum.accumulate(np.where(np.isfinite(output_error[leaves]), output_error[leaves], 0.0))
-        earlier[leaves[1:]] = running[:-1]
+    if len(leaves) < 2:
+        return earlier
+    errors = np.where(np.isfinite(output_error[leaves]), output_error[leaves], 0.0)
+    forward = direction[leaves] == Direction.FORWARD
+    running = np.maximum.accumulate(errors)
+    running_forward = np.maximum.accumulate(np.where(forward, errors, 0.0))
+    earlier[leaves[1:]] = np.where(forward[1:], running_forward[:-1], running[:-1])
     return earlier
 
 

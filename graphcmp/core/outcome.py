@@ -289,11 +289,11 @@ def report_outcome(report: Reported, *, overflow: bool = False) -> Outcome:
 def _unexplained(report: Reported) -> str:
     """One line when the noise measured before any origin is beyond what the precision can produce, else ""."""
     noise = report.noise
-    if noise is None or noise.explains_noise():
+    if noise is None or noise.explains_noise(report.npu.nodes.direction):
         return ""
-    row = noise.noisiest()
+    level, row = noise.forward_noise(report.npu.nodes.direction)
     where = f" (at {report.npu.nodes.ids[row]})" if row >= 0 else ""
-    return (f"the noise level {noise.noise_level:.3g}{where} is beyond what {noise.precision.kind} can produce "
+    return (f"the forward noise level {level:.3g}{where} is beyond what {noise.precision.kind} can produce "
             f"(at most {noise.ceiling:.2g}, half the digits of unit roundoff {noise.precision.unit_roundoff:.2g}): "
             "the paired calls are not the same calls, or the runs differ")
 

@@ -524,14 +524,18 @@ _GRAD_SUFFIX = re.compile(r"\.parameters_grad(?:\.(\d+))?$")
 
 
 def _param_grad_owner(node_id: str, ids: Mapping[str, Any]) -> str | None:
-    """The backward call of the module whose parameter gradients these are (else its forward call)."""
+    """The backward call of the module whose parameter gradients these are: the one of the same counter, else
+    its latest (a checkpointed module's backward belongs to its recomputed call, ``backward.1``), else its
+    forward call. The gradients then stand where they were computed, in the backward pass."""
     m = _GRAD_SUFFIX.search(node_id)
     stem, counter = node_id[: m.start()], m.group(1) or "0"
-    for candidate in (f"{stem}.backward.{counter}", f"{stem}.forward.{counter}"):
-        if candidate in ids:
-            return candidate
-    calls = sorted((i for i in ids if i.startswith(stem + ".backward.")), key=lambda i: int(i.rsplit(".", 1)[1]))
-    return calls[-1] if calls else None
+    if f"{stem}.backward.{counter}" in ids:
+        return f"{stem}.backward.{counter}"
+    calls = sorted((i for i in ids if i.startswith(stem + ".backward.") and i.rsplit(".", 1)[1].isdigit()),
+                   key=lambda i: int(i.rsplit(".", 1)[1]))
+    if calls:
+        return calls[-1]
+    return f"{stem}.forward.{counter}" if f"{stem}.forward.{counter}" in ids else None
 
 
 def _attach_stacks(builder: HierarchyBuilder, stack: Mapping[str, Any], source: str, notes: list[str]) -> None:
