@@ -359,7 +359,7 @@ def noise_model(
     keys = execution_keys(npu)
     texts = _pair_texts(npu, bench, pairs)
     e = _errors(npu, bench, matches, pairs, keys, texts)
-    reduction, growth_limit, calibration, margin = _growth_margins(npu, texts, e, rule)
+    reduction, growth_limit, calibration, margin = _growth_margins(npu, texts, e, pairs.npu, rule)
     fresh_margin, fresh_limit = _fresh_margins(npu, pairs, e, texts)
     shape_changed = _shape_changes(texts, e.node, e.is_out, len(npu))
     compared = e.has_out & (matches.npu_to_bench >= 0)
@@ -479,10 +479,11 @@ def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: Tensor
     )
 
 
-def _growth_margins(npu: DumpGraph, texts: _PairTexts, e: _Errors,
+def _growth_margins(npu: DumpGraph, texts: _PairTexts, e: _Errors, tensor_rows: np.ndarray,
                     rule: NoiseRule) -> tuple[np.ndarray, np.ndarray, tuple[Calibration, ...], np.ndarray]:
     """Steps 3-4: per node the summed values n, the growth limit G, the calibration and the margin."""
-    reduction = _backward_reductions(npu, texts.npu_count, e.node, e.is_in, e.is_out)
+    reduction = np.maximum(_backward_reductions(npu, texts.npu_count, e.node, e.is_in, e.is_out),
+                           _normalized_lengths(npu, tensor_rows, e.node, e.is_out))
     base = e.input_error + e.unit * np.sqrt(reduction) + LIBRARY_ERROR
     with np.errstate(invalid="ignore"):  # inf / inf (an overflowed input and output) is NaN: no growth measured
         growth = e.output_error / base
@@ -726,6 +727,38 @@ def _backward_reductions(npu: DumpGraph, count: np.ndarray, node: np.ndarray, is
         ratio = np.where(count > 0, incoming[node] / count, 1.0)
     backward = npu.nodes.direction[node] == Direction.BACKWARD
     return np.maximum(_node_max(node[is_out & backward], ratio[is_out & backward], n), 1.0)
+
+
+NORMALIZING_OPS: dict[str, str] = {
+    "softmax": "last", "logsoftmax": "last", "softmin": "last", "layernorm": "last", "rmsnorm": "last",
+    "normalize": "last", "batchnorm": "channels", "instancenorm": "channels", "groupnorm": "channels",
+}
+"""Ops whose backward subtracts a sum over the values they normalise from each gradient (softmax:
+``y (g - sum(g y))``; a norm: ``g - mean(g) - x mean(g x)``): the sum of n terms rounds like ``sqrt(n) u``
+and the difference cancels, so their backward reduces over the normalised axis: the last one (softmax,
+layer and RMS norms) or every axis but the channels (batch, instance and group norms)."""
+
+
+def _normalized_lengths(npu: DumpGraph, tensor_rows: np.ndarray, node: np.ndarray, is_out: np.ndarray) -> np.ndarray:
+    """Per node, the values the backward call of a `NORMALIZING_OPS` op sums along its normalised axis, read from
+    the shape of its first compared output (`tensor_rows`: each pair's npu tensor row); 1 for every other call."""
+    out = np.ones(len(npu))
+    codes, names = string_codes(npu.nodes.op)
+    axis = [NORMALIZING_OPS.get(re.sub(r"[^a-z0-9]", "", name.lower())) for name in names] + [None]
+    normalizing = np.array([a is not None for a in axis])[codes] & (npu.nodes.direction == Direction.BACKWARD)
+    if not normalizing.any():
+        return out
+    shapes = npu.tensors.shape
+    for k in np.flatnonzero(is_out & normalizing[node]).tolist():
+        row = int(node[k])
+        dims = [float(d) for d in _DIMS.findall(shapes[int(tensor_rows[k])])]
+        if out[row] > 1 or not dims:
+            continue
+        if axis[int(codes[row])] == "last":
+            out[row] = dims[-1]
+        else:  # every axis but the channels (axis 1)
+            out[row] = float(np.prod(dims)) / (dims[1] if len(dims) > 1 and dims[1] > 0 else 1.0)
+    return out
 
 
 def _switching_backward(npu: DumpGraph) -> np.ndarray:
