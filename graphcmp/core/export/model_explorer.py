@@ -8,12 +8,14 @@ graph id, GraphNodeData with ``results`` and ``thresholds`` or ``gradient``) and
 Every graphcmp node becomes one Model Explorer node. The hierarchy is the ``namespace`` path of
 its ancestors (the root excluded); a module's own node sits inside its own layer, pinned to the top
 (``config.pinToGroupTop``), so the layer shows the module's data. Dumps record no data flow, so
-each node's incoming edge is the previous sibling in execution order (a module's first child comes
-from the module's own node): the layout reads top to bottom in call order. Runs read from graph
-formats (GE, MindSpore IR) carry data-flow edges, which are written instead. The records are made as
-text from the columns and written a block of nodes at a time (each tensor's metadata item joined from
-column pieces, as `graphcmp.core.export.vis_records` does for the `.vis`), node data a chunk of values
-at a time.
+the edges are the data flow a drawing shows (`graphcmp.core.dataflow.flow_edges`): a graph format's own
+(GE, MindSpore IR), or for a dump the producer links its statistics recover, as the viewer draws them;
+only a run without any falls back to each node's previous sibling in execution order (a module's first
+child from the module's own node), so the layout still reads top to bottom in call order. Node data
+files hold the verdict, the severities, the noise model's role and margin, and cosine when measured.
+The records are made as text from the columns and written a block of nodes at a time (each tensor's
+metadata item joined from column pieces, as `graphcmp.core.export.vis_records` does for the `.vis`), node
+data a chunk of values at a time.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
+from graphcmp.core.dataflow import flow_edges
 from graphcmp.core.errors import DumpFormatError, OutputError
 from graphcmp.core.export.columns import float_reprs, json_escaped
 from graphcmp.core.export.vis import ExportResult
@@ -63,6 +66,9 @@ VERDICT_VALUES = {PASS: 0, WARNING: 1, ERROR: 2, UNMATCHED: 3}
 
 _VERDICT_THRESHOLDS = ({"value": 0, "bgColor": "#C8E6C9"}, {"value": 1, "bgColor": "#FFDC7F"},
                        {"value": 2, "bgColor": "#FF704D"}, {"value": 3, "bgColor": "#C7C7C7"})
+_ROLE_THRESHOLDS = ({"value": 1, "bgColor": "#C8E6C9"}, {"value": 2, "bgColor": "#FFB74D"},
+                    {"value": 3, "bgColor": "#B0171F"})
+"""Role colours: within noise green, propagated orange, origin dark red (not compared: no value, uncoloured)."""
 _SEP = "/"
 _SEP_STAND_IN = "\u2215"  # division slash: keeps a "/" inside an id from splitting the namespace
 
@@ -93,6 +99,17 @@ def node_data_specs(report: CompareReport) -> tuple[NodeDataSpec, ...]:
         NodeDataSpec("input_severity", _finite(v.input_severity, v.status), limits,
                      description="driving metric of the node's inputs and parameters"),
     ]
+    if report.noise is not None:
+        role = report.noise.role.astype(np.float64)
+        specs.append(NodeDataSpec("role", np.where(role > 0, role, np.nan), _ROLE_THRESHOLDS,
+                                  description="noise model role: 1 within noise, 2 propagated (an origin before it "
+                                  "explains it), 3 origin of divergence (not compared: no value)"))
+        margin = report.noise.margins_of(np.arange(len(report.npu)))
+        specs.append(NodeDataSpec("margin", np.where(np.isfinite(margin), margin, MAX_VALUE),
+                                  ({"value": report.noise.rule.origin_margin, "bgColor": "#C8E6C9"},
+                                   {"value": MAX_VALUE, "bgColor": "#B0171F"}),
+                                  description="output error over the noise the model allows (origin beyond "
+                                  f"{report.noise.rule.origin_margin:g})"))
     cosine = _node_min(report, "cosine")
     if cosine is not None:
         specs.append(NodeDataSpec("cosine", cosine, _cosine_thresholds(report),
@@ -456,8 +473,9 @@ def _param_text(attrs: list[tuple[str, str]]) -> str:
 
 
 def _incoming(graph: DumpGraph) -> tuple[np.ndarray, np.ndarray] | None:
-    """(edge sources sorted by destination, start of each row's slice), or None without data-flow edges."""
-    edges = graph.edges
+    """(edge sources sorted by destination, start of each row's slice), or None without data-flow edges: a graph's
+    own, or the producer links a dump's statistics recover (`flow_edges`, the edges the viewer draws)."""
+    edges = flow_edges(graph)
     if not len(edges):
         return None
     order = np.argsort(edges.dst, kind="stable")

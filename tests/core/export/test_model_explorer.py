@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from graphcmp.core.compare import compare_vis
+from graphcmp.core.dataflow import flow_edges
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.export.model_explorer import (
     GRAPH_FILE,
@@ -53,7 +54,9 @@ def test_export_validates_and_loads_back(report, tmp_path):
     assert (npu["id"], bench["id"]) == ("npu", "bench")
     assert [n["id"] for n in npu["nodes"]] == list(report.npu.nodes.ids)
     assert [n["id"] for n in bench["nodes"]] == list(report.bench.nodes.ids)
-    assert set(data) == {"verdict", "severity", "worst_severity", "input_severity"}
+    assert set(data) == {"verdict", "severity", "worst_severity", "input_severity", "role", "margin"}
+    origins = {i for i, r in data["role"]["npu"]["results"].items() if r["value"] == 3}
+    assert origins == {report.npu.nodes.ids[r] for r in report.noise.origins().tolist()} and origins
     for row, node_id in enumerate(report.npu.nodes.ids):
         status = int(report.verdicts.status[row])
         verdict = data["verdict"]["npu"]["results"].get(node_id)
@@ -82,7 +85,11 @@ def test_hierarchy_is_the_namespace(report, tmp_path):
     assert linear["namespace"] == f"{layer}/Module.encoder.layers.1.linear1.Linear.forward.0"
     api = nodes["Functional.linear.2.forward"]
     assert api["namespace"] == linear["namespace"] and "config" not in api
-    assert api["incomingEdges"] == [{"sourceNodeId": linear["id"], "sourceNodeOutputId": "0", "targetNodeInputId": "0"}]
+    # edges are the data flow the viewer draws: the linear's input comes from the layer norm before it
+    flows = flow_edges(report.npu)
+    row = report.npu.row(api["id"])
+    producers = {report.npu.nodes.ids[a] for a, b in zip(flows.src.tolist(), flows.dst.tolist()) if b == row}
+    assert {e["sourceNodeId"] for e in api["incomingEdges"]} == producers == {"Functional.layer_norm.2.forward"}
     assert nodes["DefaultModel"]["namespace"] == "" and nodes["DefaultModel"]["incomingEdges"] == []
     attrs = dict((a["key"], a["value"]) for a in linear["attrs"])
     assert attrs["verdict"] == "error" and attrs["matched"] == linear["id"] and attrs["op"] == "Linear"
