@@ -79,3 +79,28 @@ def test_a_parent_never_added_is_a_bug_named_by_build():
     b.add_node("Functional.relu.0.forward", NodeKind.API, "relu", Direction.FORWARD, "Module.act.ReLU.forward.0", 0)
     with pytest.raises(InternalError, match=r"named parent 'Module\.act\.ReLU\.forward\.0' without adding it"):
         b.build(RunInfo(path="mem"))
+
+
+def test_forward_calls_in_the_middle_of_the_backward_pass_start_no_micro_step():
+    """A checkpointed block is recomputed, and a custom autograd Function's backward runs ops, during the backward
+    pass: forward calls after backward calls that are not the run starting again from its first call."""
+    graph = _run(["Functional.embedding.0.forward", "Functional.linear.0.forward", "Functional.linear.1.forward",
+                  "Functional.linear.1.backward", "Functional.linear.3.forward",  # recomputed: a new counter
+                  "Tensor.__mul__.0.forward", "Functional.linear.0.backward", "Functional.embedding.0.backward",
+                  "Functional.embedding.1.forward", "Functional.linear.2.forward", "Functional.linear.2.backward"])
+    steps = _steps(graph)
+    assert steps["Functional.linear.3.forward"] == steps["Tensor.__mul__.0.forward"] == 0
+    assert steps["Functional.linear.0.backward"] == 0
+    assert steps["Functional.embedding.1.forward"] == 1 and steps["Functional.linear.2.backward"] == 1
+
+
+def test_a_checkpointed_modules_parameter_gradients_stand_under_its_backward_call():
+    """A module under torch.utils.checkpoint has forward.0 and forward.1 (the recomputation) and only backward.1:
+    its parameters_grad.0 belongs to backward.1, in the backward pass, not to the forward call."""
+    module = "Module.block.Linear"
+    calls = [f"{module}.forward.0", f"{module}.forward.1", f"{module}.backward.1", f"{module}.parameters_grad.0"]
+    data = {name: {"input_args": [T], "output": [T]} for name in calls[:3]}
+    data[calls[3]] = {"weight": T}
+    graph = parse_msprobe({"data": data}, {name: None for name in calls[:3]})
+    parent = graph.nodes.parent[graph.row(calls[3])]
+    assert graph.nodes.ids[parent] == f"{module}.backward.1"

@@ -250,3 +250,61 @@ def test_drift_of_others_names_only_the_modules_that_own_parameters(perturb_pair
         expected = _drift_over_every_module(npu, node, error, param)
         assert np.array_equal(_drift_of_others(npu, node, error, param), expected)
     assert len(np.unique(_drift_of_others(npu, node, ahead, param))) == 2  # its calls see the others' 0.5
+
+
+def _t(v: float, dtype: str = "float32", **stats) -> dict:
+    return {"type": "torch.Tensor", "dtype": "torch." + dtype, "shape": [64], "Max": v, "Min": -v, "Mean": 0.0,
+            "Norm": 8 * v, **stats}
+
+
+def test_noise_the_precision_cannot_explain_is_never_agree():
+    """Two float32 runs whose second call's input is not the first call's output on the bench side (pairs of
+    different calls): every call's growth is 1, no origin, but an error of 0.23 is 4e6 unit roundoffs."""
+    from graphcmp.core.outcome import report_outcome
+
+    def run(b_in: float) -> object:
+        return parse_msprobe({"data": {
+            "Functional.linear.0.forward": {"input_args": [_t(1.0)], "output": [_t(2.0)]},
+            "Functional.gelu.0.forward": {"input_args": [_t(b_in)], "output": [_t(1.5 * b_in)]}}})
+
+    report = compare_graphs(run(2.0), run(2.6))
+    assert not len(report.noise.origins())
+    assert not report.noise.explains_noise(report.npu.nodes.direction)
+    outcome = report_outcome(report)
+    assert outcome.verdict == "inconclusive" and "beyond what" in outcome.reason
+    assert "Functional.gelu.0.forward" in outcome.reason
+    same = compare_graphs(run(2.0), run(2.0 * (1 + 2e-7)))  # float32 rounding: explained, agree
+    assert report_outcome(same).verdict == "agree"
+
+
+def test_a_half_precision_norm_summed_beyond_its_range_is_no_overflow():
+    """msprobe sums a float16 tensor's Norm in float16: 256 values of -1e4 (a causal mask) give inf, while every
+    element is finite. In float32 a Norm of inf needs elements near 3e38: that stays an overflow."""
+    from graphcmp.core.overflow import OverflowLevel, overflow_levels, summed_beyond_range
+
+    masked = _t(1.0e4, "float16", Min=-1.0e4, Norm=float("inf"), Mean=-4688.0)
+    run = parse_msprobe({"data": {"Tensor.masked_fill.0.forward": {"input_args": [_t(1.0, "float16")],
+                                                                    "output": [masked]}}})
+    row = run.row("Tensor.masked_fill.0.forward")
+    assert overflow_levels(run)[row] == OverflowLevel.NONE
+    assert summed_beyond_range(run)[:, 3].any()
+    huge = parse_msprobe({"data": {"Tensor.mul.0.forward": {"input_args": [_t(1.0)],
+                                                             "output": [_t(1.0e38, Norm=float("inf"))]}}})
+    assert overflow_levels(huge)[huge.row("Tensor.mul.0.forward")] == OverflowLevel.CRITICAL
+    bench = parse_msprobe({"data": {"Tensor.masked_fill.0.forward": {
+        "input_args": [_t(1.0)], "output": [_t(1.0e4, Min=-1.0e4, Norm=309838.0, Mean=-4687.5)]}}})
+    report = compare_graphs(run, bench)
+    assert not len(report.noise.origins())  # the same mask on both sides: no difference
+
+
+@pytest.mark.shared
+def test_one_origin_per_cause_on_a_deep_exact_rerun():
+    """tf_huge (48 layers x 4 micro-batches, one perturbed weight): the calls downstream of the weight show more
+    growth than rounding (statistics see part of an input's error), but only the weight's call is an origin."""
+    report = compare_paths(shared("msprobe/dumps/tf_huge/statistics/perturb/step0/rank0"),
+                           shared("msprobe/dumps/tf_huge/statistics/baseline/step0/rank0"))
+    origins = report.noise.origins().tolist()
+    assert report.npu.nodes.ids[origins[0]] == "Functional.linear.2.forward"
+    modules = {report.npu.nodes.ids[report.npu.nodes.parent[r]].rsplit(".forward", 1)[0] for r in origins}
+    assert modules == {"Module.encoder.layers.1.linear1.Linear"}  # the weight's calls (one per micro-step at most)
+    assert len(origins) <= 4
