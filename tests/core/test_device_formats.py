@@ -238,3 +238,12 @@ def test_format_names_and_codes_are_one_table():
         format_code("NCHW5")
     with pytest.raises(DeviceFormatError, match="unknown format code 77"):
         format_name(77)
+
+
+@pytest.mark.parametrize("fmt", ["NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ"])
+def test_every_half_float_bit_pattern_survives_the_conversion_to_float32(fmt):
+    bits = np.random.default_rng(2).permutation(1 << 16).astype(np.uint16)
+    x = bits[: 17 * 33 * 9 * 9].view(np.float16).reshape(17, 33, 9, 9)   # with infinities and NaNs
+    device = {"NC1HWC0": nc1hwc0, "FRACTAL_Z": fractal_z, "FRACTAL_NZ": fractal_nz}[fmt](x, 16)
+    got = to_original(device.reshape(-1), fmt, device.shape, x.shape, dtype=np.float32)
+    np.testing.assert_array_equal(got.view(np.uint32), x.astype(np.float32).view(np.uint32))
