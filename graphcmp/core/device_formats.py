@@ -21,7 +21,8 @@ C1HWNCoC0             (C1, H, W, N, C0, C0), on the diagonal  NCHW (or NHWC, HWC
 FRACTAL_Z_C04         (ceil(C1*H*W*4 / 16), N1, 16, 16)       NCHW (or NHWC, HWCN, CHWN)
 ====================  ======================================  ======================================
 
-Originals of fewer dimensions are padded as MindSpore pads them (4-D: ``C`` -> (1, C, 1, 1), ``NC`` ->
+A FRACTAL_Z weight of a group convolution (``sub_format`` = the group count) packs several groups into one block
+along its diagonal (`to_original`'s `sub_format`). Originals of fewer dimensions are padded as MindSpore pads them (4-D: ``C`` -> (1, C, 1, 1), ``NC`` ->
 (N, C, 1, 1), ``CHW`` -> (1, C, H, W); FRACTAL_NZ: a vector is one row) and the result has the original shape.
 
 The conversion is whole-array numpy: the device array is reshaped into one axis per block (C1 and C0 ...), and
@@ -291,6 +292,47 @@ def _fractal_z_c04(data: np.ndarray, device_shape: tuple[int, ...], original_sha
     return out.reshape(original_shape)
 
 
+def _fractal_z_groups(data: np.ndarray, name: str, device_shape: tuple[int, ...], original_shape: tuple[int, ...],
+                      original_format: str | None, groups: int, dtype: np.dtype) -> np.ndarray:
+    """FRACTAL_Z (FRACTAL_Z_3D) of a group convolution (the tensor's ``sub_format`` is its group count).
+
+    The weight (N = groups x Cout, C = Cin of one group) is stored as in GE and MindSpore
+    (``NchwFracZTransWithGroups``): `e` consecutive groups share one fractal block, their Cin x Cout matrices
+    placed along its diagonal, with ``e = min(lcm(Cin, C0) / Cin, lcm(Cout, N0) / Cout, groups)``; each block
+    holds ``Cin' = ceil(e*Cin / C0) * C0`` input by ``Cout' = ceil(e*Cout / N0) * N0`` output channels, laid out
+    (block, [D,] Cin'/C0, H, W, Cout', C0). A small loop over the `e` diagonal positions copies whole slices."""
+    tiling = _TILINGS[name]
+    layout, sizes = _host_layout(tiling, original_shape, original_format, name)
+    spatial = tiling.host[2:]                                     # HW or DHW
+    n, cin = sizes["N"], sizes["C"]
+    if len(device_shape) != 4 or n % groups:
+        raise DeviceFormatError(f"{name}: {groups} groups do not divide the {n} output channels of original shape "
+                                f"{list(original_shape)}, or device shape {list(device_shape)} is not 4-D")
+    n0, c0 = device_shape[2], device_shape[3]
+    cout = n // groups
+    e = min(math.lcm(cin, c0) // cin, math.lcm(cout, n0) // cout, groups)
+    cin_block, cout_block = -(-e * cin // c0) * c0, -(-e * cout // n0) * n0
+    blocks = -(-groups // e)
+    dims = [sizes[letter] for letter in spatial]
+    depth = dims[0] if len(dims) == 3 else 1
+    expected = (blocks * depth * (cin_block // c0) * math.prod(dims[-2:]), cout_block // n0, n0, c0)
+    if device_shape != expected:
+        raise DeviceFormatError(f"{name}: device shape {list(device_shape)} does not hold the original tensor "
+                                f"({', '.join(f'{k}={v}' for k, v in sizes.items())}) in {groups} groups: "
+                                f"expected {list(expected)}")
+    # (block, [D,] C1, H, W, Cout', C0) -> (block, Cin', [D,] H, W, Cout')
+    src = data.reshape(blocks, depth, cin_block // c0, *dims[-2:], cout_block, c0)
+    src = src.transpose(0, 2, 6, 1, 3, 4, 5).reshape(blocks, cin_block, depth, *dims[-2:], cout_block)
+    out = np.empty((groups, cout, cin, depth, *dims[-2:]), dtype)
+    for position in range(e):
+        block = src[:, position * cin:(position + 1) * cin, ..., position * cout:(position + 1) * cout]
+        members = out[position::e]                                 # groups block * e + position
+        np.copyto(members, cast(block[:len(members)].transpose(0, 5, 1, 2, 3, 4), dtype), casting="same_kind")
+    nc_spatial = out.reshape(n, cin, *dims)
+    return np.ascontiguousarray(nc_spatial.transpose([tiling.host.index(letter) for letter in layout]))\
+        .reshape(original_shape)
+
+
 def _plain(data: np.ndarray, device_name: str, device_shape: tuple[int, ...], original_shape: tuple[int, ...] | None,
            original_format: str | None, dtype: np.dtype) -> np.ndarray:
     """A format without tiles: the device shape as it is, or transposed when the original names the same axes in
@@ -316,7 +358,7 @@ def _empty(name: str, device_shape: tuple[int, ...], original_shape: tuple[int, 
 
 def to_original(data: np.ndarray, device_format: int | str, device_shape: Sequence[int],
                 original_shape: Sequence[int] | None, original_format: int | str | None = None,
-                dtype: np.dtype | type | str | None = None) -> np.ndarray:
+                dtype: np.dtype | type | str | None = None, sub_format: int = 0) -> np.ndarray:
     """The tensor in `data` (device layout) in its original layout and shape, padding cut off.
 
     Parameters
@@ -337,6 +379,9 @@ def to_original(data: np.ndarray, device_format: int | str, device_shape: Sequen
         axes. Defaults to NCHW / NCDHW / ND.
     dtype : numpy dtype, optional
         Type of the result (cast in the same pass as the copy); defaults to the type of `data`.
+    sub_format : int, optional
+        The tensor's ``sub_format``: for FRACTAL_Z and FRACTAL_Z_3D the number of groups of a group convolution
+        (0 or 1: none). Other formats have none.
 
     Returns
     -------
@@ -346,8 +391,8 @@ def to_original(data: np.ndarray, device_format: int | str, device_shape: Sequen
     Raises
     ------
     DeviceFormatError
-        If the format cannot be converted back (FRACTAL_ZN_LSTM, group convolutions ...), or the shapes do not
-        fit it; the message names the format and the shapes, the caller adds the file.
+        If the format cannot be converted back (FRACTAL_ZN_LSTM, FRACTAL_Z_G ...), or the shapes do not fit it;
+        the message names the format and the shapes, the caller adds the file.
 
     Examples
     --------
@@ -374,6 +419,11 @@ def to_original(data: np.ndarray, device_format: int | str, device_shape: Sequen
         raise DeviceFormatError(f"{name}: no original shape; it is needed to cut the padding of the device format")
     if data.size == 0:
         return _empty(name, device_shape, shape, out_dtype)
+    if sub_format > 1:
+        if name not in ("FRACTAL_Z", "FRACTAL_Z_3D"):
+            raise DeviceFormatError(f"{name}: sub_format {sub_format} is not understood (only FRACTAL_Z and "
+                                    "FRACTAL_Z_3D have one: their group count)")
+        return _fractal_z_groups(data, name, device_shape, shape, original, sub_format, out_dtype)
     if name == "FRACTAL_Z_C04":
         return _fractal_z_c04(data, device_shape, shape, original, out_dtype)
     return _tiled(_TILINGS[name], data, device_shape, shape, original, out_dtype, name)

@@ -247,3 +247,54 @@ def test_every_half_float_bit_pattern_survives_the_conversion_to_float32(fmt):
     device = {"NC1HWC0": nc1hwc0, "FRACTAL_Z": fractal_z, "FRACTAL_NZ": fractal_nz}[fmt](x, 16)
     got = to_original(device.reshape(-1), fmt, device.shape, x.shape, dtype=np.float32)
     np.testing.assert_array_equal(got.view(np.uint32), x.astype(np.float32).view(np.uint32))
+
+
+def fractal_z_groups(x: np.ndarray, groups: int, c0: int = 16, n0: int = 16) -> np.ndarray:
+    """A group convolution's weight (N = groups * Cout, C = Cin, [D,] H, W) in FRACTAL_Z: `e` groups per block."""
+    n, cin, *spatial = x.shape
+    depth, h, w = ([1, *spatial] if len(spatial) == 2 else spatial)
+    cout = n // groups
+    e = min(math.lcm(cin, c0) // cin, math.lcm(cout, n0) // cout, groups)
+    cin_block, cout_block = ceil_div(e * cin, c0) * c0, ceil_div(e * cout, n0) * n0
+    c1 = cin_block // c0
+    dev = np.full((ceil_div(groups, e), depth, c1, h, w, cout_block, c0), PAD, x.dtype)
+    flat = x.reshape(n, cin, depth, h, w)
+    for g, ci, di, hi, wi, co in np.ndindex(groups, cin, depth, h, w, cout):
+        row, col = (g % e) * cin + ci, (g % e) * cout + co
+        dev[g // e, di, row // c0, hi, wi, col, row % c0] = flat[g * cout + co, ci, di, hi, wi]
+    return dev.reshape(-1, cout_block // n0, n0, c0)
+
+
+@pytest.mark.parametrize(("shape", "groups"), [
+    ((32, 1, 3, 3), 32),      # depthwise: e = 16 groups per block
+    ((24, 3, 3, 3), 8),       # Cin 3, Cout 3: e = min(16, 16, 8) = 8
+    ((20, 5, 1, 2), 4),       # Cout 5: e = 4, a block of 20 x 20 padded to 32
+    ((48, 8, 2, 2), 6),       # Cin 8, Cout 8: e = 2, three blocks
+    ((34, 17, 3, 1), 2),      # e = 1: plain FRACTAL_Z per group
+])
+def test_fractal_z_of_a_group_convolution_round_trip(shape, groups):
+    x = host(shape)
+    device = fractal_z_groups(x, groups)
+    got = to_original(device.reshape(-1), "FRACTAL_Z", device.shape, shape, sub_format=groups)
+    np.testing.assert_array_equal(got, x)
+    hwcn = to_original(device.reshape(-1), "FRACTAL_Z", device.shape, x.transpose(2, 3, 1, 0).shape, "HWCN",
+                       sub_format=groups)
+    np.testing.assert_array_equal(hwcn, x.transpose(2, 3, 1, 0))
+
+
+def test_fractal_z_3d_of_a_group_convolution_round_trip():
+    x = host((12, 2, 3, 2, 3))
+    device = fractal_z_groups(x, 6)
+    got = to_original(device.reshape(-1), "FRACTAL_Z_3D", device.shape, x.shape, sub_format=6)
+    np.testing.assert_array_equal(got, x)
+
+
+def test_group_counts_that_do_not_fit_are_errors():
+    x = host((24, 3, 3, 3))
+    device = fractal_z_groups(x, 8)
+    with pytest.raises(DeviceFormatError, match=r"in 4 groups: expected \[9, 2, 16, 16\]"):
+        to_original(device.reshape(-1), "FRACTAL_Z", device.shape, x.shape, sub_format=4)
+    with pytest.raises(DeviceFormatError, match="5 groups do not divide the 24 output channels"):
+        to_original(device.reshape(-1), "FRACTAL_Z", device.shape, x.shape, sub_format=5)
+    with pytest.raises(DeviceFormatError, match="NC1HWC0: sub_format 4 is not understood"):
+        to_original(np.zeros(16), "NC1HWC0", (1, 1, 1, 1, 16), (1, 3, 1, 1), sub_format=4)
