@@ -50,7 +50,7 @@ def cases(mb: int) -> list[tuple[str, bytes, Callable[[bytes], np.ndarray]]]:
     nz_h -= nz_h % 16 + 7                      # odd sizes: the last tile of each padded
     nz_w -= nz_w % 16 + 5
     k_out, k_in = 1024, 1000                   # conv weight 1024 x 1000 x k x k
-    kk = int(math.sqrt(elements / (1024 * 1008)))
+    kk = max(1, int(math.sqrt(elements / (1024 * 1008))))
     return [
         _case(f"fp16 NC1HWC0 -> NCHW float32 ({n}x{c}x{h}x{w})", "DT_FLOAT16", "NC1HWC0",
               (n, 8, h, w, 16), (n, c, h, w)),

@@ -22,12 +22,14 @@ FRACTAL_Z_C04         (ceil(C1*H*W*4 / 16), N1, 16, 16)       NCHW (or NHWC, HWC
 ====================  ======================================  ======================================
 
 A FRACTAL_Z weight of a group convolution (``sub_format`` = the group count) packs several groups into one block
-along its diagonal (`to_original`'s `sub_format`). Originals of fewer dimensions are padded as MindSpore pads them (4-D: ``C`` -> (1, C, 1, 1), ``NC`` ->
-(N, C, 1, 1), ``CHW`` -> (1, C, H, W); FRACTAL_NZ: a vector is one row) and the result has the original shape.
+along its diagonal (`to_original`'s `sub_format`). Originals of fewer dimensions are padded as MindSpore pads them
+(4-D: ``C`` -> (1, C, 1, 1), ``NC`` -> (N, C, 1, 1), ``CHW`` -> (1, C, H, W); FRACTAL_NZ: a vector is one row),
+and the result has the original shape.
 
 The conversion is whole-array numpy: the device array is reshaped into one axis per block (C1 and C0 ...), and
 each of at most four pieces (whole blocks, the last partial block, per padded axis) is copied once into the result
-through a transposed view, with the cast to `dtype` in the same pass.
+through a transposed view, with the cast to `dtype` in the same pass (float16 to float32 through a table of every
+half float, `graphcmp.core.ascend_dtypes.lookup`, in cache-sized blocks).
 """
 
 from __future__ import annotations
