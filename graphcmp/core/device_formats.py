@@ -239,7 +239,7 @@ def _unblock(src: np.ndarray, labels: Sequence[str], layout: str, sizes: Mapping
                 split_shape.append(sizes[letter])
                 order.append(letter)
         target = out[tuple(host_index)].reshape(split_shape)
-        if not np.shares_memory(target, out):
+        if not np.may_share_memory(target, out):
             raise InternalError(f"splitting {layout} into {order} copied the result")
         view = src[tuple(src_index.get(label, slice(None)) for label in labels)]
         view = view.transpose([labels.index(axis) for axis in order])

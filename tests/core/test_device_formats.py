@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from graphcmp.core.ascend_dtypes import DATA_TYPE_CODES, decode
 from graphcmp.core.device_formats import (
     FORMAT_CODES,
     FORMAT_NAMES,
@@ -298,3 +299,34 @@ def test_group_counts_that_do_not_fit_are_errors():
         to_original(device.reshape(-1), "FRACTAL_Z", device.shape, x.shape, sub_format=5)
     with pytest.raises(DeviceFormatError, match="NC1HWC0: sub_format 4 is not understood"):
         to_original(np.zeros(16), "NC1HWC0", (1, 1, 1, 1, 16), (1, 3, 1, 1), sub_format=4)
+
+
+def pack_nibbles(codes: np.ndarray) -> bytes:
+    flat = codes.reshape(-1).astype(np.uint8) & 0x0F
+    flat = np.append(flat, np.uint8(0)) if flat.size % 2 else flat
+    return (flat[0::2] | flat[1::2] << 4).astype(np.uint8).tobytes()
+
+
+@pytest.mark.parametrize(("data_type", "fmt", "c0", "bits"), [
+    ("DT_INT8", "NC1HWC0", 32, 8),            # C0 = 32 for 8-bit types
+    ("DT_UINT8", "FRACTAL_Z", 32, 8),
+    ("DT_FLOAT8_E4M3FN", "FRACTAL_NZ", 32, 8),
+    ("DT_HIFLOAT8", "NC1HWC0", 32, 8),
+    ("DT_INT4", "NC1HWC0", 64, 4),            # C0 = 64 for int4, two per byte
+    ("DT_INT4", "FRACTAL_NZ", 64, 4),
+    ("DT_BF16", "FRACTAL_Z", 16, 16),
+    ("DT_FLOAT16", "FRACTAL_NZ", 16, 16),
+])
+def test_dump_bytes_of_each_type_back_to_the_original(data_type, fmt, c0, bits):
+    """Raw codes laid out on the device, packed to bytes, decoded and converted: the decoded original codes."""
+    code = DATA_TYPE_CODES[data_type]
+    shape = (3, 70, 5, 3) if fmt != "FRACTAL_NZ" else (2, 19, 135)
+    codes = np.random.default_rng(3).integers(0, 1 << bits, shape).astype(np.uint16 if bits == 16 else np.uint8)
+    forward = {"NC1HWC0": nc1hwc0, "FRACTAL_Z": fractal_z, "FRACTAL_NZ": fractal_nz}[fmt]
+    device = forward(codes, c0)
+    raw = pack_nibbles(device) if bits == 4 else device.astype(f"<u{bits // 8}").tobytes()
+    flat = decode(raw, code, device.size)
+    got = to_original(flat, fmt, device.shape, shape, dtype=np.float32)
+    expected = decode(pack_nibbles(codes) if bits == 4 else codes.astype(f"<u{bits // 8}").tobytes(), code,
+                      codes.size).reshape(shape).astype(np.float32)
+    np.testing.assert_array_equal(got, expected)
