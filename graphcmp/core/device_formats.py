@@ -24,7 +24,9 @@ FRACTAL_Z_C04         (ceil(C1*H*W*4 / 16), N1, 16, 16)       NCHW (or NHWC, HWC
 A FRACTAL_Z weight of a group convolution (``sub_format`` = the group count) packs several groups into one block
 along its diagonal (`to_original`'s `sub_format`). Originals of fewer dimensions are padded as MindSpore pads them
 (4-D: ``C`` -> (1, C, 1, 1), ``NC`` -> (N, C, 1, 1), ``CHW`` -> (1, C, H, W); FRACTAL_NZ: a vector is one row),
-and the result has the original shape.
+and the result has the original shape; a 2-D FRACTAL_Z weight is read as GE lays out a (K, N) matmul weight
+(C = K, N, as HWCN with H = W = 1) unless only MindSpore's (N, C) reading fits its device shape or the original
+format says NCHW.
 
 The conversion is whole-array numpy: the device array is reshaped into one axis per block (C1 and C0 ...), and
 each of at most four pieces (whole blocks, the last partial block, per padded axis) is copied once into the result
@@ -250,16 +252,40 @@ def _unblock(src: np.ndarray, labels: Sequence[str], layout: str, sizes: Mapping
     return out
 
 
+def _matrix_weight(original_shape: tuple[int, ...], original_format: str | None) -> list[tuple[str, dict[str, int]]]:
+    """The two readings of a 2-D FRACTAL_Z weight, the likelier first: GE's (C, N), a (K, N) matmul weight laid out
+    as HWCN with H = W = 1 (``TransShapeNdToFz``), and MindSpore's (N, C) padded to (N, C, 1, 1)."""
+    ge = ("HWCN", {"H": 1, "W": 1, "C": original_shape[0], "N": original_shape[1]})
+    mindspore = ("NCHW", {"N": original_shape[0], "C": original_shape[1], "H": 1, "W": 1})
+    return [mindspore, ge] if original_format in ("NCHW", "NC") else [ge, mindspore]
+
+
+def _first_fit(tiling: _Tiling, device_shape: tuple[int, ...], readings: Sequence[tuple[str, dict[str, int]]],
+               name: str) -> tuple[str, dict[str, int], dict[str, int]]:
+    """(layout, host sizes, axis sizes) of the first reading of the original shape the device shape holds; the
+    error of the first reading if none does."""
+    errors = []
+    for layout, sizes in readings:
+        try:
+            return layout, sizes, _axis_sizes(tiling, device_shape, sizes, name)
+        except DeviceFormatError as error:
+            errors.append(error)
+    raise errors[0]
+
+
 def _tiled(tiling: _Tiling, data: np.ndarray, device_shape: tuple[int, ...], original_shape: tuple[int, ...],
            original_format: str | None, dtype: np.dtype, name: str) -> np.ndarray:
-    layout, sizes = _host_layout(tiling, original_shape, original_format, name)
     if tiling.host == "BHW":
         if len(device_shape) < 4:
             raise DeviceFormatError(f"{name}: device shape {list(device_shape)} has fewer than 4 dimensions")
         device_shape = (math.prod(device_shape[:-4]), *device_shape[-4:])
     if len(device_shape) != len(tiling.groups):
         raise DeviceFormatError(f"{name}: device shape {list(device_shape)} is not {len(tiling.groups)}-D")
-    axes = _axis_sizes(tiling, device_shape, sizes, name)
+    if name == "FRACTAL_Z" and len(original_shape) == 2:
+        readings = _matrix_weight(original_shape, original_format)
+    else:
+        readings = [_host_layout(tiling, original_shape, original_format, name)]
+    layout, sizes, axes = _first_fit(tiling, device_shape, readings, name)
     labels = [axis for group in tiling.groups for axis in group]
     src = data.reshape([axes[axis] for axis in labels])
     if tiling.diagonal is not None:

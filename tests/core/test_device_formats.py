@@ -226,8 +226,10 @@ def test_shapes_that_do_not_fit_are_an_error_naming_them():
         to_original(device.reshape(-1)[:-1], "NC1HWC0", device.shape, x.shape)
     with pytest.raises(DeviceFormatError, match="no original shape"):
         to_original(device.reshape(-1), "NC1HWC0", device.shape, None)
-    with pytest.raises(DeviceFormatError, match="not 5-D"):
+    with pytest.raises(DeviceFormatError, match=r"NDC1HWC0: device shape \[2, 2, 3, 3, 16\] is not 6-D"):
         to_original(device.reshape(-1), "NDC1HWC0", device.shape, x.shape)
+    with pytest.raises(DeviceFormatError, match=r"NDC1HWC0: original shape \[2, 16, 3, 3\] is not 5-D"):
+        to_original(np.zeros(2 * 3 * 3 * 16), "NDC1HWC0", (2, 1, 1, 3, 3, 16), (2, 16, 3, 3))
     assert issubclass(DeviceFormatError, DumpFormatError)
 
 
@@ -330,3 +332,20 @@ def test_dump_bytes_of_each_type_back_to_the_original(data_type, fmt, c0, bits):
     expected = decode(pack_nibbles(codes) if bits == 4 else codes.astype(f"<u{bits // 8}").tobytes(), code,
                       codes.size).reshape(shape).astype(np.float32)
     np.testing.assert_array_equal(got, expected)
+
+
+def test_a_2d_fractal_z_weight_is_read_as_ge_lays_it_out_or_as_mindspore_pads_it():
+    weight = host((40, 24))                                   # GE: a (K, N) = (C, N) matmul weight
+    device = fractal_z(weight.T.reshape(24, 40, 1, 1), 16)    # (ceil(40/16), ceil(24/16), 16, 16) = (3, 2, 16, 16)
+    np.testing.assert_array_equal(to_original(device.reshape(-1), "FRACTAL_Z", device.shape, (40, 24)), weight)
+    np.testing.assert_array_equal(to_original(device.reshape(-1), "FRACTAL_Z", device.shape, (40, 24), "ND"), weight)
+    nc = host((24, 40))                                       # MindSpore: (N, C) padded to (N, C, 1, 1)
+    device = fractal_z(nc.reshape(24, 40, 1, 1), 16)
+    np.testing.assert_array_equal(to_original(device.reshape(-1), "FRACTAL_Z", device.shape, (24, 40)), nc)
+    square = host((20, 20))                                   # both readings fit: NCHW names MindSpore's
+    device = fractal_z(square.reshape(20, 20, 1, 1), 16)
+    np.testing.assert_array_equal(to_original(device.reshape(-1), "FRACTAL_Z", device.shape, (20, 20), "NCHW"),
+                                  square)
+    np.testing.assert_array_equal(to_original(device.reshape(-1), "FRACTAL_Z", device.shape, (20, 20)), square.T)
+    with pytest.raises(DeviceFormatError, match=r"device shape \[3, 2, 16, 16\] does not hold .* C=70"):
+        to_original(np.zeros(3 * 2 * 256), "FRACTAL_Z", (3, 2, 16, 16), (70, 24))
