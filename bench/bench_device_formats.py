@@ -8,7 +8,8 @@ Usage::
 Each case builds one device tensor of about ``--mb`` MB in memory (fp16 unless named otherwise), then times
 ``to_original(decode(raw, ...), ...)`` into float32, the path a raw-dump reader takes: fp16 NC1HWC0 feature map ->
 NCHW (C not a multiple of C0, so padding is cut), fp16 FRACTAL_NZ matrix -> ND, fp16 FRACTAL_Z conv weight -> NCHW,
-bf16 ND -> float32. The figures are dump bytes read per second (the float32 result is twice as many bytes
+bf16 ND -> float32; and, for comparison, the textbook NC1HWC0 inverse (reshape, transpose, reshape, slice,
+``astype``). The figures are dump bytes read per second (the float32 result is twice as many bytes
 written): the best and the median wall time of ``--repeat`` runs, and the best CPU time of this thread (on a
 machine other work shares, the time the conversion itself took). One thread: numpy's copies and lookups.
 """
@@ -59,7 +60,22 @@ def cases(mb: int) -> list[tuple[str, bytes, Callable[[bytes], np.ndarray]]]:
         _case(f"fp16 FRACTAL_Z -> NCHW float32 ({k_out}x{k_in}x{kk}x{kk})", "DT_FLOAT16", "FRACTAL_Z",
               (63 * kk * kk, 64, 16, 16), (k_out, k_in, kk, kk)),
         _case(f"bf16 ND -> float32 ({elements})", "DT_BF16", "ND", (elements,), (elements,)),
+        _textbook(f"reference: textbook NC1HWC0 inverse + astype ({n}x{c}x{h}x{w})", (n, 8, h, w, 16), c),
     ]
+
+
+def _textbook(name: str, device_shape: tuple[int, ...], channels: int) -> tuple[str, bytes, Callable]:
+    """The inverse map as msaccucmp writes it (reshape, transpose, reshape, slice) and numpy's own cast: what the
+    figures above compare with."""
+    n, c1, h, w, c0 = device_shape
+    raw = np.random.default_rng(0).integers(0, 0x3C00, math.prod(device_shape), np.uint16).tobytes()
+
+    def convert(buffer: bytes) -> np.ndarray:
+        flat = np.frombuffer(buffer, "<f2")
+        nchw = flat.reshape(device_shape).transpose(0, 1, 4, 2, 3).reshape(n, c1 * c0, h, w)[:, :channels]
+        return nchw.astype(np.float32)
+
+    return name, raw, convert
 
 
 def main() -> None:
