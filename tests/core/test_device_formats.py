@@ -349,3 +349,17 @@ def test_a_2d_fractal_z_weight_is_read_as_ge_lays_it_out_or_as_mindspore_pads_it
     np.testing.assert_array_equal(to_original(device.reshape(-1), "FRACTAL_Z", device.shape, (20, 20)), square.T)
     with pytest.raises(DeviceFormatError, match=r"device shape \[3, 2, 16, 16\] does not hold .* C=70"):
         to_original(np.zeros(3 * 2 * 256), "FRACTAL_Z", (3, 2, 16, 16), (70, 24))
+
+
+def test_empty_tensors():
+    got = to_original(np.zeros(0, np.float16), "NC1HWC0", (0, 1, 3, 3, 16), (0, 16, 3, 3), dtype=np.float32)
+    assert got.shape == (0, 16, 3, 3) and got.dtype == np.float32
+    with pytest.raises(DeviceFormatError, match="holds no elements, original shape"):
+        to_original(np.zeros(0), "FRACTAL_NZ", (0, 1, 16, 16), (3, 5))
+
+
+def test_nonsense_shapes_are_errors_not_allocations():
+    with pytest.raises(DeviceFormatError, match="does not hold"):
+        to_original(np.zeros(256), "FRACTAL_NZ", (1, 1, 16, 16), (2**40, 16))
+    with pytest.raises(DeviceFormatError, match="holds 16 elements, original shape"):
+        to_original(np.zeros(16), "ND", (16,), (-1, 4))
