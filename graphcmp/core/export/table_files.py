@@ -1,0 +1,133 @@
+"""msprobe's `compare` result table of a comparison as a CSV or xlsx file (`graphcmp export --to csv|xlsx`).
+
+The rows and cells are `graphcmp.core.export.table.compare_table`'s; this module only spells them as msprobe's
+files do. CSV (msprobe's default output, written by ``pandas.DataFrame.to_csv``): UTF-8, a header row, fields
+quoted only when they need it, numbers as Python prints them (shortest round-trip), True/False, an infinite
+number as `` inf`` / `` -inf`` (msprobe replaces them so that Excel does not read ``#NAME?``). xlsx (msprobe's
+``--xlsx``): one sheet of the same cells, numbers as numbers, an infinity or NaN as text (a spreadsheet holds
+none), and each row of an error filled red and of a warning yellow across all its columns, as msprobe's
+highlighting did (solid fills FF0000 and FFFF00). A text cell is never read as a formula: the xlsx holds it as
+text, and in the CSV one that starts with ``=``, ``+``, ``@`` or a tab gets a leading ``'`` (what a spreadsheet
+shows of a text it would otherwise evaluate).
+
+Files are written through `graphcmp.core.outputs` (a temporary file renamed when complete).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import time
+from collections.abc import Iterable, Iterator
+
+from graphcmp.core.errors import OutputError
+from graphcmp.core.export.table import CompareTable, compare_table
+from graphcmp.core.export.vis import ExportResult
+from graphcmp.core.outputs import atomic_output, atomic_path
+from graphcmp.core.report import CompareReport
+
+__all__ = ["HIGHLIGHT_COLOURS", "SHEET_NAME", "csv_cell", "write_csv_table", "write_xlsx_table", "xlsx_rows"]
+
+HIGHLIGHT_COLOURS = {"red": "#FF0000", "yellow": "#FFFF00"}
+"""Fill of an error row and of a warning row (msprobe's CompareConst.RED ``FFFF0000`` and YELLOW ``FFFF00``)."""
+SHEET_NAME = "compare_result"
+_FORMULA_STARTS = ("=", "+", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> object:
+    """A cell as msprobe's CSV spells it (`csv` writes the result with `str`).
+
+    >>> [csv_cell(v) for v in (0.1, float("inf"), float("-inf"), float("nan"), True, "N/A", "=1+1")]
+    [0.1, ' inf', ' -inf', 'Nan', True, 'N/A', "'=1+1"]
+    """
+    if type(value) is float and not math.isfinite(value):
+        return "Nan" if value != value else (" inf" if value > 0 else " -inf")
+    if type(value) is str and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def xlsx_cell(value: object) -> object:
+    """A cell as the xlsx holds it: a finite number or a bool as it is, an infinity or NaN as text.
+
+    >>> [xlsx_cell(v) for v in (0.1, float("inf"), float("nan"), False, "x")]
+    [0.1, 'inf', 'Nan', False, 'x']
+    """
+    if type(value) is float and not math.isfinite(value):
+        return "Nan" if value != value else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def _spelled(table: CompareTable, spell) -> Iterator[tuple]:
+    """The table's rows with every cell spelled by `spell` (columns without such cells left as they are)."""
+    columns = []
+    for column in table.columns:
+        if any((type(v) is float and not math.isfinite(v)) or (type(v) is str and v.startswith(_FORMULA_STARTS))
+               for v in column):
+            column = tuple(map(spell, column))
+        columns.append(column)
+    return zip(*columns)
+
+
+def xlsx_rows(table: CompareTable) -> Iterator[tuple]:
+    """The rows of `table` with their cells as the xlsx holds them (`xlsx_cell`)."""
+    return _spelled(table, xlsx_cell)
+
+
+def write_csv_table(document: CompareReport | CompareTable, path: str | os.PathLike[str]) -> ExportResult:
+    """Write msprobe's compare result table of `document` (a report, or its `compare_table`) as CSV.
+
+    Raises
+    ------
+    OutputError
+        If `path` cannot be written (nothing is left under it then).
+    """
+    start = time.perf_counter()
+    table = document if isinstance(document, CompareTable) else compare_table(document)
+    with atomic_output(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(table.names)
+        writer.writerows(_spelled(table, csv_cell))
+        text.flush()
+        text.detach()
+    return _result(path, len(table), start)
+
+
+def write_xlsx_table(document: CompareReport | CompareTable, path: str | os.PathLike[str]) -> ExportResult:
+    """Write msprobe's compare result table of `document` as an xlsx workbook, error rows red, warnings yellow.
+
+    Raises
+    ------
+    OutputError
+        If `path` cannot be written, or the table has more rows than a sheet holds (1,048,575 below the
+        header).
+    """
+    start = time.perf_counter()
+    table = document if isinstance(document, CompareTable) else compare_table(document)
+    if len(table) >= _XLSX_MAX_ROWS:
+        raise OutputError(f"{os.fspath(path)}: {len(table):,} rows do not fit in one xlsx sheet "
+                          f"({_XLSX_MAX_ROWS - 1:,} at most); write --to csv instead")
+    with atomic_path(path) as tmp:
+        _write_xlsx(tmp, table.names, xlsx_rows(table), table.highlights().tolist())
+    return _result(path, len(table), start)
+
+
+_XLSX_MAX_ROWS = 1_048_576
+"""Rows of an xlsx sheet, the header included."""
+
+
+def _write_xlsx(path: os.PathLike[str], names: tuple[str, ...], rows: Iterable[tuple], colours: list[str]) -> None:
+    """One sheet: the header, then `rows` (streamed, as dicts: rustpy-xlsxwriter's records), each row whose
+    colour is ``red`` or ``yellow`` filled with it across all columns (a row format)."""
+    import rustpy_xlsxwriter as rx  # lazy: only an xlsx export needs it
+
+    fills = {name: rx.Format().set_background_color(colour.lstrip("#")) for name, colour in HIGHLIGHT_COLOURS.items()}
+    rx.write_worksheet((dict(zip(names, row)) for row in rows), os.fspath(path), sheet_name=SHEET_NAME,
+                       row_formats={r: fills[c] for r, c in enumerate(colours, 1) if c}, freeze_row=1)
+
+
+def _result(path: str | os.PathLike[str], rows: int, start: float) -> ExportResult:
+    return ExportResult((os.fspath(path),), rows, os.path.getsize(path), time.perf_counter() - start)
