@@ -120,3 +120,47 @@ def test_a_failed_write_leaves_nothing(perturb_pair, tmp_path) -> None:
     with pytest.raises(OutputError, match="taken"):
         write_csv_table(report, tmp_path / "taken")
     assert [p.name for p in tmp_path.iterdir()] == ["taken"]
+
+
+TABLES = DATA / "msprobe_compare_tables"
+
+
+def _msprobe_rows(name: str) -> list[list[str]]:
+    import gzip
+
+    with gzip.open(TABLES / name, "rt", encoding="utf-8", newline="") as f:
+        return list(csv.reader(f))
+
+
+@pytest.mark.parametrize(("dumps", "name"), [("sample", "statistics_compare_result.csv.gz"),
+                                             ("msprobe_md5", "md5_compare_result.csv.gz")])
+def test_csv_equals_msprobes_own_table_for_the_same_dumps(dumps, name, perturb_pair, tmp_path) -> None:
+    """msprobe 26.2's compare CSV of the same dump pair (tests/data/README.md): the same header, and every row
+    graphcmp has holds msprobe's cells, but Result and Err_message, which graphcmp's judge writes."""
+    npu, bench = perturb_pair if dumps == "sample" else (DATA / dumps / "npu", DATA / dumps / "bench")
+    write_csv_table(compare_paths(npu, bench), tmp_path / "ours.csv")
+    with open(tmp_path / "ours.csv", encoding="utf-8", newline="") as f:
+        ours = list(csv.reader(f))
+    theirs = _msprobe_rows(name)
+    header = theirs[0]
+    assert ours[0][:len(header)] == header
+    mine = {row[0]: row for row in ours[1:]}
+    msprobe = {row[0]: row for row in theirs[1:]}
+    assert set(mine) <= set(msprobe)
+    # msprobe lists a None argument as a row of N/A (dtype, shape, statistics); graphcmp records no tensor for it
+    assert {msprobe[n][2] for n in set(msprobe) - set(mine)} == {"N/A"}
+    judged = {"Result", "Err_message"}
+    md5 = {"NPU MD5", "BENCH MD5"}
+    compared = 0
+    for n, row in mine.items():
+        for c, column in enumerate(header):
+            if column in judged or (column in md5 and row[4] == "[]"):  # a scalar's checksum: not read (below)
+                continue
+            assert row[c] == msprobe[n][c], (n, column)
+            compared += 1
+    assert compared > 10_000 if "statistics" in name else compared > 4_000
+    results = [(row[header.index("Result")], msprobe[n][header.index("Result")]) for n, row in mine.items()]
+    if "md5" in name:  # the checksum decides alone: graphcmp's verdicts are msprobe's
+        assert all(a == b for a, b in results)
+    else:  # graphcmp's judge flags every row msprobe flags
+        assert all(a != "pass" for a, b in results if b != "pass")
