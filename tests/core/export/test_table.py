@@ -229,3 +229,23 @@ def test_call_site_is_the_users_line() -> None:
               "File /home/me/models.py, line 26, in forward, \n x = self.embedding(tokens) + self.pos")
     assert call_site(frames) == "/home/me/models.py:26 in forward: x = self.embedding(tokens) + self.pos"
     assert call_site(()) == ""
+
+
+def test_msprobe_tensor_dump_fills_the_tensor_columns() -> None:
+    from tests.conftest import shared
+
+    case = shared("msprobe/dumps/cnn/tensor")
+    npu, bench = read_graph(case / "perturb" / "step0" / "rank0"), read_graph(case / "baseline" / "step0" / "rank0")
+    report = compare_graphs(npu, bench, tensor_metrics=tensor_metrics_for(npu, bench))
+    table = compare_table(report)
+    assert table.mode == "tensor" and len(table) == len(report.pairs)
+    cosine = report.pairs.metrics["cosine"]
+    cells = table.column("Cosine")
+    measured = [r for r, k in enumerate(table.pairs.tolist()) if not math.isnan(cosine[k])]
+    assert len(measured) > 100
+    assert all(cells[r] == round(float(cosine[table.pairs[r]]), 6) for r in measured)
+    names = [ast.literal_eval(table.column("Data_name")[r]) for r in measured]
+    assert all(n == [table.column("NPU Name")[r] + ".pt"] * 2 for n, r in zip(names, measured))
+    errors = [r for r in measured if table.column("Result")[r] == "error"]
+    assert errors and all(json.loads(table.column("Err_message")[r])[-1].startswith("error: ") for r in errors)
+    assert min(cells[r] for r in errors) < 0.99  # the perturbed conv2 weight and what it made
