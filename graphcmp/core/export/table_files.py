@@ -20,15 +20,15 @@ import io
 import math
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
-from graphcmp.core.errors import OutputError
 from graphcmp.core.export.table import CompareTable, compare_table
 from graphcmp.core.export.vis import ExportResult
 from graphcmp.core.outputs import atomic_output, atomic_path
 from graphcmp.core.report import CompareReport
 
-__all__ = ["HIGHLIGHT_COLOURS", "SHEET_NAME", "csv_cell", "write_csv_table", "write_xlsx_table", "xlsx_rows"]
+__all__ = ["HIGHLIGHT_COLOURS", "SHEET_NAME", "SHEET_ROWS", "csv_cell", "write_csv_table", "write_xlsx_table",
+           "xlsx_cell", "xlsx_rows"]
 
 HIGHLIGHT_COLOURS = {"red": "#FF0000", "yellow": "#FFFF00"}
 """Fill of an error row and of a warning row (msprobe's CompareConst.RED ``FFFF0000`` and YELLOW ``FFFF00``)."""
@@ -60,10 +60,12 @@ def xlsx_cell(value: object) -> object:
     return value
 
 
-def _spelled(table: CompareTable, spell) -> Iterator[tuple]:
-    """The table's rows with every cell spelled by `spell` (columns without such cells left as they are)."""
+def _spelled(table: CompareTable, spell, start: int = 0, stop: int | None = None) -> Iterator[tuple]:
+    """Rows [start, stop) of the table with every cell spelled by `spell` (columns without such cells left as
+    they are)."""
     columns = []
     for column in table.columns:
+        column = column[start:stop] if start or stop is not None else column
         if any((type(v) is float and not math.isfinite(v)) or (type(v) is str and v.startswith(_FORMULA_STARTS))
                for v in column):
             column = tuple(map(spell, column))
@@ -71,9 +73,9 @@ def _spelled(table: CompareTable, spell) -> Iterator[tuple]:
     return zip(*columns)
 
 
-def xlsx_rows(table: CompareTable) -> Iterator[tuple]:
-    """The rows of `table` with their cells as the xlsx holds them (`xlsx_cell`)."""
-    return _spelled(table, xlsx_cell)
+def xlsx_rows(table: CompareTable, start: int = 0, stop: int | None = None) -> Iterator[tuple]:
+    """The rows [start, stop) of `table` with their cells as the xlsx holds them (`xlsx_cell`)."""
+    return _spelled(table, xlsx_cell, start, stop)
 
 
 def write_csv_table(document: CompareReport | CompareTable, path: str | os.PathLike[str]) -> ExportResult:
@@ -99,34 +101,44 @@ def write_csv_table(document: CompareReport | CompareTable, path: str | os.PathL
 def write_xlsx_table(document: CompareReport | CompareTable, path: str | os.PathLike[str]) -> ExportResult:
     """Write msprobe's compare result table of `document` as an xlsx workbook, error rows red, warnings yellow.
 
+    One sheet ``compare_result``; a table of `SHEET_ROWS` rows or more is split as msprobe splits it, into
+    sheets ``part_0``, ``part_1`` ... of equal size (a sheet holds 1,048,576 rows).
+
     Raises
     ------
     OutputError
-        If `path` cannot be written, or the table has more rows than a sheet holds (1,048,575 below the
-        header).
+        If `path` cannot be written (nothing is left under it then).
     """
     start = time.perf_counter()
     table = document if isinstance(document, CompareTable) else compare_table(document)
-    if len(table) >= _XLSX_MAX_ROWS:
-        raise OutputError(f"{os.fspath(path)}: {len(table):,} rows do not fit in one xlsx sheet "
-                          f"({_XLSX_MAX_ROWS - 1:,} at most); write --to csv instead")
+    colours = table.highlights().tolist()
+    parts = -(-len(table) // SHEET_ROWS) if len(table) >= SHEET_ROWS else 1
+    size = -(-len(table) // parts) if len(table) else 0
+    bounds = [(i * size, min((i + 1) * size, len(table))) for i in range(parts)]
+    sheets = [(SHEET_NAME if parts == 1 else f"part_{i}", lo, hi) for i, (lo, hi) in enumerate(bounds)]
     with atomic_path(path) as tmp:
-        _write_xlsx(tmp, table.names, xlsx_rows(table), table.highlights().tolist())
+        _write_xlsx(tmp, table, sheets, colours)
     return _result(path, len(table), start)
 
 
-_XLSX_MAX_ROWS = 1_048_576
-"""Rows of an xlsx sheet, the header included."""
+SHEET_ROWS = 1_048_500
+"""Rows of a sheet from which the table is split into several (msprobe's ``CompareConst.MAX_EXCEL_LENGTH``)."""
 
 
-def _write_xlsx(path: os.PathLike[str], names: tuple[str, ...], rows: Iterable[tuple], colours: list[str]) -> None:
-    """One sheet: the header, then `rows` (streamed, as dicts: rustpy-xlsxwriter's records), each row whose
-    colour is ``red`` or ``yellow`` filled with it across all columns (a row format)."""
+def _write_xlsx(path: os.PathLike[str], table: CompareTable, sheets: list[tuple[str, int, int]],
+                colours: list[str]) -> None:
+    """The sheets (name, first row, end row) of `table`: a header, then the rows streamed as dicts
+    (rustpy-xlsxwriter's records), each row whose colour is ``red`` or ``yellow`` filled with it across the row
+    (a row format)."""
     import rustpy_xlsxwriter as rx  # lazy: only an xlsx export needs it
 
     fills = {name: rx.Format().set_background_color(colour.lstrip("#")) for name, colour in HIGHLIGHT_COLOURS.items()}
-    rx.write_worksheet((dict(zip(names, row)) for row in rows), os.fspath(path), sheet_name=SHEET_NAME,
-                       row_formats={r: fills[c] for r, c in enumerate(colours, 1) if c}, freeze_row=1)
+    names = table.names
+    records = [(name, (dict(zip(names, row)) for row in xlsx_rows(table, lo, hi))) for name, lo, hi in sheets]
+    formats = {name: {r - lo: fills[colours[r - 1]] for r in range(lo + 1, hi + 1) if colours[r - 1]}
+               for name, lo, hi in sheets}
+    rx.write_worksheets(records, os.fspath(path), freeze_panes={"general": {"row": 1, "col": 0}},
+                        row_formats=formats)
 
 
 def _result(path: str | os.PathLike[str], rows: int, start: float) -> ExportResult:

@@ -164,3 +164,22 @@ def test_csv_equals_msprobes_own_table_for_the_same_dumps(dumps, name, perturb_p
         assert all(a == b for a, b in results)
     else:  # graphcmp's judge flags every row msprobe flags
         assert all(a != "pass" for a, b in results if b != "pass")
+
+
+def test_a_long_table_is_split_into_parts_as_msprobe_does(perturb_pair, tmp_path, monkeypatch) -> None:
+    from graphcmp.core.export import table_files
+
+    monkeypatch.setattr(table_files, "SHEET_ROWS", 200)  # msprobe splits at 1,048,500 rows
+    table = compare_table(compare_paths(*perturb_pair))
+    write_xlsx_table(table, tmp_path / "parts.xlsx")
+    book = openpyxl.load_workbook(tmp_path / "parts.xlsx")
+    assert book.sheetnames == ["part_0", "part_1", "part_2"]
+    rows, fills = [], []
+    for sheet in book.worksheets:
+        assert tuple(c.value for c in sheet[1]) == table.names
+        rows += [tuple(c.value for c in row) for row in sheet.iter_rows(min_row=2)]
+        fills += [sheet.cell(r, 1).fill.fgColor.rgb for r in range(2, sheet.max_row + 1)]
+    assert [len(s["A"]) - 1 for s in book.worksheets] == [164, 164, 164]
+    assert rows == [tuple(None if v == "" else xlsx_cell(v) for v in row) for row in table.rows()]
+    expected = {"red": "FFFF0000", "yellow": "FFFFFF00", "": "00000000"}
+    assert fills == [expected[c] for c in table.highlights().tolist()]
