@@ -16,6 +16,7 @@ writes text (``N/A``, ``Nan``, a relative error as ``12.5%``). The CSV and xlsx 
 from __future__ import annotations
 
 import json.encoder
+import math
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -37,6 +38,7 @@ __all__ = [
     "CompareTable",
     "call_site",
     "compare_table",
+    "plain_cell",
     "table_mode",
 ]
 
@@ -135,12 +137,29 @@ class CompareTable:
         """The cells of the column `name`."""
         return self.columns[self.names.index(name)]
 
+    def records(self, start: int = 0, stop: int | None = None) -> list[dict[str, object]]:
+        """Rows [start, stop) as dicts keyed by column name, every cell JSON-safe (`plain_cell`): what a table
+        widget (Dash's DataTable) takes."""
+        return [dict(zip(self.names, map(plain_cell, row))) for row in self.rows(start, stop)]
+
     def highlights(self) -> np.ndarray:
         """Per row ``"red"`` (an error), ``"yellow"`` (a warning) or ``""``: the rows msprobe's xlsx colours."""
         out = np.full(len(self), "", object)
         out[self.levels == WARNING] = "yellow"
         out[self.levels == ERROR] = "red"
         return out
+
+
+def plain_cell(value: object) -> object:
+    """A cell that JSON and a spreadsheet hold: a finite number or a bool as it is, an infinity or NaN as the text
+    msprobe writes (``inf``, ``-inf``, ``Nan``).
+
+    >>> [plain_cell(v) for v in (0.1, float("inf"), float("-inf"), float("nan"), False, "x")]
+    [0.1, 'inf', '-inf', 'Nan', False, 'x']
+    """
+    if type(value) is float and not math.isfinite(value):
+        return NAN if value != value else ("inf" if value > 0 else "-inf")
+    return value
 
 
 def table_mode(report: CompareReport) -> str:

@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Iterator
 
-from graphcmp.core.export.table import CompareTable, compare_table
+from graphcmp.core.export.table import CompareTable, compare_table, plain_cell
 from graphcmp.core.export.vis import ExportResult
 from graphcmp.core.outputs import atomic_output, atomic_path
 from graphcmp.core.report import CompareReport
@@ -49,15 +49,8 @@ def csv_cell(value: object) -> object:
     return value
 
 
-def xlsx_cell(value: object) -> object:
-    """A cell as the xlsx holds it: a finite number or a bool as it is, an infinity or NaN as text.
-
-    >>> [xlsx_cell(v) for v in (0.1, float("inf"), float("nan"), False, "x")]
-    [0.1, 'inf', 'Nan', False, 'x']
-    """
-    if type(value) is float and not math.isfinite(value):
-        return "Nan" if value != value else ("inf" if value > 0 else "-inf")
-    return value
+xlsx_cell = plain_cell
+"""A cell as the xlsx holds it: a finite number or a bool as it is, an infinity or NaN as text (`plain_cell`)."""
 
 
 def _spelled(table: CompareTable, spell, start: int = 0, stop: int | None = None) -> Iterator[tuple]:

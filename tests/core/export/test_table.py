@@ -249,3 +249,12 @@ def test_msprobe_tensor_dump_fills_the_tensor_columns() -> None:
     errors = [r for r in measured if table.column("Result")[r] == "error"]
     assert errors and all(json.loads(table.column("Err_message")[r])[-1].startswith("error: ") for r in errors)
     assert min(cells[r] for r in errors) < 0.99  # the perturbed conv2 weight and what it made
+
+
+def test_records_are_json_safe(overflow_report) -> None:
+    table = compare_table(overflow_report)
+    records = table.records()
+    assert len(records) == len(table) and list(records[0]) == list(table.names)
+    text = json.dumps(records, allow_nan=False)  # raises on an inf or NaN cell
+    assert '"inf"' in text or '"-inf"' in text or '"Nan"' in text
+    assert table.records(5, 7) == records[5:7]
