@@ -8,9 +8,10 @@ user's line in the call stack). The rows follow the npu run's execution order; w
 parameters, outputs and parameter gradients, as msprobe orders them. An npu tensor without a bench twin has a
 row too, its bench cells ``N/A`` (msprobe's ``No bench data matched.``).
 
-Cells are Python values: a float where msprobe writes a number (``inf`` a float too), a str where msprobe
-writes text (``N/A``, ``Nan``, a relative error as ``12.5%``). The CSV and xlsx writers
-(`graphcmp.core.export.table_files`) and the viewer's table read the same `CompareTable`.
+Cells are Python values: a number where msprobe writes one (a float, ``inf`` too; an int or a bool where
+msprobe's JSON holds one), a str where msprobe writes text (``N/A``, ``Nan``, a relative error as ``12.5%``).
+The CSV and xlsx writers (`graphcmp.core.export.table_files`) and the viewer's table read the same
+`CompareTable` (`CompareTable.records` gives JSON-safe rows).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ STACK_COLUMN = "NPU_Stack_Info"
 DATA_NAME_COLUMN = "Data_name"
 
 # Facts from msprobe (Ascend/msprobe, python/msprobe/core/common/const.py, class CompareConst, commit 8ff00da3,
-# lines 699-750): BASIC_INFO, SUMMARY_COMPARE_INDEX, ALL_COMPARE_INDEX, SUMMARY_INFO and EXTRACT_INDEX make
+# lines 698-756): BASIC_INFO, SUMMARY_COMPARE_INDEX, ALL_COMPARE_INDEX, SUMMARY_INFO and EXTRACT_INDEX make
 # HEAD_OF_COMPARE_MODE; stack mode appends NPU_Stack_Info and tensor ("all") mode then Data_name
 # (python/msprobe/core/compare/acc_compare.py, make_result_df, lines 1364-1372).
 MSPROBE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -219,23 +220,7 @@ def compare_table(report: CompareReport, mode: str | None = None) -> CompareTabl
     levels = np.full(len(rows), UNMATCHED, np.int8)
     levels[matched] = report.verdicts.pair_level[ks[matched]]
     cells = _Cells(report, rows, brows, matched)
-    columns: dict[str, Sequence] = {
-        "NPU Name": _names(npu, rows), "Bench Name": cells.bench_texts(_names(bench, brows[matched])),
-        **cells.basics(),
-        "NPU Requires_grad": cells.npu_grad, "Bench Requires_grad": cells.bench_grad,
-        "Requires_grad Consistent": cells.grad_consistent,
-        "Result": [STATUS_NAMES[level] if level != UNMATCHED else NA for level in levels.tolist()],
-        "Err_message": _messages(report, rows, ks, matched, levels, cells.grad_consistent),
-    }
-    if mode in ("statistics", "tensor"):
-        columns.update(cells.stat_values())
-    if mode == "statistics":
-        columns.update(cells.stat_diffs())
-    elif mode == "tensor":
-        columns.update(cells.tensor_metrics(pairs.metrics, ks))
-    else:
-        columns["NPU MD5"] = _texts(t.md5, rows)
-        columns["BENCH MD5"] = cells.bench_texts(_texts(bench.tensors.md5, brows[matched]))
+    columns = _msprobe_cells(report, mode, cells, ks, levels)
     names = list(MSPROBE_COLUMNS[mode])
     if any(npu.stacks):
         names.append(STACK_COLUMN)
@@ -248,6 +233,30 @@ def compare_table(report: CompareReport, mode: str | None = None) -> CompareTabl
     columns.update(_graphcmp_columns(report, t.node[rows]))
     return CompareTable(mode, tuple(names), tuple(tuple(columns[name]) for name in names), rows, ks,
                         levels, msprobe_columns)
+
+
+def _msprobe_cells(report: CompareReport, mode: str, cells: _Cells, ks: np.ndarray,
+                   levels: np.ndarray) -> dict[str, Sequence]:
+    """msprobe's columns of `mode` (`MSPROBE_COLUMNS`) by name."""
+    rows, brows, matched = cells.rows, cells.brows, cells.matched
+    columns: dict[str, Sequence] = {
+        "NPU Name": _names(report.npu, rows), "Bench Name": cells.bench_texts(_names(report.bench, brows[matched])),
+        **cells.basics(),
+        "NPU Requires_grad": cells.npu_grad, "Bench Requires_grad": cells.bench_grad,
+        "Requires_grad Consistent": cells.grad_consistent,
+        "Result": [STATUS_NAMES[level] if level != UNMATCHED else NA for level in levels.tolist()],
+        "Err_message": _messages(report, rows, ks, matched, levels, cells.grad_consistent),
+    }
+    if mode in ("statistics", "tensor"):
+        columns.update(cells.stat_values())
+    if mode == "statistics":
+        columns.update(cells.stat_diffs())
+    elif mode == "tensor":
+        columns.update(cells.tensor_metrics(report.pairs.metrics, ks))
+    else:
+        columns["NPU MD5"] = _texts(report.npu.tensors.md5, rows)
+        columns["BENCH MD5"] = cells.bench_texts(_texts(report.bench.tensors.md5, brows[matched]))
+    return columns
 
 
 class _Side:

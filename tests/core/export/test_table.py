@@ -20,7 +20,7 @@ from graphcmp.core.tensorcmp import tensor_metrics_for
 DATA = Path(__file__).resolve().parents[2] / "data"
 
 # msprobe's result columns, as its source states them (facts, not code): Ascend/msprobe,
-# python/msprobe/core/common/const.py (commit 8ff00da3), class CompareConst, lines 699-750:
+# python/msprobe/core/common/const.py (commit 8ff00da3), class CompareConst, lines 698-756:
 #   BASIC_INFO = [NPU_NAME, BENCH_NAME, NPU_DTYPE, BENCH_DTYPE, NPU_SHAPE, BENCH_SHAPE, NPU_REQ_GRAD, BENCH_REQ_GRAD]
 #   SUMMARY_COMPARE_INDEX = [MAX_DIFF, MIN_DIFF, MEAN_DIFF, NORM_DIFF, MAX_RELATIVE_ERR, MIN_RELATIVE_ERR,
 #                            MEAN_RELATIVE_ERR, NORM_RELATIVE_ERR]
@@ -30,7 +30,7 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 #   EXTRACT_INDEX = [REQ_GRAD_CONSIST, RESULT, ERROR_MESSAGE]
 #   SUMMARY / ALL / MD5 header = BASIC_INFO + (SUMMARY_COMPARE_INDEX | ALL_COMPARE_INDEX | [NPU_MD5, BENCH_MD5])
 #                                (+ SUMMARY_INFO but for md5) + EXTRACT_INDEX
-# with the names of lines 586-627 ("NPU Name", "NPU Tensor Shape", "L2norm diff", "BENCH MD5", "Err_message" ...);
+# with the names of lines 584-627 ("NPU Name", "NPU Tensor Shape", "L2norm diff", "BENCH MD5", "Err_message" ...);
 # python/msprobe/core/compare/acc_compare.py, make_result_df (lines 1364-1372): stack mode appends
 # "NPU_Stack_Info", the tensor mode then "Data_name".
 BASIC = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
