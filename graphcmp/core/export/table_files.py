@@ -4,11 +4,12 @@ The rows and cells are `graphcmp.core.export.table.compare_table`'s; this module
 files do. CSV (msprobe's default output, written by ``pandas.DataFrame.to_csv``): UTF-8, a header row, fields
 quoted only when they need it, numbers as Python prints them (shortest round-trip), True/False, an infinite
 number as `` inf`` / `` -inf`` (msprobe replaces them so that Excel does not read ``#NAME?``). xlsx (msprobe's
-``--xlsx``): one sheet of the same cells, numbers as numbers, an infinity or NaN as text (a spreadsheet holds
-none), and each row of an error filled red and of a warning yellow across all its columns, as msprobe's
-highlighting did (solid fills FF0000 and FFFF00). A text cell is never read as a formula: the xlsx holds it as
-text, and in the CSV one that starts with ``=``, ``+``, ``@`` or a tab gets a leading ``'`` (what a spreadsheet
-shows of a text it would otherwise evaluate).
+``--xlsx``): one sheet of the same cells (sheets ``part_0``, ``part_1`` ... for a table too long for one, as
+msprobe splits it), numbers as numbers, an infinity or NaN as text (a spreadsheet holds none), and the row of an
+error filled red and of a warning yellow, as msprobe's highlighting did (solid fills FF0000 and FFFF00; the row's
+format, so its empty cells too). A text cell is never read as a formula: the xlsx holds it as text, and in the
+CSV one that starts with ``=``, ``+``, ``@`` or a tab gets a leading ``'`` (msprobe refuses to write such a
+value at all).
 
 Files are written through `graphcmp.core.outputs` (a temporary file renamed when complete).
 """
