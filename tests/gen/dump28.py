@@ -17,7 +17,8 @@ Bugs        none
             scale_from_mb:PARAM:F:MB   the F.linear call with weight PARAM returns F x its result from micro-batch MB on
             bwd_beta:LAYER:BETA        llama_fn: layer LAYER's SwiGLUFn backward evaluates sigmoid(BETA * gate)
             recompute_gamma:BLOCK:G    resnet: blocks.BLOCK's gamma is G from its second call on (the recomputation)
---extraop   llama: one extra F.linear (unused probe) after the embedding: later Functional.linear counters shift by one
+--extraop   llama: probe = one extra F.linear (unused probe) after the embedding: later Functional.linear counters
+            shift by one; mul = the embedding times 1.0: later Tensor.__mul__ counters shift by one
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ SEEDS = {"llama": 2024, "llama_fn": 2025, "resnet": 2026, "mixer16": 2027}
 STATE = {"micro": 0}
 
 
-def make_model(name: str, extraop: bool):
+def make_model(name: str, extraop: str | None):
     torch.manual_seed(SEEDS[name])
     if name == "llama":
         return models28.TinyLlama(tied=True, extra_op=extraop)
@@ -83,7 +84,7 @@ def main() -> None:
     ap.add_argument("--model", required=True, choices=list(SEEDS))
     ap.add_argument("--precision", default="fp32", choices=list(DTYPES))
     ap.add_argument("--bug", default="none")
-    ap.add_argument("--extraop", action="store_true")
+    ap.add_argument("--extraop", choices=["probe", "mul"])
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--micro", type=int, default=1)
     ap.add_argument("--opt", default="sgd", choices=["sgd", "adamw"])

@@ -163,7 +163,7 @@ class LlamaBlock(nn.Module):
 
 
 class TinyLlama(nn.Module):
-    def __init__(self, vocab=96, d=48, nhead=4, ff=128, n=4, seq=16, tied=True, custom_fn=False, extra_op=False):
+    def __init__(self, vocab=96, d=48, nhead=4, ff=128, n=4, seq=16, tied=True, custom_fn=False, extra_op=None):
         super().__init__()
         self.embed_tokens = nn.Embedding(vocab, d)
         self.layers = nn.ModuleList([LlamaBlock(d, nhead, ff, seq, i, custom_fn) for i in range(n)])
@@ -172,7 +172,7 @@ class TinyLlama(nn.Module):
         if not tied:
             self.lm_head = nn.Linear(d, vocab, bias=False)
         self.extra_op = extra_op
-        if extra_op:
+        if extra_op == "probe":
             self.register_buffer("probe", torch.eye(d)[: d // 2].contiguous(), persistent=False)
         with torch.no_grad():  # deterministic, LLaMA-like init scales (logits of order 1 with the tied head)
             self.embed_tokens.weight.normal_(0.0, 0.15)
@@ -182,10 +182,15 @@ class TinyLlama(nn.Module):
 
     def forward(self, tokens):
         x = self.embed_tokens(tokens)
-        if self.extra_op:
+        if self.extra_op == "probe":
             # the npu code base calls one more F.linear (a debug probe whose result is not used): every later
             # Functional.linear.N counter is one higher than in the bench run; the numbers are unchanged
             F.linear(x, self.probe)
+        elif self.extra_op == "mul":
+            # the npu code base scales the embedding by a multiplier that is 1.0 (Gemma-style normaliser switched
+            # off): one more Tensor.__mul__, so every later Tensor.__mul__.N counter (RMSNorm, rotary, SwiGLU) is one
+            # higher than in the bench run; the numbers are unchanged
+            x = x * 1.0
         for layer in self.layers:
             x = layer(x)
         x = self.norm(x)
