@@ -8,6 +8,8 @@ Models (see models28.py)
   llama_fn   the same with the SwiGLU activation as the custom autograd Function SwiGLUFn in every layer, untied head
   resnet     ResNetCkpt(widths 8,16,16,32): blocks 1..3 under torch.utils.checkpoint (reentrant), images 4x3x16x16
   mixer16    Mixer(16 layers, d 32, 16 tokens of 4x4 patches), images 2x3x16x16
+  llama2     TinyLlama with 2 layers (small cases for CI), tied head, tokens 2x16
+  llama12    TinyLlama(vocab 96, d 32, 4 heads, ff 64, 12 layers, seq 16), untied head, tokens 2x16
 Precision   fp32 | bf16 | fp16: forward under torch.autocast('cpu', dtype); loss on out.float() and backward outside
 Steps       --steps N training steps, each dumped (step k: its own batch); the optimizer step runs outside the dump
             window; --opt sgd (lr 0.05) | adamw (lr 1e-3, weight decay 0.01)
@@ -34,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models28
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-SEEDS = {"llama": 2024, "llama_fn": 2025, "resnet": 2026, "mixer16": 2027}
+SEEDS = {"llama": 2024, "llama_fn": 2025, "resnet": 2026, "mixer16": 2027, "llama12": 2028, "llama2": 2029}
 STATE = {"micro": 0}
 
 
@@ -44,6 +46,10 @@ def make_model(name: str, extraop: str | None):
         return models28.TinyLlama(tied=True, extra_op=extraop)
     if name == "llama_fn":
         return models28.TinyLlama(tied=False, custom_fn=True, extra_op=extraop)
+    if name == "llama2":
+        return models28.TinyLlama(n=2, tied=True)
+    if name == "llama12":
+        return models28.TinyLlama(d=32, ff=64, n=12, tied=False)
     if name == "resnet":
         return models28.ResNetCkpt()
     if name == "mixer16":

@@ -62,6 +62,17 @@ RUNS = {
     "mixer_fp32_4mb": ("dump28.py", "--model mixer16 --precision fp32 --micro 4"),
     "mixer_fp32_4mb_perturb": ("dump28.py", "--model mixer16 --precision fp32 --micro 4 "
                                "--bug perturb:layers.9.channel_mix.fc1.weight:0.05"),
+    "llama12_fp32_4mb": ("dump28.py", "--model llama12 --precision fp32 --micro 4"),
+    "llama12_fp32_4mb_perturb": ("dump28.py", "--model llama12 --precision fp32 --micro 4 "
+                                 "--bug perturb:layers.1.mlp.up_proj.weight:0.05"),
+    "llama2_fp32_2step_sgd": ("dump28.py", "--model llama2 --precision fp32 --steps 2 --opt sgd"),
+    "llama2_bf16_2step_sgd": ("dump28.py", "--model llama2 --precision bf16 --steps 2 --opt sgd"),
+    "llama2_fp32_2step_adamw": ("dump28.py", "--model llama2 --precision fp32 --steps 2 --opt adamw"),
+    "llama2_bf16_2step_adamw": ("dump28.py", "--model llama2 --precision bf16 --steps 2 --opt adamw"),
+    "llama2_fp32_4mb": ("dump28.py", "--model llama2 --precision fp32 --micro 4"),
+    "llama2_fp16_4mb": ("dump28.py", "--model llama2 --precision fp16 --micro 4"),
+    "llama2_fp16_4mb_bug": ("dump28.py", "--model llama2 --precision fp16 --micro 4 "
+                            "--bug scale_from_mb:layers.1.self_attn.v_proj.weight:1.25:2"),
     "tp1_fp32": ("dist28.py", "--tp 1 --dp 1 --precision fp32"),
     "tp2_bf16": ("dist28.py", "--tp 2 --dp 1 --precision bf16"),
     "tp2_bf16_perturb": ("dist28.py", "--tp 2 --dp 1 --precision bf16 --perturb 1:mlp.linear_fc1.weight:1:0.05"),
@@ -147,6 +158,25 @@ CASES = {
         precision="fp32 both", steps=1, micro=4, param=("layers.9.channel_mix.fc1.weight", [64, 32]),
         bug="layers.9.channel_mix.fc1.weight += 0.05*randn (seed 99), 4 micro-batches: the origins must be that "
             "weight's calls and nothing else (only_origins lists them per micro-step and direction)."),
+    "clean_2step_sgd_bf16_small": dict(
+        kind="multistep", npu="llama2_bf16_2step_sgd", bench="llama2_fp32_2step_sgd", ref=None,
+        model=LLAMA.replace("4 layers", "2 layers"), precision=AUTOCAST.format("bfloat16"), steps=2, micro=1, bug=None,
+        note="clean_2step_sgd_bf16 with 2 layers (small enough for tests/data)."),
+    "clean_2step_adamw_bf16_small": dict(
+        kind="multistep", npu="llama2_bf16_2step_adamw", bench="llama2_fp32_2step_adamw", ref=None,
+        model=LLAMA.replace("4 layers", "2 layers"), precision=AUTOCAST.format("bfloat16"), steps=2, micro=1, bug=None,
+        note="clean_2step_adamw_bf16 with 2 layers (small enough for tests/data)."),
+    "fp16_accum_mb2_small": dict(
+        kind="micro_batch", npu="llama2_fp16_4mb_bug", bench="llama2_fp32_4mb", ref="llama2_fp16_4mb",
+        model=LLAMA.replace("4 layers", "2 layers"), precision=AUTOCAST.format("float16"), steps=1, micro=4,
+        bug="fp16_accum_mb2 with 2 layers: from micro-batch 2 on the F.linear call with "
+            "layers.1.self_attn.v_proj.weight returns 1.25 x its result."),
+    "llama12_perturb_4mb": dict(
+        kind="stress", npu="llama12_fp32_4mb_perturb", bench="llama12_fp32_4mb", ref="llama12_fp32_4mb",
+        model="TinyLlama (12 layers, d 32, 4 heads, ff 64, vocab 96, seq 16), untied head, tokens 2x16 per micro-batch",
+        precision="fp32 both", steps=1, micro=4, param=("layers.1.mlp.up_proj.weight", [64, 32]),
+        bug="layers.1.mlp.up_proj.weight += 0.05*randn (seed 99) early in a 12-layer decoder, 4 micro-batches: almost "
+            "every later call differs; the origins must be that weight's calls and nothing else (only_origins)."),
 }
 
 
@@ -206,10 +236,14 @@ def make_case(root: str, name: str, d: dict, force: bool, py: str) -> dict:
             raise SystemExit(f"{name}: the bug run equals the no-bug run")
         t["truth"] = first
         t["truth_ids"] = [x for x in (first["node"], first["module"]) if x]
+        compute = truth28.first_compute(runs["npu"], runs["ref"], first)
+        if compute:  # the first difference is a view of the weight (Tensor.t): the op computing with it names it too
+            t["first_compute_op"] = compute
+            t["truth_ids"].append(compute)
         t["truth_ranks"] = sorted({e["rank"] for e in every
                                    if e["step"] == first["step"] and e["index"] == first["index"]})
-        t["ranks_affected"] = [{"rank": e["rank"], "step": e["step"], "first": e["node"], "index": e["index"]}
-                               for e in every]
+        t["ranks_affected"] = [{"rank": e["rank"], "step": e["step"], "micro_step": e["micro_step"],
+                                "direction": e["direction"], "first": e["node"], "index": e["index"]} for e in every]
         checks.append({"check": f"first dump.json entry differing from the no-bug run {d['ref']} (same precision and "
                                 "layout, deterministic CPU)", "got": first, "ok": True})
         if "param" in d:

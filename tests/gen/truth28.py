@@ -116,6 +116,25 @@ def first_diff(bug_run: str, ref_run: str, step: int, rank: int) -> dict | None:
     return None
 
 
+VIEW_OPS = ("t", "transpose", "view", "reshape", "contiguous", "permute", "unbind", "chunk", "split", "expand",
+            "__getitem__", "to", "float", "type_as")
+
+
+def first_compute(bug_run: str, ref_run: str, first: dict) -> str | None:
+    """When the first difference is a view of the bug's tensor (e.g. `Tensor.t` of a perturbed weight), the first
+    differing computing call after it in the same module (e.g. the matmul that uses the weight)."""
+    if first["node"].split(".")[1] not in VIEW_OPS:
+        return None
+    a, b = entries(bug_run, first["step"], first["rank"]), entries(ref_run, first["step"], first["rank"])
+    cons = construct(bug_run, first["step"], first["rank"])
+    for k in list(a)[first["index"] + 1:]:
+        if parent(cons, k) != first["module"]:
+            continue
+        if k.split(".")[1] not in VIEW_OPS and diff_fields(a[k], b[k]):
+            return k
+    return None
+
+
 def first_diff_job(bug_run: str, ref_run: str) -> dict | None:
     """The first difference over the job: earliest step, then earliest position over ranks (ties: lowest rank)."""
     for step in steps_of(bug_run):
@@ -138,7 +157,8 @@ def all_diffs(bug_run: str, ref_run: str) -> list[dict]:
 
 def calls_using_param(bug_run: str, ref_run: str, shape: list[int]) -> list[dict]:
     """Every forward API call that takes the perturbed parameter (an input leaf of the parameter's shape that differs
-    from the no-bug run; activations have other shapes in these models) and the backward entry of the same call."""
+    from the no-bug run; activations have other shapes in these models), the backward entry of the same call and the
+    parameter-gradient entries of the modules that make those calls."""
     out = []
     for step in steps_of(bug_run):
         for r in ranks_of(bug_run, step):
@@ -155,8 +175,11 @@ def calls_using_param(bug_run: str, ref_run: str, shape: list[int]) -> list[dict
                     fwd_hits.add(k[: -len(".forward")])
                     out.append({"node": k, "module": parent(cons, k), "rank": r, "step": step,
                                 "micro_step": pos[i][0], "direction": pos[i][1], "index": i})
+            mine = [c for c in out if c["step"] == step and c["rank"] == r and c["module"]]
+            modules = {c["module"].rsplit(".", 2)[0] for c in mine}
             for i, k in enumerate(keys):
-                if k.endswith(".backward") and k[: -len(".backward")] in fwd_hits:
+                grad = k.startswith("Module.") and ".parameters_grad" in k and k.split(".parameters_grad")[0] in modules
+                if (k.endswith(".backward") and k[: -len(".backward")] in fwd_hits) or grad:
                     out.append({"node": k, "module": parent(cons, k), "rank": r, "step": step,
                                 "micro_step": pos[i][0], "direction": pos[i][1], "index": i})
     return sorted(out, key=lambda d: (d["step"], d["rank"], d["index"]))
