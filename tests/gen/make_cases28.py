@@ -153,6 +153,11 @@ CASES = {
         bug="rank 3 (tp rank 1 of data-parallel replica 1) holds layers.2.pre_mlp_layernorm.weight (an RMSNorm weight, "
             "replicated over TP and DP) += 0.05*randn (seed 99); every other rank holds the right value. The data-"
             "parallel gradient all_reduce runs inside the dump window."),
+    "dp_clean": dict(
+        kind="dp_replica", npu="tp2dp2_fp32", bench="tp1dp2_fp32", ref=None, model=TLLAMA, precision="fp32 both",
+        steps=1, micro=2,
+        layout={"npu": "tp=2,dp=2 (order tp-dp)", "bench": "tp=1,dp=2 (rank r = replica r)"}, bug=None,
+        note="dp_replica without the bug: TP2 sums the matmuls in another order than TP1, fp32 rounding only."),
     "mixer_perturb_4mb": dict(
         kind="stress", npu="mixer_fp32_4mb_perturb", bench="mixer_fp32_4mb", ref="mixer_fp32_4mb", model=MIXER,
         precision="fp32 both", steps=1, micro=4, param=("layers.9.channel_mix.fc1.weight", [64, 32]),
