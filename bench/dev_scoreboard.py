@@ -18,7 +18,8 @@ Right means:
   `only_origins` given     also every origin is one of those calls (op or module), e.g. a perturbed weight's calls
 The table: right?, the answer (node, rank, step, micro-step, direction), the truth, the first origin's margin (x the
 noise allowed), the largest measured noise level over the result files (in unit roundoffs), the number of origins,
-compare's exit code and the wall time of compare + diverge. Exit 0 when every case is right.
+compare's exit code and the wall time of compare + diverge; a note (not judged) when the truth ran in another pass
+than the answer's direction says. Exit 0 when every case is right.
 """
 from __future__ import annotations
 
@@ -108,6 +109,17 @@ def judge(truth: dict, origin: dict | None, origins: list[dict], exit_code: int)
     return not why, ", ".join(why)
 
 
+def pass_note(truth: dict, origin: dict | None) -> str:
+    """Not judged: the pass the truth ran in when the answer's direction says otherwise (an op of a custom Function's
+    backward or of a recomputation is named `.forward` but runs in the backward pass)."""
+    t = truth.get("truth")
+    if not t or not origin or not origin.get("direction") or origin.get("node") != t["node"]:
+        return ""
+    if origin["direction"] != t["direction"]:
+        return f"ran in the {t['direction']} pass, the answer says {origin['direction']}"
+    return ""
+
+
 def score(name: str, case: Path, truth: dict, gc: str, work: Path, options: list[str]) -> dict:
     out = work / name
     shutil.rmtree(out, ignore_errors=True)
@@ -115,7 +127,8 @@ def score(name: str, case: Path, truth: dict, gc: str, work: Path, options: list
     rc, _, err = run([gc, "compare", str(case / truth.get("npu", "npu")), str(case / truth.get("bench", "bench")),
                       *options, "-o", str(out), "-q"])
     row = {"case": name, "kind": truth.get("kind"), "exit": rc, "truth": truth.get("truth"), "answer": None,
-           "origins": None, "margin": None, "noise_level": None, "noise_units": None, "right": False, "why": ""}
+           "origins": None, "margin": None, "noise_level": None, "noise_units": None, "right": False, "why": "",
+           "note": ""}
     if rc > 1:
         row["why"] = "compare failed: " + (err.strip().splitlines() or ["?"])[-1][:120]
         row["seconds"] = round(time.monotonic() - t0, 1)
@@ -136,6 +149,7 @@ def score(name: str, case: Path, truth: dict, gc: str, work: Path, options: list
         row["margin"] = origin.get("margin")
     row["noise_level"], row["noise_units"] = noise_of(gc, out)
     row["right"], row["why"] = judge(truth, origin, origins, rc)
+    row["note"] = pass_note(truth, origin)
     return row
 
 
@@ -165,7 +179,7 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         noise = fmt_num(r["noise_level"]) + (f" ({fmt_num(r['noise_units'])}u)" if r["noise_units"] else "")
         lines.append(f"## {r['case']} ({r['kind']}): {'RIGHT' if r['right'] else 'WRONG'}"
-                     + (f" - {r['why']}" if r["why"] else ""))
+                     + (f" - {r['why']}" if r["why"] else "") + (f" (note: {r['note']})" if r.get("note") else ""))
         lines.append(f"   answer : {fmt_answer(r['answer'])}")
         lines.append(f"   truth  : {fmt_truth(r['truth'])}")
         lines.append(f"   margin {fmt_num(r['margin'])}  noise {noise}  origins {fmt_num(r['origins'], 'd')}  "

@@ -185,8 +185,8 @@ CASES = {
 }
 
 
-def dump(root: str, run: str, force: bool, py: str) -> str:
-    out = os.path.join(root, "_runs", run)
+def dump(root: str, run: str, force: bool, py: str, suffix: str = "") -> str:
+    out = os.path.join(root, "_runs", run + suffix)
     if os.path.isdir(out) and not force:
         return out
     shutil.rmtree(out, ignore_errors=True)
@@ -197,7 +197,7 @@ def dump(root: str, run: str, force: bool, py: str) -> str:
                              stderr=subprocess.STDOUT)
     if rc != 0:
         raise SystemExit(f"{run}: dump failed, see {out}.log")
-    print(f"  dumped {run} in {time.monotonic() - t0:.1f}s", flush=True)
+    print(f"  dumped {run}{suffix} in {time.monotonic() - t0:.1f}s", flush=True)
     return out
 
 
@@ -224,7 +224,16 @@ def aligned_equal(npu: str, bench: str) -> dict:
             "unequal": unequal[:5], "ok": 0 < len(extra) <= 2 and not missing and not unequal}
 
 
-def make_case(root: str, name: str, d: dict, force: bool, py: str) -> dict:
+def rerun_check(root: str, run: str, force: bool, py: str) -> dict:
+    """Dump `run` a second time and check that every entry is bit-identical (the runs are deterministic, so a
+    difference between the bug run and the no-bug run is the bug's, and one between npu and bench is precision's)."""
+    again = dump(root, run, force, py, suffix="__rerun")
+    diff = truth28.first_diff_job(again, os.path.join(root, "_runs", run))
+    return {"check": f"a second run of {run} is bit-identical to it (every dump.json leaf, every step and rank)",
+            "got": diff, "ok": diff is None}
+
+
+def make_case(root: str, name: str, d: dict, force: bool, py: str, rerun: bool = False) -> dict:
     runs = {k: dump(root, d[k], force, py) for k in ("npu", "bench", "ref") if d.get(k)}
     case = os.path.join(root, name)
     shutil.rmtree(case, ignore_errors=True)
@@ -270,6 +279,11 @@ def make_case(root: str, name: str, d: dict, force: bool, py: str) -> dict:
         else:
             checks.append({"check": "clean by construction: the same code and seeds as bench, only the autocast "
                                     "precision differs", "ok": True})
+    if rerun:
+        c = rerun_check(root, d.get("ref") or d["npu"], force, py)
+        checks.append(c)
+        if not c["ok"]:
+            raise SystemExit(f"{name}: not deterministic: {c}")
     t["verification"] = {"method": "tests/gen/truth28.py: bug run vs no-bug run at the same precision, dump.json "
                                    "entries in file (= execution) order, every leaf exact", "checks": checks}
     with open(os.path.join(case, "TRUTH.json"), "w") as f:
@@ -283,13 +297,15 @@ def main() -> int:
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--py", default=os.environ.get("PY", sys.executable))
+    ap.add_argument("--rerun", action="store_true", help="also dump the no-bug run (the npu run of a clean case) again "
+                    "and check it is bit-identical")
     a = ap.parse_args()
     os.makedirs(os.path.join(a.root, "_runs"), exist_ok=True)
     for name, d in CASES.items():
         if a.only and name not in a.only:
             continue
         print(name, flush=True)
-        t = make_case(a.root, name, d, a.force, a.py)
+        t = make_case(a.root, name, d, a.force, a.py, a.rerun)
         tr = t["truth"]
         print("  truth:", "no divergence" if tr is None else
               f"{tr['node']} ({tr['module']}) rank {tr['rank']} step {tr['step']} micro {tr['micro_step']} "
