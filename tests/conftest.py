@@ -10,6 +10,10 @@ import pytest
 
 from graphcmp.samples import sample_pair
 
+# tests/gen holds the generators of the development dumps: they import torch and msprobe, which the test
+# environment does not have, so neither the test nor the doctest collection may import them
+collect_ignore = ["gen"]
+
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 REPORT_SCHEMA = json.loads(resources.files("graphcmp").joinpath("data/report.schema.json").read_text())

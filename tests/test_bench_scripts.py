@@ -3,6 +3,7 @@ run, not a timing; the figures are `bench/README.md`'s)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -57,3 +58,37 @@ def test_bench_table_export_writes_with_each_writer(tmp_path):
     assert set(rows) == {"graphcmp-xlsx", "graphcmp-csv"}
     assert all(row["rows"] == 100 and row["mb"] >= 0 for row in rows.values())
     assert (tmp_path / "out" / "graphcmp-xlsx.xlsx").stat().st_size > 0
+
+
+def dev_scoreboard():
+    spec = importlib.util.spec_from_file_location("dev_scoreboard", ROOT / "bench" / "dev_scoreboard.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_dev_scoreboard_judges_rank_micro_step_and_extra_origins():
+    judge = dev_scoreboard().judge
+    truth = {"truth": {"node": "Tensor.t.6.forward", "rank": 1, "step": 0, "micro_step": 2},
+             "truth_ids": ["Tensor.t.6.forward", "Module.m.ColumnParallelLinear.forward.2"], "truth_ranks": [1]}
+    origin = {"node": "Tensor.t.6.forward", "rank": 1, "step": 0, "micro_step": 2}
+    assert judge(truth, origin, [origin], 1) == (True, "")
+    assert judge(truth, {**origin, "rank": None, "ranks": [0, 1]}, [origin], 1)[0]
+    assert judge(truth, {**origin, "rank": None}, [origin], 1) == (False, "rank None")
+    assert judge(truth, {**origin, "micro_step": 0}, [origin], 1) == (False, "micro-step 0")
+    assert judge(truth, origin, [origin], 0) == (False, "exit 0")
+    other = {"node": "Functional.linear.9.forward", "module": "Module.x.Linear.forward.0"}
+    assert judge({**truth, "only_origins": [origin]}, origin, [origin, other], 1) == (
+        False, "1 origins not the weight's calls")
+    clean = {"truth": None, "truth_ids": []}
+    assert judge(clean, None, [], 0) == (True, "")
+    assert judge(clean, None, [], 1) == (False, "exit 1 in a clean run")
+    assert judge(clean, origin, [origin], 1) == (False, "origin in a clean run")
+
+
+def test_dev_scoreboard_runs_on_the_small_cases():
+    out = run_bench("dev_scoreboard.py", "--root", str(ROOT / "tests" / "data" / "cases28"), "--only",
+                    "extraop_clean", "--graphcmp", f"{sys.executable} -m graphcmp", "--json")
+    (row,) = json.loads(out)
+    assert row["case"] == "extraop_clean" and row["truth"] is None
+    assert row["right"] and row["exit"] == 0 and row["origins"] == 0 and row["noise_level"] is not None
