@@ -22,9 +22,10 @@ from graphcmp.core.noise import noise_model
 from graphcmp.core.outcome import job_outcome
 from graphcmp.core.overflow import overflow_levels
 from graphcmp.core.pairing import TensorMetricsFn, pair_metrics, pair_tensors
-from graphcmp.core.readers.detect import VIS_SUFFIXES
+from graphcmp.core.readers.detect import VIS_SUFFIXES, read_graph
 from graphcmp.core.readers.pair import read_pair
 from graphcmp.core.records import DumpGraph
+from graphcmp.core.reference import reference_growth
 from graphcmp.core.report import CompareOptions, CompareReport, graph_summary, load_saved
 from graphcmp.core.rules import DEFAULT_THRESHOLDS, Thresholds
 from graphcmp.core.tensorcmp import tensor_metrics_for
@@ -46,6 +47,8 @@ def compare_graphs(
     matches: GivenMatches | None = None,
     thresholds: Thresholds | None = None,
     tensor_metrics: TensorMetricsFn | None = None,
+    reference: DumpGraph | None = None,
+    reference_metrics: TensorMetricsFn | None = None,
 ) -> CompareReport:
     """Compare an npu run with its bench run.
 
@@ -66,6 +69,12 @@ def compare_graphs(
         Tolerances and rules. Defaults to `DEFAULT_THRESHOLDS`.
     tensor_metrics : callable, optional
         Computes real-tensor metrics for the pairs (tensor task mode); None compares statistics only.
+    reference : DumpGraph, optional
+        A third run at the npu run's precision without the suspected bug (a GPU run in bfloat16): compared with
+        the bench run by the same rules, it measures the noise each call may carry (core/reference.py), which
+        replaces the modeled growth limit where it has the call.
+    reference_metrics : callable, optional
+        `tensor_metrics` for the reference run's pairs with the bench run.
 
     Examples
     --------
@@ -88,7 +97,14 @@ def compare_graphs(
     npu_rows, bench_rows = pair_tensors(npu, bench, table)
     pairs = pair_metrics(npu, bench, npu_rows, bench_rows, thresholds, tensor_metrics)
     overflow = overflow_levels(npu)
-    noise = noise_model(npu, bench, table, pairs, thresholds.noise, overflow)
+    measured = None
+    if reference is not None:  # the same rules as the npu run's, without the pairs given for the npu run
+        rules = [m for m in matchers if not isinstance(m, GivenMatcher)] or default_matchers(fuzzy=fuzzy)
+        ref = compare_graphs(reference, bench, matchers=rules, thresholds=thresholds,
+                             tensor_metrics=reference_metrics)
+        measured = reference_growth(table.npu_to_bench, ref.matches.npu_to_bench, ref.noise,
+                                    str(reference.info.path))
+    noise = noise_model(npu, bench, table, pairs, thresholds.noise, overflow, measured)
     verdicts = judge(npu, bench, table, pairs, thresholds, noise)
     options = CompareOptions(fuzzy=fuzzy, matchers=tuple(m.name for m in matchers),
                              tensor_metrics=tensor_metrics is not None)
@@ -112,11 +128,14 @@ def compare_paths(
     bench_path: str | os.PathLike[str],
     *,
     format: str | None = None,
+    reference_path: str | os.PathLike[str] | None = None,
     **options,
 ) -> CompareReport:
-    """Read both runs (format detected unless given) and compare them; see `compare_graphs`."""
+    """Read both runs (format detected unless given), and the reference run when given, and compare them; see
+    `compare_graphs`."""
     npu, bench = read_pair(npu_path, bench_path, format=format, ahead=derive_npu)
-    return compare_graphs(npu, bench, **options)
+    reference = read_graph(reference_path, format) if reference_path is not None else None
+    return compare_graphs(npu, bench, reference=reference, **options)
 
 
 def compare_vis(doc: VisDocument) -> CompareReport | DumpGraph:

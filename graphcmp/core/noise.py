@@ -58,9 +58,9 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -84,6 +84,9 @@ from graphcmp.core.records import (
     string_column,
 )
 from graphcmp.core.rules import NoiseRule
+
+if TYPE_CHECKING:
+    from graphcmp.core.reference import ReferenceGrowth
 
 __all__ = [
     "CONTEXT_VALUE_TYPES",
@@ -146,6 +149,9 @@ def noise_ceiling(unit: float | np.ndarray) -> float | np.ndarray:
 CONTEXT_VALUE_TYPES = frozenset({"torch.dtype", "torch.device", "mindspore.dtype", "mindspore.Type", "device"})
 """Argument types that name a precision or a device: they differ between the runs by design."""
 
+
+
+_NO_ROWS = np.zeros(0, bool)
 
 
 class NodeRole(enum.IntEnum):
@@ -235,6 +241,8 @@ class NoiseModel(FrozenColumns):
     precision: Precision
     dtype_pair: np.ndarray  # int16 per node: index into precision.dtype_pairs of its coarsest output, -1
     rule: NoiseRule
+    measured: np.ndarray = field(default_factory=lambda: _NO_ROWS)  # bool per node: G measured by a reference run
+    reference: str = ""  # the reference run's path ("" without one): see core/reference.py
 
     def origins(self) -> np.ndarray:
         """Rows of the origins, in the order their outputs appear."""
@@ -301,7 +309,19 @@ class NoiseModel(FrozenColumns):
             "roles": self.role_counts(),
             "rule": {"origin_margin": self.rule.origin_margin, "quantile": self.rule.quantile,
                      "min_samples": self.rule.min_samples},
+            **self._reference_summary(),
         }
+
+    def is_measured(self, row: int) -> bool:
+        """True when the noise allowed at `row` was measured from a reference run (core/reference.py)."""
+        return bool(len(self.measured) and self.measured[row])
+
+    def _reference_summary(self) -> dict[str, Any]:
+        """The reference run and how many compared calls it measured (nothing without one)."""
+        if not self.reference:
+            return {}
+        return {"reference": {"path": self.reference, "measured_calls": int(np.count_nonzero(self.measured)),
+                              "compared_calls": len(self.leaves)}}
 
 
 def unit_roundoff(dtype: str) -> float:
@@ -323,6 +343,7 @@ def noise_model(
     pairs: TensorPairs,
     rule: NoiseRule | None = None,
     overflow: np.ndarray | None = None,
+    reference: ReferenceGrowth | None = None,
 ) -> NoiseModel:
     """Errors, calibrated noise, margins and roles of a matched, paired comparison.
 
@@ -339,6 +360,9 @@ def noise_model(
     overflow : ndarray, optional
         Overflow level per npu node (`overflow_levels`); a call whose outputs overflow while its
         inputs are finite (level 3) is an origin.
+    reference : ReferenceGrowth, optional
+        The growth a reference run at the npu run's precision measured at each call (`reference_growth`):
+        where it has one, it replaces the run's calibrated growth limit (`_measured_limits`).
 
     Examples
     --------
@@ -359,7 +383,7 @@ def noise_model(
     keys = execution_keys(npu)
     texts = _pair_texts(npu, bench, pairs)
     e = _errors(npu, bench, matches, pairs, keys, texts)
-    reduction, growth_limit, calibration, margin = _growth_margins(npu, texts, e, pairs.npu, rule)
+    reduction, growth_limit, calibration, margin, measured = _growth_margins(npu, texts, e, pairs.npu, rule, reference)
     fresh_margin, fresh_limit = _fresh_margins(npu, pairs, e, texts)
     shape_changed = _shape_changes(texts, e.node, e.is_out, len(npu))
     compared = e.has_out & (matches.npu_to_bench >= 0)
@@ -379,7 +403,8 @@ def noise_model(
         reduction=reduction, growth_limit=growth_limit, margin=margin, fresh_margin=fresh_margin,
         shape_changed=shape_changed, role=roles, leaves=e.leaves, origin_rows=origins, first_origin=first,
         noise_level=level, fresh_limit=fresh_limit, calibration=calibration, precision=precision,
-        dtype_pair=dtype_pair, rule=rule,
+        dtype_pair=dtype_pair, rule=rule, measured=measured if reference is not None else _NO_ROWS,
+        reference=reference.source if reference is not None else "",
     )
 
 
@@ -479,9 +504,11 @@ def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: Tensor
     )
 
 
-def _growth_margins(npu: DumpGraph, texts: _PairTexts, e: _Errors, tensor_rows: np.ndarray,
-                    rule: NoiseRule) -> tuple[np.ndarray, np.ndarray, tuple[Calibration, ...], np.ndarray]:
-    """Steps 3-4: per node the summed values n, the growth limit G, the calibration and the margin."""
+def _growth_margins(npu: DumpGraph, texts: _PairTexts, e: _Errors, tensor_rows: np.ndarray, rule: NoiseRule,
+                    reference: ReferenceGrowth | None = None,
+                    ) -> tuple[np.ndarray, np.ndarray, tuple[Calibration, ...], np.ndarray, np.ndarray]:
+    """Steps 3-4: per node the summed values n, the growth limit G, the calibration, the margin, and where a
+    reference run measured G."""
     reduction = np.maximum(_backward_reductions(npu, texts.npu_count, e.node, e.is_in, e.is_out),
                            _normalized_lengths(npu, tensor_rows, e.node, e.is_out))
     base = e.input_error + e.unit * np.sqrt(reduction) + LIBRARY_ERROR
@@ -494,10 +521,32 @@ def _growth_margins(npu: DumpGraph, texts: _PairTexts, e: _Errors, tensor_rows: 
     with np.errstate(divide="ignore", invalid="ignore"):  # the precision bounds what calibration may allow
         bound = np.maximum(1.0, noise_ceiling(np.maximum(e.unit, LIBRARY_ERROR)) / base)
     growth_limit = np.where(np.isnan(growth_limit), growth_limit, np.minimum(growth_limit, bound))
+    growth_limit, measured = _measured_limits(growth_limit, leaves[~(communication | switching)[leaves]], bound,
+                                              reference)
     growth_limit[leaves[communication[leaves]]] = 1.0  # its other inputs come from other ranks
     growth_limit[leaves[switching[leaves]]] = np.inf
     with np.errstate(divide="ignore", invalid="ignore"):
-        return reduction, growth_limit, calibration, growth / growth_limit
+        return reduction, growth_limit, calibration, growth / growth_limit, measured
+
+
+def _measured_limits(growth_limit: np.ndarray, calibrated: np.ndarray, bound: np.ndarray,
+                     reference: ReferenceGrowth | None) -> tuple[np.ndarray, np.ndarray]:
+    """The growth limit with a reference run's measurement where it has one (core/reference.py), and per node
+    whether it has.
+
+    At a `calibrated` leaf the reference measured (``g_ref``), the limit is ``max(1, g_ref)`` instead of the run's
+    percentile: the reference's own output error at that call scaled to the npu run's input error, at least one
+    rounding. It stays within `bound`, what the precision can explain: a reference that departs from the bench
+    run by more than rounding (a bug of its own) measures no noise.
+    """
+    measured = np.zeros(len(growth_limit), bool)
+    if reference is None:
+        return growth_limit, measured
+    rows = calibrated[np.isfinite(reference.growth[calibrated])]
+    measured[rows] = True
+    limit = growth_limit.copy()
+    limit[rows] = np.minimum(np.maximum(reference.growth[rows], 1.0), bound[rows])
+    return limit, measured
 
 
 def _fresh_margins(npu: DumpGraph, pairs: TensorPairs, e: _Errors, texts: _PairTexts) -> tuple[np.ndarray, float]:
