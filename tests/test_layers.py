@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("matching", ("graphcmp.core.matching", "graphcmp.core.matching.*")),
     ("pairing", ("graphcmp.core.pairing", "graphcmp.core.tensor_metrics",
                  "graphcmp.core.tensorio", "graphcmp.core.tensorcmp")),
-    ("judge", ("graphcmp.core.judge", "graphcmp.core.noise", "graphcmp.core.overflow")),
+    ("judge", ("graphcmp.core.judge", "graphcmp.core.noise", "graphcmp.core.overflow", "graphcmp.core.reference")),
     ("divergence", ("graphcmp.core.divergence",)),
     ("report", ("graphcmp.core.report", "graphcmp.core.outcome", "graphcmp.core.export.vis",
                 "graphcmp.core.export.vis_records", "graphcmp.core.export.vis_db",

@@ -22,8 +22,10 @@ from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
 from graphcmp.cli.render import render_first_divergence, render_outcome, render_summary
-from graphcmp.core.distributed.layout import is_batch_root
+from graphcmp.core.distributed.layout import discover_runs, is_batch_root
+from graphcmp.core.errors import GraphcmpError
 from graphcmp.core.outputs import checked_output
+from graphcmp.core.readers.detect import read_graph
 from graphcmp.core.readers.pair import read_pair, side_by_side
 from graphcmp.core.records import DumpGraph
 from graphcmp.core.rules import load_thresholds
@@ -41,6 +43,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--thresholds", metavar="FILE", help="TOML or JSON file overriding the default thresholds")
     parser.add_argument("--no-tensors", action="store_true",
                         help="compare statistics only, even when both runs dumped real tensors")
+    parser.add_argument("--reference", metavar="DIR",
+                        help="a third run at the npu run's precision without the bug (e.g. the model on the bench "
+                        "hardware in bf16): each call's allowed noise is measured from it instead of modeled "
+                        "(docs/noise.md); one run folder, like NPU")
     parser.add_argument("--overflow", action="store_true",
                         help="also fail (exit 1) on overflow: inf/NaN or fp16/bf16 limit in npu outputs")
     add_mapping_options(parser)
@@ -53,11 +59,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    if args.reference:
+        _single_runs(args)
     if is_batch_root(args.npu) or is_batch_root(args.bench) or args.npu_layout or args.bench_layout:
         reason = wants_merge(args)
         return handle_merged(args, reason) if reason else handle_batch(args)
     args.output = "cmp.npz" if args.output is None else args.output
-    checked_output(args.output, [args.npu, args.bench, *input_files(args)])
+    checked_output(args.output, [args.npu, args.bench, *([args.reference] if args.reference else []),
+                                 *input_files(args)])
     thresholds = load_thresholds(args.thresholds) if args.thresholds else None
     matchers = matchers_from_args(args)
     with stages(3, "compare", quiet=args.quiet) as bar:
@@ -73,8 +82,11 @@ def handle(args: argparse.Namespace) -> int:
             nullcontext())
         with meanwhile as runs:
             tensors = None if args.no_tensors else tensor_metrics_for(npu, bench)
+            reference = read_graph(args.reference, args.format) if args.reference else None
+            reference_tensors = (None if args.no_tensors or reference is None
+                                 else tensor_metrics_for(reference, bench))
             report = compare_graphs(npu, bench, fuzzy=args.fuzzy, matchers=matchers, thresholds=thresholds,
-                                    tensor_metrics=tensors)
+                                    tensor_metrics=tensors, reference=reference, reference_metrics=reference_tensors)
             bar.update()
             bar.set_postfix_str("writing")
             save_report(report, args.output, runs=runs)
@@ -90,6 +102,23 @@ def handle(args: argparse.Namespace) -> int:
             render_outcome(summary["outcome"]), f"written: {args.output}"]
     emit(summary, "\n".join(text), args.json)
     return outcome.exit_code
+
+
+def _single_runs(args: argparse.Namespace) -> None:
+    """With --reference: NPU, BENCH and the reference each as the one run folder they hold (a job of one step and
+    one rank stands for its run); a job of several runs, or a layout to merge, is bad input."""
+    if args.npu_layout or args.bench_layout:
+        raise GraphcmpError(f"{args.reference}: --reference compares one run folder with one, not merged parallel "
+                            "jobs (--npu-layout/--bench-layout); give one rank folder (stepK/rankN) of each")
+    for name in ("npu", "bench", "reference"):
+        path = getattr(args, name)
+        if not is_batch_root(path):
+            continue
+        runs = discover_runs(path)
+        if len(runs) != 1:
+            raise GraphcmpError(f"{path}: holds {len(runs)} runs; --reference compares one run folder with one: "
+                                "give one rank folder (stepK/rankN) of NPU, BENCH and the reference")
+        setattr(args, name, str(next(iter(runs.values()))))
 
 
 def _derive_npu(npu: DumpGraph) -> None:

@@ -121,10 +121,16 @@ def _precision_text(precision: dict[str, Any]) -> str:
 
 def _noise_text(noise: dict[str, Any]) -> str:
     level, units = noise.get("noise_level"), noise.get("noise_level_units")
+    reference = noise.get("reference")
+    if reference:
+        lacks = reference["compared_calls"] - reference["measured_calls"]
+        allows = f"the noise the reference run {reference['path']} shows" + (
+            f" (at the {lacks} calls it lacks, the noise its precision allows)" if lacks else "")
+    else:
+        allows = "the noise its precision allows"
     if level is None:
-        return "the noise its precision allows"
-    return f"the noise its precision allows (measured noise level {level:.3g}" + (
-        f", {units:.3g} unit roundoffs)" if units else ")")
+        return allows
+    return f"{allows} (measured noise level {level:.3g}" + (f", {units:.3g} unit roundoffs)" if units else ")")
 
 
 def render_batch(summary: dict[str, Any]) -> str:

@@ -120,7 +120,7 @@ class Divergence:
 class Finding:
     """One line of the advisor: what was found, and the node it refers to."""
 
-    kind: str  # first_divergence, first_overflow, precision, unmatched
+    kind: str  # first_divergence, first_overflow, precision, reference, unmatched
     level: str  # info, warning, error
     node: str | None
     message: str
@@ -244,7 +244,8 @@ def _summary(report: Comparison, row: int, cause: str, margin: float) -> str:
     """The cause of origin `row` in one plain sentence with its numbers."""
     noise = report.noise
     out, allowed = float(noise.output_error[row]), noise.allowed(row)
-    beyond = f"{_margin(margin)} the {allowed:.3g} rounding allows" if np.isfinite(allowed) else "beyond rounding"
+    allows = "noise measured from the reference run" if noise.is_measured(row) else "rounding allows"
+    beyond = f"{_margin(margin)} the {allowed:.3g} {allows}" if np.isfinite(allowed) else "beyond rounding"
     if cause == "overflow":
         return "its output overflows (inf/NaN or the dtype's limit) while its inputs are finite"
     if cause == "shape change":
@@ -287,9 +288,21 @@ def _growth_evidence(noise: NoiseModel, row: int) -> list[str]:
     """The line that shows how the noise allowed at `row` is made (none where no growth applies)."""
     if not np.isfinite(noise.allowed(row)):
         return []
-    return [f"allowed by noise {noise.allowed(row):.3g} = growth limit {noise.growth_limit[row]:.3g} x "
+    growth = "growth the reference run shows at this call" if noise.is_measured(row) else "growth limit"
+    line = (f"allowed by noise {noise.allowed(row):.3g} = {growth} {noise.growth_limit[row]:.3g} x "
             f"(input error {noise.input_error[row]:.3g} + unit roundoff {noise.unit[row]:.3g}"
-            f"{_summed(noise.reduction[row])} + library error {LIBRARY_ERROR:.2g})"]
+            f"{_summed(noise.reduction[row])} + library error {LIBRARY_ERROR:.2g})")
+    return [line, *_reference_evidence(noise, row)]
+
+
+def _reference_evidence(noise: NoiseModel, row: int) -> list[str]:
+    """Where the noise allowed at `row` comes from when the comparison had a reference run (none without)."""
+    if not noise.reference:
+        return []
+    if noise.is_measured(row):
+        return [f"noise measured from the reference run {noise.reference}: its growth at this call (its output error "
+                "over its own input error and one rounding), at least 1"]
+    return [f"the reference run {noise.reference} has no compared call here: noise modeled from this run"]
 
 
 def _fresh_cause(report: Comparison, row: int) -> tuple[str, ...]:
@@ -431,6 +444,11 @@ def _findings(report: Comparison, divergences: list[Divergence], overflow: Diver
     if noise.precision.kind != "exact rerun":
         out.append(Finding("precision", "info", None, f"{noise.precision.describe()}; measured noise level "
                            f"{noise.noise_level:.3g}{_in_units(noise.noise_level, noise.precision.unit_roundoff)}"))
+    if noise.reference:
+        out.append(Finding("reference", "info", None,
+                           f"noise measured from the reference run {noise.reference} at "
+                           f"{int(np.count_nonzero(noise.measured))} of {len(noise.leaves)} compared calls (the "
+                           "others: modeled)"))
     out.extend(_unmatched_regions(report))
     return tuple(out)
 

@@ -247,6 +247,7 @@ def _noise_to_dict(noise: NoiseModel, floats: Callable[[np.ndarray], dict[str, A
         "pair_error": floats(noise.pair_error),
         "fresh_pair": noise.fresh_pair,
         "producer": noise.producer,
+        **({"measured": noise.measured} if noise.reference else {}),  # with "reference" (the summary's)
     }
 
 
@@ -278,7 +279,15 @@ def _noise_from(f: Fields, n: int, pairs: int) -> NoiseModel | None:
         precision=Precision(precision.value("kind", str), tuple(dtype_pairs), _number(precision, "unit_roundoff")),
         dtype_pair=f.rows("dtype_pair", n, len(dtype_pairs), dtype=np.int16),
         rule=NoiseRule(_number(rule, "origin_margin"), _number(rule, "quantile"), rule.value("min_samples", int)),
+        **_reference_from(f, n),
     )
+
+
+def _reference_from(f: Fields, n: int) -> dict[str, Any]:
+    """The reference run's path and the nodes whose noise it measured, when the comparison had one."""
+    if not f.has("reference"):
+        return {}
+    return {"reference": f.child("reference").value("path", str), "measured": f.bools("measured", n)}
 
 
 def _row(f: Fields, key: str, size: int) -> int:
