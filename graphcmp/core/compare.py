@@ -257,10 +257,15 @@ def apply_manual_matches(
     must still exist; an earlier ``manual`` rule is replaced by `manual`. Thresholds are the report's;
     tensor metrics are recomputed when the report had them and the tensor files are still there.
 
+    A comparison made with a reference run (`compare_graphs`'s ``reference``) reads that run again from the path it
+    recorded, so the noise stays measured.
+
     Raises
     ------
     MappingError
         If a recorded rule cannot be rebuilt (its file is gone or changed).
+    DumpFormatError
+        If the recorded reference run is gone or damaged.
 
     Examples
     --------
@@ -282,5 +287,9 @@ def apply_manual_matches(
     if matchers is None:
         matchers = matchers_from_specs([m for m in report.options.matchers if m.split("=", 1)[0] != "manual"])
     tensors = tensor_metrics_for(report.npu, report.bench) if report.options.tensor_metrics else None
+    reference = read_graph(report.noise.reference) if report.noise.reference else None  # its noise, measured again
+    reference_tensors = (tensor_metrics_for(reference, report.bench)
+                         if reference is not None and report.options.tensor_metrics else None)
     return compare_graphs(report.npu, report.bench, matchers=[ManualMatcher(manual, source=source), *matchers],
-                          thresholds=report.thresholds, tensor_metrics=tensors)
+                          thresholds=report.thresholds, tensor_metrics=tensors, reference=reference,
+                          reference_metrics=reference_tensors)

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from graphcmp.cli.main import main
-from graphcmp.core.compare import compare_graphs, compare_paths
+from graphcmp.core.compare import apply_manual_matches, compare_graphs, compare_paths
 from graphcmp.core.divergence import analyze
+from graphcmp.core.matching.manual import ManualMatches
 from graphcmp.core.noise import LIBRARY_ERROR, noise_ceiling, unit_roundoff
 from graphcmp.core.readers.msprobe import parse_msprobe
 from graphcmp.core.reference import measured_growth, reference_growth
@@ -170,3 +171,11 @@ def test_a_reference_beyond_rounding_cannot_hide_a_bug():
     linear = npu.nodes.ids.index("Functional.linear.0.forward")
     assert noise.first_origin == linear and noise.measured[linear]
     assert noise.allowed(linear) == pytest.approx(noise_ceiling(2.0**-8), rel=1e-3)
+
+
+def test_manual_matches_keep_the_reference():
+    report = compare_paths(CASE / "npu_bug", CASE / "bench", reference_path=CASE / "reference")
+    again = apply_manual_matches(report, ManualMatches())
+    assert again.noise.reference == report.noise.reference
+    assert np.array_equal(again.noise.measured, report.noise.measured)
+    assert again.analysis().first.node == TRUTH
