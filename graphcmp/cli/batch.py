@@ -24,9 +24,10 @@ def handle_batch(args: argparse.Namespace) -> int:
     from graphcmp.core.distributed.batch import BatchOptions, BatchStopped, batch_summary, run_batch  # job layouts
 
     out = "results" if args.output is None else args.output
-    checked_folder(out, [args.npu, args.bench, *input_files(args)])
+    reference = getattr(args, "reference", None)
+    checked_folder(out, [args.npu, args.bench, *([reference] if reference else []), *input_files(args)])
     options = BatchOptions(fuzzy=args.fuzzy, thresholds_file=args.thresholds, tensors=not args.no_tensors,
-                           rules=tuple(rule_specs(args)))
+                           rules=tuple(rule_specs(args)), reference=reference)
     from tqdm import tqdm  # lazy: a single-pair compare never shows this bar
 
     bar = tqdm(total=0, desc="compare runs", unit="run", file=sys.stderr, disable=True if args.quiet else None,

@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     if args.reference:
-        _single_runs(args)
+        _check_reference(args)
     if is_batch_root(args.npu) or is_batch_root(args.bench) or args.npu_layout or args.bench_layout:
         reason = wants_merge(args)
         return handle_merged(args, reason) if reason else handle_batch(args)
@@ -104,20 +104,29 @@ def handle(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
-def _single_runs(args: argparse.Namespace) -> None:
-    """With --reference: NPU, BENCH and the reference each as the one run folder they hold (a job of one step and
-    one rank stands for its run); a job of several runs, or a layout to merge, is bad input."""
-    if args.npu_layout or args.bench_layout:
-        raise GraphcmpError(f"{args.reference}: --reference compares one run folder with one, not merged parallel "
-                            "jobs (--npu-layout/--bench-layout); give one rank folder (stepK/rankN) of each")
+def _check_reference(args: argparse.Namespace) -> None:
+    """With --reference: NPU, BENCH and the reference are one run folder each (a job of one run stands for its
+    run), or step/rank jobs of one layout compared run by run (the batch takes the reference job's run of each step
+    and rank). Jobs to merge (other layouts, --npu-layout/--bench-layout) are bad input: no merged reference is built.
+    """
+    jobs = is_batch_root(args.npu) or is_batch_root(args.bench)
+    if args.npu_layout or args.bench_layout or (jobs and wants_merge(args)):
+        raise GraphcmpError(f"{args.reference}: --reference works run by run (one rank folder, or step/rank jobs of "
+                            "one layout), not on merged parallel jobs; compare one rank folder of each")
+    several = [path for path in (args.npu, args.bench) if is_batch_root(path) and len(discover_runs(path)) > 1]
+    if several and not is_batch_root(args.reference):
+        raise GraphcmpError(f"{args.reference}: one run folder, and {several[0]} holds several runs: give the "
+                            "reference job (stepK/rankN folders in the npu job's layout)")
+    if several:
+        return  # the batch pairs the reference job's runs (core/distributed/batch.py: reference_runs)
     for name in ("npu", "bench", "reference"):
         path = getattr(args, name)
         if not is_batch_root(path):
             continue
         runs = discover_runs(path)
         if len(runs) != 1:
-            raise GraphcmpError(f"{path}: holds {len(runs)} runs; --reference compares one run folder with one: "
-                                "give one rank folder (stepK/rankN) of NPU, BENCH and the reference")
+            raise GraphcmpError(f"{path}: holds {len(runs)} runs, and NPU and BENCH are one run each: give the "
+                                "reference's rank folder (stepK/rankN)")
         setattr(args, name, str(next(iter(runs.values()))))
 
 

@@ -288,7 +288,7 @@ def _growth_evidence(noise: NoiseModel, row: int) -> list[str]:
     """The line that shows how the noise allowed at `row` is made (none where no growth applies)."""
     if not np.isfinite(noise.allowed(row)):
         return []
-    growth = "growth the reference run shows at this call" if noise.is_measured(row) else "growth limit"
+    growth = "measured growth limit" if noise.is_measured(row) else "growth limit"
     line = (f"allowed by noise {noise.allowed(row):.3g} = {growth} {noise.growth_limit[row]:.3g} x "
             f"(input error {noise.input_error[row]:.3g} + unit roundoff {noise.unit[row]:.3g}"
             f"{_summed(noise.reduction[row])} + library error {LIBRARY_ERROR:.2g})")
@@ -300,8 +300,9 @@ def _reference_evidence(noise: NoiseModel, row: int) -> list[str]:
     if not noise.reference:
         return []
     if noise.is_measured(row):
-        return [f"noise measured from the reference run {noise.reference}: its growth at this call (its output error "
-                "over its own input error and one rounding), at least 1"]
+        return [f"noise measured from the reference run {noise.reference}: the limit is its growth at this call (its "
+                "output error over its own input error and one rounding), at least 1, at most what the precision "
+                "explains"]
     return [f"the reference run {noise.reference} has no compared call here: noise modeled from this run"]
 
 

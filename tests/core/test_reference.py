@@ -67,7 +67,7 @@ def test_bug_is_the_first_origin_with_the_noise_measured_from_the_reference():
     first = report.analysis().first
     assert first is not None and first.node == TRUTH and first.cause == "op"
     assert first.margin >= modeled.margin > report.noise.rule.origin_margin
-    assert any("growth the reference run shows at this call" in line for line in first.evidence)
+    assert any(line.startswith("allowed by noise") and "measured growth limit" in line for line in first.evidence)
     assert any(f"noise measured from the reference run {report.noise.reference}" in line for line in first.evidence)
     assert "noise measured from the reference run" in first.summary
     assert [f.kind for f in report.analysis().findings].count("reference") == 1
@@ -179,3 +179,51 @@ def test_manual_matches_keep_the_reference():
     assert again.noise.reference == report.noise.reference
     assert np.array_equal(again.noise.measured, report.noise.measured)
     assert again.analysis().first.node == TRUTH
+
+
+def _job(root, runs):
+    """A step/rank job of the test case's runs: rank N is `runs[N]` (dump.json and construct.json copied)."""
+    for rank, name in enumerate(runs):
+        folder = root / "step0" / f"rank{rank}"
+        folder.mkdir(parents=True)
+        for file in ("dump.json", "construct.json"):
+            (folder / file).write_text((CASE / name / file).read_text())
+    return root
+
+
+def test_batch_measures_each_rank_from_the_reference_jobs_rank(tmp_path, capsys):
+    npu = _job(tmp_path / "npu", ["npu", "npu_bug"])
+    bench = _job(tmp_path / "bench", ["bench", "bench"])
+    ref = _job(tmp_path / "ref", ["reference", "reference"])
+    out = tmp_path / "results"
+    code = main(["compare", str(npu), str(bench), "--reference", str(ref), "-o", str(out), "-q", "--json",
+                 "--workers", "1"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert [r["first"] for r in summary["runs"]] == [None, TRUTH]
+    for rank in (0, 1):
+        assert load_saved(out / f"step0_rank{rank}.npz").noise.reference == str(ref / "step0" / f"rank{rank}")
+    assert json.loads((out / "index.json").read_text())["options"]["reference"] == str(ref)
+    keys = [json.loads((out / "entries" / f"step0_rank{r}.json").read_text())["key"] for r in (0, 1)]
+    (ref / "step0" / "rank1" / "dump.json").write_text((CASE / "reference" / "dump.json").read_text())  # rewritten
+    assert main(["compare", str(npu), str(bench), "--reference", str(ref), "-o", str(out), "-q", "--workers",
+                 "1"]) == 1
+    again = [json.loads((out / "entries" / f"step0_rank{r}.json").read_text())["key"] for r in (0, 1)]
+    assert again[0] == keys[0] and again[1] != keys[1]  # only the run whose reference changed is compared again
+
+
+def test_batch_reference_job_without_a_rank_is_bad_input(tmp_path, capsys):
+    npu = _job(tmp_path / "npu", ["npu", "npu_bug"])
+    bench = _job(tmp_path / "bench", ["bench", "bench"])
+    ref = _job(tmp_path / "ref", ["reference"])
+    code = main(["compare", str(npu), str(bench), "--reference", str(ref), "-o", str(tmp_path / "r"), "-q"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "no run for step0_rank1" in err[0]
+    code = main(["compare", str(npu), str(bench), "--reference", str(CASE / "reference"), "-o",
+                 str(tmp_path / "r"), "-q"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "holds several runs" in err[0]
+    code = main(["compare", str(npu), str(bench), "--reference", str(ref), "--npu-layout", "tp=2", "-o",
+                 str(tmp_path / "r"), "-q"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "merged parallel jobs" in err[0]

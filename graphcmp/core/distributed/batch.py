@@ -11,7 +11,8 @@ overview reads only it.
 
 **Resume.** An entry carries the run's `run_key`: a digest of every input file (path inside the
 run, size, mtime in ns, inode), of the run paths, of the options that change results (fuzzy,
-tensors, the rule specs, the content of the thresholds and mapping files) and of the graphcmp
+tensors, the rule specs, the content of the thresholds and mapping files, the reference job and every file of the
+run's reference run) and of the graphcmp
 version; and the size of its result file. A later batch into the same folder keeps a run only when
 its key is the same and its result file is complete (that size, and a zip whose central directory
 lists members that fit in the file); any other run is compared again.
@@ -47,7 +48,7 @@ import numpy as np
 from graphcmp._version import __version__
 from graphcmp.core.distributed.allocator import reused_allocations
 from graphcmp.core.distributed.crossrank import job_analysis
-from graphcmp.core.distributed.layout import RunKey, pair_runs
+from graphcmp.core.distributed.layout import RunKey, discover_runs, pair_runs
 from graphcmp.core.distributed.links import comm_calls
 from graphcmp.core.errors import DumpFormatError, GraphcmpError, OutputError
 from graphcmp.core.hierarchy import depths
@@ -69,7 +70,7 @@ CHUNKS_PER_SLOT = 4  # a chunk is about 1/4 of a slot's share of what is left: f
 MAX_CHUNK = 32
 
 Progress = Callable[[int, int, str], None]
-Task = tuple[str, str, "int | None", "int | None", str]  # npu, bench, step, rank, run key
+Task = tuple[str, str, "int | None", "int | None", str, str]  # npu, bench, step, rank, run key, reference run ("")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,7 @@ class BatchOptions:
     thresholds_file: str | None = None
     tensors: bool = True
     rules: tuple[str, ...] = ()  # matcher specs of rule sources (mapping files ...), see matching.specs
+    reference: str | None = None  # a reference job: its run of each (step, rank) measures the noise (core/reference.py)
 
 
 class BatchStopped(KeyboardInterrupt):
@@ -135,7 +137,9 @@ def run_batch(
     except OSError as err:
         raise OutputError(f"{out}: cannot create the results folder ({err.strerror})") from err
     digest = options_digest(options)
-    todo = [(str(n), str(b), key.step, key.rank, run_key(n, b, digest)) for key, (n, b) in pairs.items()]
+    references = reference_runs(options.reference, pairs) if options.reference else {}
+    todo = [(str(n), str(b), key.step, key.rank, run_key(n, b, digest, references.get(key)), references.get(key, ""))
+            for key, (n, b) in pairs.items()]
     todo = [task for task in todo if not _done(out, RunKey(task[2], task[3]), task[4])]
     done = len(pairs) - len(todo)
     if progress and done:
@@ -176,8 +180,9 @@ def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list
         thresholds = err
     labels = []
     with reused_allocations(), reusing_structure():  # the structure kept is freed before the memory is handed back
-        for npu, bench, step, rank, key in tasks:
-            entry = compare_run(npu, bench, out_dir, step, rank, options, key=key, thresholds=thresholds)
+        for npu, bench, step, rank, key, reference in tasks:
+            entry = compare_run(npu, bench, out_dir, step, rank, options, key=key, thresholds=thresholds,
+                                reference=reference or None)
             label = RunKey(step, rank).label
             write_atomic(out / ENTRIES / f"{label}.json", dumps_strict(entry))
             labels.append(label)
@@ -185,11 +190,13 @@ def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list
 
 
 def compare_run(npu: str, bench: str, out_dir: str, step: int | None, rank: int | None,
-                options: BatchOptions, *, key: str | None = None, thresholds: Any = None) -> dict[str, Any]:
+                options: BatchOptions, *, key: str | None = None, thresholds: Any = None,
+                reference: str | None = None) -> dict[str, Any]:
     """Compare one run pair, write its result file, return its index entry (never raises bad input).
 
     `key` (`run_key`) is stored in the entry with the result file's size: what a resume checks.
-    `thresholds` are those of `options` when already loaded (or the error loading them raised).
+    `thresholds` are those of `options` when already loaded (or the error loading them raised). `reference` is
+    the reference run of this (step, rank) (`reference_runs`), when the batch has one.
     """
     from graphcmp.core.compare import compare_graphs
     from graphcmp.core.matching.specs import matchers_from_specs
@@ -207,8 +214,11 @@ def compare_run(npu: str, bench: str, out_dir: str, step: int | None, rank: int 
         tensors = tensor_metrics_for(npu_graph, bench_graph) if options.tensors else None
         matchers = matchers_from_specs([*options.rules, "exact", *(["fuzzy"] if options.fuzzy else [])]) \
             if options.rules else None
+        ref_graph = read_graph(reference) if reference else None
+        ref_tensors = tensor_metrics_for(ref_graph, bench_graph) if options.tensors and ref_graph else None
         report = compare_graphs(npu_graph, bench_graph, fuzzy=options.fuzzy, matchers=matchers,
-                                thresholds=thresholds, tensor_metrics=tensors)
+                                thresholds=thresholds, tensor_metrics=tensors, reference=ref_graph,
+                                reference_metrics=ref_tensors)
         result = Path(out_dir) / entry["file"]
         save_report(report, result)
         analysis = report.analysis()
@@ -233,25 +243,46 @@ def options_digest(options: BatchOptions) -> str:
     """
     files = [options.thresholds_file, *(spec.partition("=")[2] for spec in options.rules)]
     h = hashlib.blake2b(digest_size=16)
-    h.update(repr((__version__, options.fuzzy, options.tensors, options.rules, options.thresholds_file)).encode())
+    h.update(repr((__version__, options.fuzzy, options.tensors, options.rules, options.thresholds_file,
+                   options.reference)).encode())
     for name in files:
         if name:
             h.update(_file_digest(Path(name)).encode())
     return h.hexdigest()
 
 
-def run_key(npu: str | os.PathLike[str], bench: str | os.PathLike[str], options: str) -> str:
-    """Digest of a run: both paths, every file under them (name, size, mtime in ns, inode) and `options`.
+def run_key(npu: str | os.PathLike[str], bench: str | os.PathLike[str], options: str,
+            reference: str | os.PathLike[str] | None = None) -> str:
+    """Digest of a run: both paths (and its `reference` run's), every file under them (name, size, mtime in ns,
+    inode) and `options`.
 
     Writing a file changes its mtime (and usually its size); replacing it changes its inode: a run
     made from other inputs gets another key. Statting is cheap (no file is read): about 1 µs a file.
     """
     h = hashlib.blake2b(options.encode(), digest_size=16)
-    for side in (npu, bench):
+    for side in (npu, bench, *([reference] if reference else [])):
         h.update(os.fsencode(side) + b"\0")
         for name, st in _stamps(Path(side)):
             h.update(os.fsencode(name) + f"\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n".encode())
     return h.hexdigest()
+
+
+def reference_runs(root: str | os.PathLike[str], pairs: dict[RunKey, Any]) -> dict[RunKey, str]:
+    """The run of a reference job for each (step, rank) of `pairs` (a job of one run serves a batch of one).
+
+    Raises
+    ------
+    DumpFormatError
+        If the reference job lacks a run the batch compares: its noise could not be measured there.
+    """
+    runs = discover_runs(root)
+    if len(runs) == 1 and len(pairs) == 1:
+        return {next(iter(pairs)): str(next(iter(runs.values())))}
+    missing = [key.label for key in pairs if key not in runs]
+    if missing:
+        raise DumpFormatError(f"{root}: the reference job has no run for {', '.join(missing[:5])}"
+                              f"{' ...' if len(missing) > 5 else ''} (it needs the layout of the npu job)")
+    return {key: str(runs[key]) for key in pairs}
 
 
 def _stamps(path: Path) -> Iterator[tuple[str, os.stat_result]]:
@@ -342,7 +373,7 @@ def _index(out: Path, pairs: dict[RunKey, Any], only_npu: list[RunKey], only_ben
         "tool": {"name": "graphcmp", "version": __version__},
         "inputs": {"npu": str(npu_root), "bench": str(bench_root)},
         "options": {"fuzzy": options.fuzzy, "thresholds_file": options.thresholds_file, "tensors": options.tensors,
-                    "rules": list(options.rules)},
+                    "rules": list(options.rules), **({"reference": options.reference} if options.reference else {})},
         "missing": {"npu_only": [k.label for k in only_npu], "bench_only": [k.label for k in only_bench]},
         "runs": entries,
         "analysis": sanitize_floats(job_analysis(entries)),
