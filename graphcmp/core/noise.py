@@ -36,7 +36,8 @@ numbers, in the order they are computed (docs/noise.md works one case through by
    so an output that differs while the local inputs agree is an origin on this rank, reached from
    another (core/distributed/crossrank.py follows it back to the rank it came from).
    The noise the model allows at a call's output is ``G * (in + u sqrt(n) + l)`` and its **margin**
-   is ``out`` over that.
+   is ``out`` over that. With a reference run at the npu run's precision (``compare --reference``,
+   core/reference.py), ``G`` of each call the reference has is measured there instead (`_measured_limits`).
 5. **Origins**: a compared leaf whose margin exceeds ``NoiseRule.origin_margin``; or one with an
    input no matched earlier call produced (a weight, data, an argument, or the output of a call the
    bench run does not have) that differs by more than that margin over its own noise: the coarsest
@@ -537,7 +538,7 @@ def _measured_limits(growth_limit: np.ndarray, calibrated: np.ndarray, bound: np
     At a `calibrated` leaf the reference measured (``g_ref``), the limit is ``max(1, g_ref)`` instead of the run's
     percentile: the reference's own output error at that call scaled to the npu run's input error, at least one
     rounding. It stays within `bound`, what the precision can explain: a reference that departs from the bench
-    run by more than rounding (a bug of its own) measures no noise.
+    run by more than rounding (a bug of its own) measures no more noise than the precision can make.
     """
     measured = np.zeros(len(growth_limit), bool)
     if reference is None:
