@@ -21,6 +21,7 @@ from graphcmp.core.hierarchy import depths, levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.metrics import by_blocks, is_nonfinite
 from graphcmp.core.noise import NodeRole, NoiseModel, element_count
+from graphcmp.core.overflow import summed_beyond_range
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import (
     STAT_NAMES,
@@ -162,7 +163,7 @@ def _pair_levels(
     use_md5 = ~np.isnan(m["md5_diff"]) & (npu.info.task == "md5")
     level[use_md5] = _rule_levels(thresholds, "md5", m)[use_md5]
     severity[use_md5] = m["md5_diff"][use_md5]
-    nonfinite = _nonfinite_pairs(nt, bt, pairs)
+    nonfinite = _nonfinite_pairs(npu, bench, pairs)
     notes = _pair_notes(nt, bt, pairs, nonfinite, expected_dtypes)
     level[nonfinite] = ERROR
     for k, note in notes.items():
@@ -171,8 +172,14 @@ def _pair_levels(
     return level, severity, notes
 
 
-def _nonfinite_pairs(nt: TensorTable, bt: TensorTable, pairs: TensorPairs) -> np.ndarray:
-    """Pairs with an inf/NaN statistic on one side (inf/NaN both runs hold at the same statistic agree)."""
+def _nonfinite_pairs(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs) -> np.ndarray:
+    """Pairs with an inf/NaN statistic on one side (inf/NaN both runs hold at the same statistic agree). A float16
+    Mean or Norm summed beyond the dtype's range while Max and Min are finite (`summed_beyond_range`) is no overflow
+    of the tensor: that statistic is not recorded."""
+    nt, bt = npu.tensors, bench.tensors
+    npu_present = nt.present & ~summed_beyond_range(npu)
+    bench_present = bt.present & ~summed_beyond_range(bench)
+
     def nonfinite(i: np.ndarray, j: np.ndarray) -> np.ndarray:
         a, b = nt.stats[i], bt.stats[j]
         finite = np.isfinite(a)
@@ -180,7 +187,7 @@ def _nonfinite_pairs(nt: TensorTable, bt: TensorTable, pairs: TensorPairs) -> np
         if finite.all():  # the usual block: nothing to look at
             return np.zeros(len(i), bool)
         held_by_both = (a == b) | (np.isnan(a) & np.isnan(b))
-        return is_nonfinite(a, nt.present[i] & ~held_by_both) | is_nonfinite(b, bt.present[j] & ~held_by_both)
+        return is_nonfinite(a, npu_present[i] & ~held_by_both) | is_nonfinite(b, bench_present[j] & ~held_by_both)
 
     return by_blocks(nonfinite, pairs.npu, pairs.bench)
 
@@ -188,7 +195,7 @@ def _nonfinite_pairs(nt: TensorTable, bt: TensorTable, pairs: TensorPairs) -> np
 def pair_notes(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, expected_dtypes: bool = False) -> dict[int, str]:
     """The notes `judge` gives tensor pairs, by pair index: an overflow, a shape or layout change, a precision
     change (left out when `expected_dtypes`: a mixed-precision comparison)."""
-    return _pair_notes(npu.tensors, bench.tensors, pairs, _nonfinite_pairs(npu.tensors, bench.tensors, pairs),
+    return _pair_notes(npu.tensors, bench.tensors, pairs, _nonfinite_pairs(npu, bench, pairs),
                        expected_dtypes)
 
 
