@@ -24,7 +24,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("graphcmp._version", "graphcmp.samples", "graphcmp.core", "graphcmp.core.errors", "graphcmp.core.inputs",
               "graphcmp.core.dtypes", "graphcmp.core.jsonio", "graphcmp.core.outputs", "graphcmp.core.export",
               "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics",
-              "graphcmp.core.npzio", "graphcmp.core.forking", "graphcmp.core.texts")),
+              "graphcmp.core.npzio", "graphcmp.core.forking", "graphcmp.core.texts",
+              "graphcmp.core.overflow_status")),
     ("records", ("graphcmp.core.records", "graphcmp.core.rules", "graphcmp.core.shards")),
     ("hierarchy", ("graphcmp.core.hierarchy", "graphcmp.core.dataflow")),
     ("readers", ("graphcmp.core.readers", "graphcmp.core.readers.*", "graphcmp.core.mapping_files",
@@ -52,6 +53,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.cli.compare", "graphcmp.core.report"): "40 ms: with core.compare, while the bench run is read",
     ("graphcmp.cli.compare", "graphcmp.core.tensorcmp"): "0.2 ms, loaded with core.compare while the bench run is read",
     ("graphcmp.cli.build", "graphcmp.core.report"): "35 ms before every other command",
+    ("graphcmp.cli.compare", "graphcmp.core.readers.ascend_golden"):
+        "30-45 ms (the raw dump header's protobuf gencode): only an Ascend dump against golden data",
     ("graphcmp.cli.demo", "graphcmp.core.compare"): "45 ms before every other command",
     ("graphcmp.cli.demo", "graphcmp.core.report"): "40 ms before every other command",
     ("graphcmp.cli.diverge", "graphcmp.core.compare"): "45 ms before every other command",
@@ -87,6 +90,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.core.readers.detect", "*"): "29 ms for GE's protobuf gencode: each reader loads for its format",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensor_metrics"): "0.5 ms, with tensorio: tensor tasks only",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensorio"): "8 ms per comparison: tensor-task comparisons only",
+    ("graphcmp.core.tensorio", "graphcmp.core.readers.ascend_file"):
+        "30-45 ms (protobuf gencode): only tensors inside Ascend raw dump files",
     # parallel jobs: `graphcmp compare` of two job roots, and `graphcmp consistency`
     ("graphcmp.cli.merged", "graphcmp.core.distributed.topology"): "6 ms before every other command",
     ("graphcmp.cli.merged", "graphcmp.core.distributed.merge"): "17 ms before every other command",

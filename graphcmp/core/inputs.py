@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import zlib
 from collections.abc import Iterator
@@ -34,7 +35,11 @@ __all__ = [
     "read_input",
     "regular_file",
     "special_entries",
+    "split_tensor_part",
 ]
+
+_PART = re.compile(r"^(?P<file>.+)#(?P<role>input|output)\.(?P<index>\d+)$")
+"""A tensor inside a file that holds several (an Ascend raw dump file): ``{file}#{input|output}.{index}``."""
 
 INFLATE_RATIO_LIMIT = 100
 """Most a compressed input may inflate, as a multiple of its compressed size (see the module notes)."""
@@ -214,3 +219,15 @@ def _inflated(f: BinaryIO, source: str, size: int, limit: int | None) -> Iterato
         yield out
     if not decoder.eof and limit is None:
         raise DumpFormatError(f"{source}: the gzip file ends early (truncated)")
+
+
+def split_tensor_part(name: str) -> tuple[str, tuple[str, int] | None]:
+    """(file, (role, index)) of a reference to one tensor of a raw dump file, (name, None) for a whole file.
+
+    >>> split_tensor_part("Conv2D.conv.7.0.1741#output.0"), split_tensor_part("a.npy")
+    (('Conv2D.conv.7.0.1741', ('output', 0)), ('a.npy', None))
+    """
+    m = _PART.match(name)
+    if m is None:
+        return name, None
+    return m["file"], (m["role"], int(m["index"]))

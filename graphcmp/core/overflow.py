@@ -20,6 +20,7 @@ from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.jsonio import read_json
 from graphcmp.core.metrics import by_blocks, is_nonfinite, rows_max
+from graphcmp.core.overflow_status import STATUS_BITS, decode_overflow_status
 from graphcmp.core.records import DumpGraph, is_output, string_codes
 
 __all__ = [
@@ -49,15 +50,7 @@ EXPLODE_RATIO = 1e4
 EXPLODE_MIN = 1e4
 DTYPE_LIMITS = {"float16": 65504.0, "bfloat16": 3.3895e38}
 
-STATUS_BITS = {
-    0x08: "min-negative sign flip",
-    0x10: "integer add/sub/mul overflow",
-    0x20: "float overflow",
-    0x80: "negative float converted to unsigned",
-    0x100: "FP32 to FP16 or int32 to FP16 overflow",
-    0x400: "cube accumulation overflow",
-}
-"""Status bits of GE/AI Core overflow debug records."""
+
 
 
 def overflow_levels(graph: DumpGraph) -> np.ndarray:
@@ -102,21 +95,6 @@ def _overflow_rows(stats: np.ndarray, present: np.ndarray, limits: np.ndarray) -
     with np.errstate(invalid="ignore"):
         at_limit = (high >= limits) | (low >= limits)
     return is_nonfinite(stats, present) | at_limit, rows_max(extent)
-
-
-def decode_overflow_status(status: int) -> tuple[str, ...]:
-    """Words for the bits of a GE overflow status.
-
-    >>> decode_overflow_status(0x20 | 0x100)
-    ('float overflow', 'FP32 to FP16 or int32 to FP16 overflow')
-    >>> decode_overflow_status(0)
-    ()
-    """
-    words = [name for bit, name in STATUS_BITS.items() if status & bit]
-    unknown = status & ~sum(STATUS_BITS)
-    if unknown:
-        words.append(f"unknown bits 0x{unknown:x}")
-    return tuple(words)
 
 
 def read_overflow_records(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:

@@ -31,9 +31,10 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.inputs import INFLATE_RATIO_LIMIT, open_regular, regular_file
+from graphcmp.core.inputs import INFLATE_RATIO_LIMIT, open_regular, regular_file, split_tensor_part
 
 __all__ = ["TENSOR_SUFFIXES", "is_tensor_file", "parse_pt", "read_tensor"]
+
 
 TENSOR_SUFFIXES = (".npy", ".pt")
 """File suffixes ``read_tensor`` can read, lower case."""
@@ -141,6 +142,11 @@ def read_tensor(path: str | os.PathLike[str]) -> np.ndarray:
            [3., 4., 5.]], dtype=float32)
     """
     name = os.fspath(path)
+    file, part = split_tensor_part(name)
+    if part is not None:
+        from graphcmp.core.readers.ascend_file import read_dump_tensor  # see tests/test_layers.py: LAZY_IMPORTS
+
+        return read_dump_tensor(file, part[0], part[1])
     suffix = os.path.splitext(name)[1].lower()
     if suffix == ".npy":
         return _read_npy(name)

@@ -18,6 +18,8 @@ VIS_SUFFIXES = (".vis", ".vis.gz", ".vis.db", ".vis.db.gz")
 FORMATS: dict[str, tuple[str, str, str]] = {
     "msprobe": ("msprobe", "sniff", "read_msprobe"),
     "mindspore_dump": ("mindspore_dump", "sniff", "read_mindspore_dump"),
+    "ascend_dump": ("ascend_dump", "sniff", "read_ascend_dump"),
+    "ascend_golden": ("ascend_golden", "sniff", "read_golden"),
     "ge": ("ge", "sniff", "read_ge"),
     "mindspore_ir": ("mindspore_ir", "sniff", "read_mindspore_ir"),
 }
