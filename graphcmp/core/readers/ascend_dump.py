@@ -248,7 +248,9 @@ def _step_and_rank(folder: Path) -> tuple[int | None, int | None]:
     parts = folder.resolve().parts
     step = int(parts[-1]) if parts[-1].isdigit() else None
     rank = None
-    if (len(parts) >= 5 and _TIME_DIR.match(parts[-5]) and parts[-4].isdigit()) or (len(parts) >= 4 and parts[-3].endswith(f"_graph_{parts[-2]}") and parts[-4].isdigit()):
+    ge = len(parts) >= 5 and _TIME_DIR.match(parts[-5]) is not None
+    mindspore = len(parts) >= 4 and parts[-3].endswith(f"_graph_{parts[-2]}")
+    if (ge or mindspore) and parts[-4].isdigit():
         rank = int(parts[-4])
     return step, rank
 
