@@ -26,6 +26,8 @@ from functools import lru_cache
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from graphcmp.core.ascend_dtypes import decode, itemsize_bits
+from graphcmp.core.device_formats import DeviceFormatError, to_original
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.readers.proto_gen import dump_data_pb2
@@ -332,7 +334,8 @@ def tensor_array(raw: np.ndarray, desc: TensorDesc, *, source: str = "<bytes>") 
 
 def to_host(array: np.ndarray, desc: TensorDesc) -> np.ndarray:
     """`array` (device shape) in the host layout of `desc`: reshaped for host formats, converted back for device
-    formats by `graphcmp.core.device_formats`; unchanged when the header records no original shape."""
+    formats by `graphcmp.core.device_formats`; unchanged when the header records no original shape or the format
+    has no inverse (FRACTAL_ZN_LSTM, group convolutions ...: the shape check of the comparison then names it)."""
     fmt = format_name(desc.format)
     target = desc.original_shape
     if fmt in HOST_FORMATS or not target:
@@ -340,10 +343,9 @@ def to_host(array: np.ndarray, desc: TensorDesc) -> np.ndarray:
             return array.reshape(target)
         return array
     try:
-        from graphcmp.core import device_formats  # see tests/test_layers.py: LAZY_IMPORTS
-    except ImportError:  # pragma: no cover - until the device formats land
+        return to_original(array, fmt, array.shape, target)
+    except DeviceFormatError:
         return array
-    return device_formats.to_original(array, fmt, array.shape, target)
 
 
 def _decode(raw: np.ndarray, desc: TensorDesc, source: str) -> np.ndarray:
@@ -352,13 +354,9 @@ def _decode(raw: np.ndarray, desc: TensorDesc, source: str) -> np.ndarray:
     if name in _NUMPY:
         code = np.dtype(_NUMPY[name])
         return raw[: raw.size - raw.size % code.itemsize].view(code)
+    if count < 0:
+        count = raw.size * 8 // itemsize_bits(desc.dtype)
     try:
-        from graphcmp.core import ascend_dtypes  # see tests/test_layers.py: LAZY_IMPORTS
-    except ImportError:  # pragma: no cover - until the dtype decoders land
-        ascend_dtypes = None
-    if ascend_dtypes is not None and count >= 0:
-        return ascend_dtypes.decode(raw, desc.dtype, count)
-    if name == "bfloat16":
-        bits = raw[: raw.size - raw.size % 2].view("<u2")
-        return (bits.astype("<u4") << 16).view("<f4")
-    raise DumpFormatError(f"{source}: {desc.role} {desc.index} has dtype {name}, which graphcmp cannot decode yet")
+        return decode(raw, desc.dtype, count)
+    except DumpFormatError as err:
+        raise DumpFormatError(f"{source}: {desc.role} {desc.index}: {err}") from err

@@ -1,0 +1,295 @@
+"""Element types of Ascend raw dump tensors: the ``data_type`` codes of ``dump_data.proto`` decoded from raw bytes.
+
+A raw dump file (``toolkit.dumpdata.DumpData``, docs of the format: ``ASCEND_RAW_DUMP.md``) gives each tensor an
+``OutputDataType`` code and its bytes, little-endian. `decode` turns such bytes into a numpy array: a view of the
+buffer where numpy has the type (fp16, fp32, the integers ...), otherwise a new array of the nearest numpy type
+(bf16 and the 8-bit floats as float32, packed int4 as int8, uint1 as uint8). The tables here are data: the codes
+and their names (`DATA_TYPE_NAMES`, `DATA_TYPE_CODES`) and how each code is stored (`ENCODINGS`).
+
+Codes 0-31 are the enum of CANN 8.1.RC1's ``dump_data.proto``; 32-40 are the later additions msprobe's msaccucmp
+knows (``DT_COMPLEX32`` ... ``DT_FLOAT4_E1M2``). Sources of the encodings:
+
+* bf16: the high half of a float32 (shifted into place, exact);
+* fp8 e4m3fn / e5m2: the OCP 8-bit floating point formats (e4m3fn: bias 7, no infinity, S.1111.111 is NaN,
+  largest 448; e5m2: bias 15, IEEE infinities and NaNs); e8m0: the OCP MX scale, 2**(bits - 127), 0xFF NaN;
+* hifloat8: "Ascend HiFloat8 Format for Deep Learning" (arXiv 2409.16626): a sign, a prefix-coded "dot" field
+  (11, 10, 01, 001, 0001 give 4, 3, 2, 1, 0 exponent bits), the exponent in sign-magnitude with an implicit leading
+  one, the rest mantissa; dot 0000 holds denormals 2**(m - 23); 0x00 zero, 0x80 NaN, 0x6F/0xEF +-infinity;
+* int4 (and fp4 e2m1): two per byte, the low nibble first (msprobe's ``TransInt4ToInt8``), int4 sign-extended;
+* uint1: eight per byte, read with ``numpy.unpackbits``, most significant bit first, as msaccucmp reads them.
+
+Codes without numbers (strings, resources, variants, dual outputs) and those whose packing no source pins down
+(int2, uint2, fp6, fp4 e1m2) raise `DataTypeError`, as an unknown code does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from graphcmp.core.errors import DumpFormatError
+
+__all__ = [
+    "DATA_TYPE_CODES",
+    "DATA_TYPE_NAMES",
+    "ENCODINGS",
+    "DataTypeError",
+    "Encoding",
+    "data_type_code",
+    "decode",
+    "encoding_of",
+    "itemsize_bits",
+    "nbytes_of",
+]
+
+
+class DataTypeError(DumpFormatError):
+    """A tensor's ``data_type`` code is unknown, has no numeric decoding, or its bytes are too few for its count."""
+
+
+DATA_TYPE_NAMES: Mapping[int, str] = MappingProxyType({
+    0: "DT_UNDEFINED", 1: "DT_FLOAT", 2: "DT_FLOAT16", 3: "DT_INT8", 4: "DT_UINT8", 5: "DT_INT16", 6: "DT_UINT16",
+    7: "DT_INT32", 8: "DT_INT64", 9: "DT_UINT32", 10: "DT_UINT64", 11: "DT_BOOL", 12: "DT_DOUBLE", 13: "DT_STRING",
+    14: "DT_DUAL_SUB_INT8", 15: "DT_DUAL_SUB_UINT8", 16: "DT_COMPLEX64", 17: "DT_COMPLEX128", 18: "DT_QINT8",
+    19: "DT_QINT16", 20: "DT_QINT32", 21: "DT_QUINT8", 22: "DT_QUINT16", 23: "DT_RESOURCE", 24: "DT_STRING_REF",
+    25: "DT_DUAL", 26: "DT_VARIANT", 27: "DT_BF16", 28: "DT_INT4", 29: "DT_UINT1", 30: "DT_INT2", 31: "DT_UINT2",
+    32: "DT_COMPLEX32", 33: "DT_HIFLOAT8", 34: "DT_FLOAT8_E5M2", 35: "DT_FLOAT8_E4M3FN", 36: "DT_FLOAT8_E8M0",
+    37: "DT_FLOAT6_E3M2", 38: "DT_FLOAT6_E2M3", 39: "DT_FLOAT4_E2M1", 40: "DT_FLOAT4_E1M2",
+})
+"""``OutputDataType`` code -> its name in ``dump_data.proto`` (32-40: msprobe's later codes)."""
+
+DATA_TYPE_CODES: Mapping[str, int] = MappingProxyType({name: code for code, name in DATA_TYPE_NAMES.items()})
+"""Name (``DT_FLOAT16``) -> ``OutputDataType`` code."""
+
+
+# --- lookup tables of the 8-bit and 4-bit floats, built once from the definitions ---------------------------------
+
+def _minifloat(code: int, exp_bits: int, man_bits: int, bias: int, special: str) -> float:
+    """The value of one `code` of a small float with a sign bit; `special` says what the all-ones exponent means:
+    "ieee" (infinity or NaN), "fn" (only all-ones mantissa is NaN) or "none" (a normal number)."""
+    sign = -1.0 if code >> (exp_bits + man_bits) & 1 else 1.0
+    exponent = code >> man_bits & ((1 << exp_bits) - 1)
+    mantissa = code & ((1 << man_bits) - 1)
+    top = (1 << exp_bits) - 1
+    if special == "ieee" and exponent == top:
+        return sign * np.inf if mantissa == 0 else np.nan
+    if special == "fn" and exponent == top and mantissa == (1 << man_bits) - 1:
+        return np.nan
+    if exponent == 0:
+        return sign * mantissa / (1 << man_bits) * 2.0 ** (1 - bias)
+    return sign * (1 + mantissa / (1 << man_bits)) * 2.0 ** (exponent - bias)
+
+
+def _hifloat8(code: int) -> float:
+    """The value of one HiFloat8 `code` (arXiv 2409.16626, see the module docstring)."""
+    if code == 0x80:
+        return np.nan
+    sign = -1.0 if code & 0x80 else 1.0
+    rest = code & 0x7F
+    if rest == 0x6F:
+        return sign * np.inf
+    if rest >> 5:                        # dot 11, 10, 01: 4, 3, 2 exponent bits
+        exp_bits, field_bits = {0b11: 4, 0b10: 3, 0b01: 2}[rest >> 5], 5
+    elif rest >> 4:                      # dot 001: 1 exponent bit
+        exp_bits, field_bits = 1, 4
+    elif rest >> 3:                      # dot 0001: exponent 0
+        return sign * (1 + (rest & 0x07) / 8)
+    else:                                # dot 0000: denormal 2**(m - 23), m = 0 is zero
+        return sign * 2.0 ** ((rest & 0x07) - 23) if rest & 0x07 else 0.0 * sign
+    field = rest & ((1 << field_bits) - 1)
+    man_bits = field_bits - exp_bits
+    exp_field = field >> man_bits
+    magnitude = (1 << (exp_bits - 1)) + (exp_field & ((1 << (exp_bits - 1)) - 1))
+    exponent = -magnitude if exp_field >> (exp_bits - 1) else magnitude
+    return sign * (1 + (field & ((1 << man_bits) - 1)) / (1 << man_bits)) * 2.0 ** exponent
+
+
+def _table(value: Callable[[int], float], size: int) -> np.ndarray:
+    table = np.array([value(code) for code in range(size)], np.float32)
+    table.flags.writeable = False
+    return table
+
+
+_E4M3FN = _table(partial(_minifloat, exp_bits=4, man_bits=3, bias=7, special="fn"), 256)
+_E5M2 = _table(partial(_minifloat, exp_bits=5, man_bits=2, bias=15, special="ieee"), 256)
+_E8M0 = _table(lambda code: np.nan if code == 0xFF else 2.0 ** (code - 127), 256)
+_HIF8 = _table(_hifloat8, 256)
+_E2M1 = _table(partial(_minifloat, exp_bits=2, man_bits=1, bias=1, special="none"), 16)
+
+
+# --- decoders: (buffer, count) -> array -----------------------------------------------------------------------------
+
+def _view(dtype: str, buffer: Any, count: int) -> np.ndarray:
+    return np.frombuffer(buffer, dtype, count=count)
+
+
+def _bf16(buffer: Any, count: int) -> np.ndarray:
+    halves = np.frombuffer(buffer, "<u2", count=count)
+    return (halves.astype(np.uint32) << 16).view(np.float32)
+
+
+def _lookup(table: np.ndarray, buffer: Any, count: int) -> np.ndarray:
+    return table[np.frombuffer(buffer, np.uint8, count=count)]
+
+
+def _nibbles(buffer: Any, count: int) -> np.ndarray:
+    """The 4-bit fields of `buffer` as uint8, the low nibble of each byte first."""
+    packed = np.frombuffer(buffer, np.uint8, count=(count + 1) // 2)
+    out = np.empty(2 * packed.size, np.uint8)
+    out[0::2] = packed & 0x0F
+    out[1::2] = packed >> 4
+    return out[:count]
+
+
+def _int4(buffer: Any, count: int) -> np.ndarray:
+    return ((_nibbles(buffer, count) ^ 0x08).view(np.int8) - 8).astype(np.int8, copy=False)
+
+
+def _fp4(table: np.ndarray, buffer: Any, count: int) -> np.ndarray:
+    return table[_nibbles(buffer, count)]
+
+
+def _uint1(buffer: Any, count: int) -> np.ndarray:
+    return np.unpackbits(np.frombuffer(buffer, np.uint8, count=(count + 7) // 8), count=count)
+
+
+def _complex32(buffer: Any, count: int) -> np.ndarray:
+    parts = np.frombuffer(buffer, "<f2", count=2 * count).astype(np.float32)
+    return parts.view(np.complex64)
+
+
+@dataclass(frozen=True, slots=True)
+class Encoding:
+    """How one ``data_type`` is stored: `bits` per element in the file, the numpy type `decode` returns
+    (`result`), and the decoder ``(buffer, count) -> array``; `view` when that array is a view of the buffer."""
+
+    bits: int
+    result: np.dtype
+    decoder: Callable[[Any, int], np.ndarray]
+    view: bool
+
+
+def _plain(dtype: str) -> Encoding:
+    numpy_type = np.dtype(dtype)
+    return Encoding(numpy_type.itemsize * 8, numpy_type.newbyteorder("="), partial(_view, dtype), True)
+
+
+ENCODINGS: Mapping[int, Encoding] = MappingProxyType({
+    1: _plain("<f4"), 2: _plain("<f2"), 3: _plain("i1"), 4: _plain("u1"), 5: _plain("<i2"), 6: _plain("<u2"),
+    7: _plain("<i4"), 8: _plain("<i8"), 9: _plain("<u4"), 10: _plain("<u8"), 11: _plain("?"), 12: _plain("<f8"),
+    16: _plain("<c8"), 17: _plain("<c16"),
+    # quantized integers are stored as the integers they are; a resource is a 64-bit handle (as msaccucmp reads it)
+    18: _plain("i1"), 19: _plain("<i2"), 20: _plain("<i4"), 21: _plain("u1"), 22: _plain("<u2"), 23: _plain("<i8"),
+    27: Encoding(16, np.dtype(np.float32), _bf16, False),
+    28: Encoding(4, np.dtype(np.int8), _int4, False),
+    29: Encoding(1, np.dtype(np.uint8), _uint1, False),
+    32: Encoding(32, np.dtype(np.complex64), _complex32, False),
+    33: Encoding(8, np.dtype(np.float32), partial(_lookup, _HIF8), False),
+    34: Encoding(8, np.dtype(np.float32), partial(_lookup, _E5M2), False),
+    35: Encoding(8, np.dtype(np.float32), partial(_lookup, _E4M3FN), False),
+    36: Encoding(8, np.dtype(np.float32), partial(_lookup, _E8M0), False),
+    39: Encoding(4, np.dtype(np.float32), partial(_fp4, _E2M1), False),
+})
+"""``OutputDataType`` code -> its `Encoding`, for every code graphcmp can decode."""
+
+
+def data_type_code(name: str) -> int:
+    """The ``OutputDataType`` code of `name`, with or without the ``DT_`` prefix, any case.
+
+    >>> data_type_code("DT_FLOAT16"), data_type_code("bf16")
+    (2, 27)
+    """
+    key = name.strip().upper()
+    code = DATA_TYPE_CODES.get(key, DATA_TYPE_CODES.get(f"DT_{key}"))
+    if code is None:
+        raise DataTypeError(f"unknown data type {name!r}: expected one of {', '.join(DATA_TYPE_CODES)}")
+    return code
+
+
+def _name(data_type: int) -> str:
+    return DATA_TYPE_NAMES.get(data_type, f"data_type {data_type}")
+
+
+def encoding_of(data_type: int) -> Encoding:
+    """The `Encoding` of `data_type`.
+
+    Raises
+    ------
+    DataTypeError
+        If the code is unknown or its values have no numeric decoding (strings, resources, int2 ...).
+
+    >>> encoding_of(27).bits, encoding_of(27).result
+    (16, dtype('float32'))
+    """
+    encoding = ENCODINGS.get(int(data_type))
+    if encoding is None:
+        what = "unknown data_type" if data_type not in DATA_TYPE_NAMES else "no numeric decoding for"
+        raise DataTypeError(f"{what} {_name(data_type)} (code {int(data_type)}): graphcmp decodes "
+                            + ", ".join(DATA_TYPE_NAMES[code] for code in ENCODINGS))
+    return encoding
+
+
+def itemsize_bits(data_type: int) -> int:
+    """Bits one element of `data_type` takes in a dump file (4 for int4, 1 for uint1).
+
+    >>> itemsize_bits(2), itemsize_bits(28), itemsize_bits(29)
+    (16, 4, 1)
+    """
+    return encoding_of(data_type).bits
+
+
+def nbytes_of(data_type: int, count: int) -> int:
+    """Bytes `count` elements of `data_type` take (packed types round up to a whole byte).
+
+    >>> nbytes_of(28, 5), nbytes_of(1, 3)
+    (3, 12)
+    """
+    return (itemsize_bits(data_type) * int(count) + 7) // 8
+
+
+def decode(buffer: Any, data_type: int, count: int) -> np.ndarray:
+    """The first `count` elements of `buffer` (little-endian bytes of `data_type`) as a 1-D numpy array.
+
+    Parameters
+    ----------
+    buffer : bytes, memoryview, mmap or uint8 array
+        The tensor's bytes; more than `count` elements need is fine (the rest is ignored).
+    data_type : int
+        The ``OutputDataType`` code (`DATA_TYPE_NAMES`).
+    count : int
+        Number of elements (the product of the tensor's device shape).
+
+    Returns
+    -------
+    numpy.ndarray
+        A read-only view of `buffer` when numpy has the type (``Encoding.view``), else a new array: bf16, fp8,
+        hifloat8 and fp4 as float32, int4 as int8, uint1 as uint8 (0 or 1), complex32 as complex64.
+
+    Raises
+    ------
+    DataTypeError
+        If the code cannot be decoded, or `buffer` holds fewer bytes than `count` elements need.
+
+    Examples
+    --------
+    >>> decode(bytes([0x80, 0x3F]), 27, 1)
+    array([1.], dtype=float32)
+    >>> decode(bytes([0x7E]), 35, 1), decode(bytes([0x7C]), 34, 1)
+    (array([448.], dtype=float32), array([inf], dtype=float32))
+    >>> decode(bytes([0x9F]), 28, 2)
+    array([-1, -7], dtype=int8)
+    """
+    encoding = encoding_of(data_type)
+    count = int(count)
+    if count < 0:
+        raise DataTypeError(f"{_name(data_type)}: negative element count {count}")
+    available = memoryview(buffer).nbytes
+    needed = (encoding.bits * count + 7) // 8
+    if available < needed:
+        raise DataTypeError(f"{_name(data_type)}: {count} elements need {needed} bytes, the tensor holds {available}")
+    return encoding.decoder(buffer, count)
