@@ -30,7 +30,7 @@ import numpy as np
 from graphcmp.core.dataflow import communication_calls
 from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.noise import LIBRARY_ERROR, NoiseModel, Precision, unit_roundoff
-from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel
+from graphcmp.core.overflow import OVERFLOW_ATTR, OVERFLOW_NAMES, OverflowLevel
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role
 from graphcmp.core.shards import attribute_rank
 
@@ -192,7 +192,9 @@ def _cause(report: CompareReport, row: int) -> tuple[str, tuple[str, ...]]:
     output = f"output error {noise.output_error[row]:.3g} ({report.verdicts.reason[row] or 'see metrics'})"
     level = int(report.overflow_levels()[row])
     if level >= OverflowLevel.HIGH:
-        return "overflow", (output, f"overflow level {OVERFLOW_NAMES[level]}")
+        attrs = dict(report.npu.nodes.attrs[row]) if report.npu.nodes.attrs else {}
+        record = (f"the device's overflow record: {attrs[OVERFLOW_ATTR]}",) if OVERFLOW_ATTR in attrs else ()
+        return "overflow", (output, f"overflow level {OVERFLOW_NAMES[level]}", *record)
     if noise.shape_changed[row]:
         return "shape change", (output, "an output's shape differs between the runs")
     fresh = _fresh_cause(report, row)

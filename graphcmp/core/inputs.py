@@ -38,8 +38,8 @@ __all__ = [
     "split_tensor_part",
 ]
 
-_PART = re.compile(r"^(?P<file>.+)#(?P<role>input|output)\.(?P<index>\d+)$")
-"""A tensor inside a file that holds several (an Ascend raw dump file): ``{file}#{input|output}.{index}``."""
+_PART = re.compile(r"^(?P<file>.+)#(?P<part>(?:input|output)\.\d+|shape=[\d,]*)$")
+"""A reference to one tensor of a file: see `split_tensor_part`."""
 
 INFLATE_RATIO_LIMIT = 100
 """Most a compressed input may inflate, as a multiple of its compressed size (see the module notes)."""
@@ -221,13 +221,15 @@ def _inflated(f: BinaryIO, source: str, size: int, limit: int | None) -> Iterato
         raise DumpFormatError(f"{source}: the gzip file ends early (truncated)")
 
 
-def split_tensor_part(name: str) -> tuple[str, tuple[str, int] | None]:
-    """(file, (role, index)) of a reference to one tensor of a raw dump file, (name, None) for a whole file.
+def split_tensor_part(name: str) -> tuple[str, str]:
+    """(file, part) of a tensor reference: ``{file}#{input|output}.{index}`` names one tensor of a file holding
+    several (an Ascend raw dump file), ``{file}#shape={d0},{d1}`` a tensor file read as another shape of as many
+    elements (a golden tensor where the NPU graph dropped a reshape); part is "" for a whole file.
 
-    >>> split_tensor_part("Conv2D.conv.7.0.1741#output.0"), split_tensor_part("a.npy")
-    (('Conv2D.conv.7.0.1741', ('output', 0)), ('a.npy', None))
+    >>> split_tensor_part("Conv2D.conv.7.0.1741#output.0"), split_tensor_part("a.npy#shape=1,32")
+    (('Conv2D.conv.7.0.1741', 'output.0'), ('a.npy', 'shape=1,32'))
+    >>> split_tensor_part("a.npy")
+    ('a.npy', '')
     """
     m = _PART.match(name)
-    if m is None:
-        return name, None
-    return m["file"], (m["role"], int(m["index"]))
+    return (m["file"], m["part"]) if m else (name, "")

@@ -26,12 +26,14 @@ from graphcmp.core.records import DumpGraph, is_output, string_codes
 __all__ = [
     "EXPLODE_MIN",
     "EXPLODE_RATIO",
+    "OVERFLOW_ATTR",
     "OVERFLOW_NAMES",
     "STATUS_BITS",
     "OverflowLevel",
     "decode_overflow_status",
     "overflow_levels",
     "read_overflow_records",
+    "recorded_overflow",
 ]
 
 
@@ -48,6 +50,8 @@ class OverflowLevel(enum.IntEnum):
 OVERFLOW_NAMES = {level: level.name.lower() for level in OverflowLevel}
 EXPLODE_RATIO = 1e4
 EXPLODE_MIN = 1e4
+OVERFLOW_ATTR = "overflow"
+"""Node attribute holding the device's own overflow record (block and status), set by the Ascend dump reader."""
 DTYPE_LIMITS = {"float16": 65504.0, "bfloat16": 3.3895e38}
 
 
@@ -76,8 +80,20 @@ def _overflow_levels(graph: DumpGraph) -> np.ndarray:
     level[in_bad & ~out_bad] = OverflowLevel.MEDIUM
     level[(in_bad & out_bad) | (exploding & ~out_bad)] = OverflowLevel.HIGH
     level[out_bad & ~in_bad] = OverflowLevel.CRITICAL
+    recorded = recorded_overflow(graph)
+    flagged = np.where(in_bad[recorded], OverflowLevel.HIGH, OverflowLevel.CRITICAL)
+    level[recorded] = np.maximum(level[recorded], flagged)
     level.flags.writeable = False
     return level
+
+
+def recorded_overflow(graph: DumpGraph) -> np.ndarray:
+    """Rows of the nodes the device itself flagged as overflowing (node attribute ``overflow``: an Ascend Opdebug
+    record, whatever the values show: a chip in saturation mode clamps instead of writing inf)."""
+    attrs = graph.nodes.attrs
+    if not attrs:
+        return np.zeros(0, np.int64)
+    return np.array([row for row, items in enumerate(attrs) if any(k == OVERFLOW_ATTR for k, _ in items)], np.int64)
 
 
 def _tensor_overflow(graph: DumpGraph) -> tuple[np.ndarray, np.ndarray]:

@@ -40,7 +40,7 @@ def tensor_file(graph: DumpGraph, row: int) -> Path | None:
     if not name:
         return None
     name, part = split_tensor_part(name)
-    suffix = f"#{part[0]}.{part[1]}" if part is not None else ""
+    suffix = f"#{part}" if part else ""
     folder = os.path.normpath(graph.info.path)
     for candidate in (os.path.join(folder, TENSOR_DATA_DIR, name), os.path.join(folder, name)):
         candidate = os.path.normpath(candidate)

@@ -143,16 +143,26 @@ def read_tensor(path: str | os.PathLike[str]) -> np.ndarray:
     """
     name = os.fspath(path)
     file, part = split_tensor_part(name)
-    if part is not None:
+    if part.startswith(("input.", "output.")):
         from graphcmp.core.readers.ascend_file import read_dump_tensor  # see tests/test_layers.py: LAZY_IMPORTS
 
-        return read_dump_tensor(file, part[0], part[1])
+        role, _, index = part.partition(".")
+        return read_dump_tensor(file, role, int(index))
+    if part:
+        return _reshaped(read_tensor(file), part, file)
     suffix = os.path.splitext(name)[1].lower()
     if suffix == ".npy":
         return _read_npy(name)
     if suffix == ".pt":
         return _read_pt(name)
     raise DumpFormatError(f"{name}: cannot read a tensor from a '{suffix}' file; expected .npy or .pt")
+
+
+def _reshaped(array: np.ndarray, part: str, name: str) -> np.ndarray:
+    shape = tuple(int(d) for d in part.removeprefix("shape=").split(",") if d)
+    if math.prod(shape) != array.size:
+        raise DumpFormatError(f"{name}: holds {array.size} values, cannot be read as shape {list(shape)}")
+    return array.reshape(shape)
 
 
 def parse_pt(data: bytes, name: str = "<bytes>") -> np.ndarray:

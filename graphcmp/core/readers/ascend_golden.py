@@ -128,6 +128,7 @@ def read_golden_for(path: str | os.PathLike[str], npu: DumpGraph, rule: FusionRu
     types = {node_id: npu.nodes.op[npu.row(node_id)] for node_id in ops}
     attrs = {node_id: dict(npu.nodes.attrs[npu.row(node_id)]) for node_id in ops} if npu.nodes.attrs else {}
     counts = _tensor_counts(npu)
+    shapes = _npu_shapes(npu)
     rows: list[tuple[str, Role, int, GoldenFile]] = []
     used_ops = []
     for op in ops:
@@ -146,9 +147,15 @@ def read_golden_for(path: str | os.PathLike[str], npu: DumpGraph, rule: FusionRu
     builder = HierarchyBuilder()
     node_attrs = [_golden_attrs(op, rule) for op in used_ops]
     scoped_nodes(builder, used_ops, [types[op] for op in used_ops], node_attrs)
-    _add_tensors(builder, Path(path), rows)
+    _add_tensors(builder, Path(path), rows, shapes)
     info = RunInfo(path=str(path), format="ascend_golden", framework="golden", task="tensor")
     return builder.build(info, group_apis=False)
+
+
+def _npu_shapes(npu: DumpGraph) -> dict[tuple[str, int, str], str]:
+    t = npu.tensors
+    return {(npu.nodes.ids[node], role, slot): shape
+            for node, role, slot, shape in zip(t.node.tolist(), t.role.tolist(), t.slot, t.shape)}
 
 
 def _output_origin(op: str, k: int, rule: FusionRule | None, attrs: Mapping[str, str]) -> tuple[str, int] | None:
@@ -178,19 +185,33 @@ def _tensor_counts(npu: DumpGraph) -> dict[str, tuple[int, int]]:
     return {k: (v[0], v[1]) for k, v in counts.items()}
 
 
-def _add_tensors(builder: HierarchyBuilder, folder: Path, rows: Sequence[tuple[str, Role, int, GoldenFile]]) -> None:
-    stats: dict[str, tuple[np.ndarray, np.ndarray, str, str]] = {}
+def _add_tensors(builder: HierarchyBuilder, folder: Path, rows: Sequence[tuple[str, Role, int, GoldenFile]],
+                 npu_shapes: Mapping[tuple[str, int, str], str] | None = None) -> None:
+    """Tensors of golden files; one whose NPU twin has another shape of as many elements (a reshape the NPU graph
+    dropped, ``Flatten``) is read as that shape (``file#shape=...``), as msaccucmp compares both flattened."""
+    stats: dict[str, tuple[np.ndarray, np.ndarray, str, str, int]] = {}
     for _, _, _, f in rows:
         if f.file not in stats:
             array = _load(folder / f.file)
             s, p = tensor_stats(array)
-            stats[f.file] = (s, p, str(array.dtype), _shape(array.shape))
+            stats[f.file] = (s, p, str(array.dtype), _shape(array.shape), int(array.size))
     n = len(rows)
+    shapes, files = [], []
+    for op, role, k, f in rows:
+        shape, size = stats[f.file][3], stats[f.file][4]
+        wanted = (npu_shapes or {}).get((op, int(role), str(k)), shape)
+        dims = [int(d) for d in re.findall(r"\d+", wanted)]
+        if wanted != shape and int(np.prod(dims, dtype=np.int64)) == size:
+            shapes.append(wanted)
+            files.append(f"{f.file}#shape={','.join(map(str, dims))}")
+        else:
+            shapes.append(shape)
+            files.append(f.file)
     builder.add_tensors([r[0] for r in rows], [int(r[1]) for r in rows], [str(r[2]) for r in rows],
-                        dtype=[stats[r[3].file][2] for r in rows], shape=[stats[r[3].file][3] for r in rows],
+                        dtype=[stats[r[3].file][2] for r in rows], shape=shapes,
                         stats=np.array([stats[r[3].file][0] for r in rows]).reshape(n, 4),
                         present=np.array([stats[r[3].file][1] for r in rows]).reshape(n, 4),
-                        md5=[""] * n, file=[r[3].file for r in rows], value=[""] * n)
+                        md5=[""] * n, file=files, value=[""] * n)
 
 
 def _shape(shape: Iterable[int]) -> str:
