@@ -315,9 +315,10 @@ def parse_ascend_dump(
                      "of each read")
     ordered = [op for op in ordered if chosen[op.header.op_name or op.name.op_name] is op]
     by_task = {(op.name.task_id, op.name.stream_id): op for op in ordered}
+    by_task.update({(op.name.task_id, None): op for op in ordered if op.name.stream_id < 0})
     flagged: dict[int, list[OverflowRecord]] = {}
-    for record in overflow:
-        op = by_task.get((record.task_id, record.stream_id))
+    for record in overflow:  # file names without a stream id (MindSpore) are found by their task id
+        op = by_task.get((record.task_id, record.stream_id)) or by_task.get((record.task_id, None))
         if op is None:
             notes.append(f"overflow record of task {record.task_id} stream {record.stream_id} names no dumped op")
             continue

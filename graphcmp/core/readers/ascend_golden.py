@@ -131,11 +131,13 @@ def read_golden_for(path: str | os.PathLike[str], npu: DumpGraph, rule: FusionRu
     shapes = _npu_shapes(npu)
     rows: list[tuple[str, Role, int, GoldenFile]] = []
     used_ops = []
+    in_rule = {golden_key(name): name for name in rule.ops} if rule is not None else {}
     for op in ops:
         n_in, n_out = counts.get(op, (0, 0))
-        wanted = [(Role.OUTPUT, k, _output_origin(op, k, rule, attrs.get(op, {}))) for k in range(n_out)]
+        name = op if rule is None or op in rule.ops else in_rule.get(op, op)  # a .csv dump names ops as files do
+        wanted = [(Role.OUTPUT, k, _output_origin(name, k, rule, attrs.get(op, {}))) for k in range(n_out)]
         if rule is not None:
-            wanted += [(Role.INPUT, k, rule.input_origin(op, k)) for k in range(n_in)]
+            wanted += [(Role.INPUT, k, rule.input_origin(name, k)) for k in range(n_in)]
         found = [(role, k, by_key.get((golden_key(o[0]), o[1]))) for role, k, o in wanted if o is not None]
         found = [(role, k, f) for role, k, f in found if f is not None]
         if found:
@@ -145,7 +147,7 @@ def read_golden_for(path: str | os.PathLike[str], npu: DumpGraph, rule: FusionRu
         where = f" through the fusion rule {rule.source}" if rule is not None else " (no --fusion-rule given)"
         raise DumpFormatError(f"{path}: no golden file stands for an output of the dumped ops{where}")
     builder = HierarchyBuilder()
-    node_attrs = [_golden_attrs(op, rule) for op in used_ops]
+    node_attrs = [_golden_attrs(in_rule.get(op, op), rule) for op in used_ops]
     scoped_nodes(builder, used_ops, [types[op] for op in used_ops], node_attrs)
     _add_tensors(builder, Path(path), rows, shapes)
     info = RunInfo(path=str(path), format="ascend_golden", framework="golden", task="tensor")
