@@ -7,8 +7,8 @@ as ``{op_name}.{output_index}.{timestamp}.npy``; the GE graph is written in ``at
 
 * ``clean``: GE folder layout, one file in the older whole-protobuf layout, an input the writer skipped (address 0);
 * ``bug``: ``mlp/fc2/MatMul`` uses a weight with one column scaled by 1.5 (the first divergence);
-* ``overflow``: MindSpore asynchronous layout (no stream ids), fc2's weight column scaled by 1e5 in the model itself (the
-  golden stays finite), fp16 overflows in fc2, an Opdebug file in the newer layout (magic 0x5A5A5A5A) flags it;
+* ``overflow``: MindSpore asynchronous layout (no stream ids), fc2's weight column scaled by 1e5 in the model itself
+  (the golden stays finite), fp16 overflows in fc2, an Opdebug file in the newer layout (magic 0x5A5A5A5A) flags it;
 * ``stats``: the clean run as a statistics-mode dump (one ``.csv`` per op).
 
 The writer is checked against the shared CNN dumps in tests/core/readers/test_ascend_dump.py (byte for byte).
