@@ -40,7 +40,11 @@ __all__ = [
     "kl",
     "max_abs",
     "max_rel",
+    "max_rel_nz",
+    "mean_abs",
+    "mean_rel",
     "one_thousandth",
+    "rmse",
     "shapes_match",
 ]
 
@@ -61,6 +65,12 @@ class _Pair:
     @cached_property
     def abs_bench(self) -> np.ndarray:
         return np.abs(self.bench)
+
+    @cached_property
+    def rel_nonzero(self) -> np.ndarray:
+        # msaccucmp's relative error: |npu - bench| / |bench| where |bench| > eps, 0 elsewhere.
+        counted = self.abs_bench > _EPS
+        return np.divide(self.abs_diff, self.abs_bench, out=np.zeros_like(self.abs_diff), where=counted)
 
     @cached_property
     def rel_err(self) -> np.ndarray:
@@ -284,6 +294,52 @@ def are(npu: np.ndarray, bench: np.ndarray) -> float:
     return _apply(_are, npu, bench)
 
 
+def mean_abs(npu: np.ndarray, bench: np.ndarray) -> float:
+    """Mean absolute error ``mean |npu - bench|``, in the tensors' own units (msaccucmp's MeanAbsoluteError).
+
+    Examples
+    --------
+    >>> mean_abs(np.array([1.0, 2.0]), np.array([1.0, 4.0]))
+    1.0
+    """
+    return _apply(_mean_abs, npu, bench)
+
+
+def rmse(npu: np.ndarray, bench: np.ndarray) -> float:
+    """Root mean square error ``sqrt(mean((npu - bench)^2))`` (msaccucmp's RootMeanSquareError).
+
+    Examples
+    --------
+    >>> rmse(np.array([1.0, 2.0]), np.array([1.0, 4.0]))
+    1.4142135623730951
+    """
+    return _apply(_rmse, npu, bench)
+
+
+def max_rel_nz(npu: np.ndarray, bench: np.ndarray) -> float:
+    """msaccucmp's MaxRelativeError: ``max |npu - bench| / |bench|`` where ``|bench| > eps``, elements with a
+    zero bench counted as 0 (unlike `max_rel`, which counts them through msprobe's eps guard).
+
+    Examples
+    --------
+    >>> max_rel_nz(np.array([1.1, 5.0]), np.array([1.0, 0.0]))
+    0.10000000000000009
+    """
+    return _apply(_max_rel_nz, npu, bench)
+
+
+def mean_rel(npu: np.ndarray, bench: np.ndarray) -> float:
+    """msaccucmp's MeanRelativeError: the mean over all elements of the relative error of `max_rel_nz` (0 where
+    the bench is zero).
+
+    Examples
+    --------
+    >>> mean_rel(np.array([1.1, 5.0]), np.array([1.0, 0.0]))
+    0.050000000000000044
+    """
+    return _apply(_mean_rel, npu, bench)
+
+
 def compare_tensors(npu: np.ndarray, bench: np.ndarray) -> dict[str, float]:
     """Compute every metric of `TENSOR_METRICS` in one pass over shared intermediates.
 
@@ -401,6 +457,22 @@ def _are(pair: _Pair) -> float:
     return float(ratios.sum())
 
 
+def _mean_abs(pair: _Pair) -> float:
+    return float(pair.abs_diff.mean()) if pair.npu.size else 0.0
+
+
+def _rmse(pair: _Pair) -> float:
+    return float(np.sqrt(np.mean(pair.abs_diff * pair.abs_diff))) if pair.npu.size else 0.0
+
+
+def _max_rel_nz(pair: _Pair) -> float:
+    return float(pair.rel_nonzero.max()) if pair.npu.size else 0.0
+
+
+def _mean_rel(pair: _Pair) -> float:
+    return float(pair.rel_nonzero.mean()) if pair.npu.size else 0.0
+
+
 _KERNELS: dict[str, Callable[[_Pair], float]] = {
     "cosine": _cosine,
     "max_abs": _max_abs,
@@ -410,6 +482,10 @@ _KERNELS: dict[str, Callable[[_Pair], float]] = {
     "five_thousandths": _five_thousandths,
     "kl": _kl,
     "are": _are,
+    "mean_abs": _mean_abs,
+    "rmse": _rmse,
+    "max_rel_nz": _max_rel_nz,
+    "mean_rel": _mean_rel,
 }
 
 TENSOR_METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
@@ -421,5 +497,9 @@ TENSOR_METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
     "five_thousandths": five_thousandths,
     "kl": kl,
     "are": are,
+    "mean_abs": mean_abs,
+    "rmse": rmse,
+    "max_rel_nz": max_rel_nz,
+    "mean_rel": mean_rel,
 }
 """Metric name -> pure function ``(npu, bench) -> float``; the names used in rules and reports."""
