@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pytest
 
 from graphcmp.cli.main import main
@@ -91,3 +92,30 @@ def test_shared_cnn_cases(capsys, tmp_path, case, run, origin):
     if case == "C_cnn_overflow":
         assert doc["first"]["cause"] == "overflow"
         assert any("AI Core status 0x20" in line for line in doc["first"]["evidence"])
+
+
+def _advisor(doc):
+    return {f["kind"]: f for f in doc["findings"] if f["kind"].startswith("advisor_")}
+
+
+def test_msaccucmp_advisor_checks_among_the_findings(capsys, tmp_path):
+    _, clean = _compare(capsys, tmp_path, *_mlp("clean"))
+    assert set(_advisor(clean)) == {"advisor_consistency"} and _advisor(clean)["advisor_consistency"]["level"] == "info"
+    _, bug = _compare(capsys, tmp_path, *_mlp("bug"))
+    consistency = _advisor(bug)["advisor_consistency"]
+    # msaccucmp's rule (the first cosine below 0.99) lands on the argmax the wrong weight flips: fc2's own output
+    # keeps cosine 0.9927, which the noise model finds 149x beyond its fp16 noise (test_planted_weight_...)
+    assert consistency["level"] == "warning" and consistency["node"] == "mlp/ArgMax"
+    assert "output:0 (0.980286)" in consistency["message"] and "a problem to fix" in consistency["message"]
+    _, overflow = _compare(capsys, tmp_path, *_mlp("overflow"))
+    assert _advisor(overflow)["advisor_fp16_overflow"]["node"] == "mlp/fc2/MatMul"
+
+
+def test_advisor_input_inconsistent(capsys, tmp_path):
+    case = tmp_path / "case"
+    shutil.copytree(MLP / "clean", case)
+    x = next((case / "golden").glob("x.0.*.npy"))
+    np.save(x, -np.load(x))  # the golden run was fed another input
+    _, doc = _compare(capsys, tmp_path, case / "npu_dump", case / "golden", "--fusion-rule",
+                      case / "fusion_rule" / "mlp.json")
+    assert _advisor(doc)["advisor_input_inconsistent"]["node"] == "trans_Cast_0"

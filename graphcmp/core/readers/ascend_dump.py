@@ -261,7 +261,8 @@ def scoped_nodes(builder: HierarchyBuilder, names: Sequence[str], types: Sequenc
                  attrs: Sequence[Iterable[tuple[str, str]]] = ()) -> None:
     """Add ops `names` (in execution order) under scope modules made from their ``/`` parts.
 
-    An op named like the scope of another op is that scope's container (as in the GE reader).
+    An op named like the scope of another op is that scope's container (as in the GE reader). Each op carries its
+    place in `names` as ``exec_order`` (rows group a scope's ops together; `hierarchy.execution_keys` reads it).
     """
     scopes = set()
     for name in names:
@@ -284,7 +285,7 @@ def scoped_nodes(builder: HierarchyBuilder, names: Sequence[str], types: Sequenc
                              has_data=False)
         kind = NodeKind.MODULE if name in scopes else NodeKind.API
         builder.add_node(name, kind, types[seq], Direction.NONE, name.rpartition("/")[0] or None, seq,
-                         attrs=attrs[seq] if attrs else ())
+                         attrs=(("exec_order", str(seq)), *(attrs[seq] if attrs else ())))
 
 
 def parse_ascend_dump(

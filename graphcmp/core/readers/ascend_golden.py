@@ -28,8 +28,12 @@ from graphcmp.core.readers.ascend_dump import read_ascend_dump, scoped_nodes, te
 from graphcmp.core.readers.ascend_fusion import FusionRule, find_fusion_rule, read_fusion_rule
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
-__all__ = ["GOLDEN_NAME", "GoldenFile", "golden_files", "golden_key", "read_golden", "read_golden_for",
-           "read_npu_and_golden", "sniff"]
+__all__ = ["GOLDEN_NAME", "MODEL_INPUTS_ATTR", "GoldenFile", "golden_files", "golden_key", "read_golden",
+           "read_golden_for", "read_npu_and_golden", "sniff"]
+
+MODEL_INPUTS_ATTR = "model_inputs"
+"""Node attribute: the input slots of an op that stand for a ``Data`` op of the rule (the model's inputs), which
+msaccucmp's advisor checks first (`graphcmp.core.divergence.advisor_findings`)."""
 
 GOLDEN_NAME = re.compile(r"^(?P<name>[.A-Za-z0-9_-]+)\.(?P<index>\d+)\.(?P<ts>\d{1,255})\.npy$")
 """A golden file name (msaccucmp's numpy pattern, anchored)."""
@@ -147,7 +151,7 @@ def read_golden_for(path: str | os.PathLike[str], npu: DumpGraph, rule: FusionRu
         where = f" through the fusion rule {rule.source}" if rule is not None else " (no --fusion-rule given)"
         raise DumpFormatError(f"{path}: no golden file stands for an output of the dumped ops{where}")
     builder = HierarchyBuilder()
-    node_attrs = [_golden_attrs(in_rule.get(op, op), rule) for op in used_ops]
+    node_attrs = [_golden_attrs(in_rule.get(op, op), rule, counts.get(op, (0, 0))[0]) for op in used_ops]
     scoped_nodes(builder, used_ops, [types[op] for op in used_ops], node_attrs)
     _add_tensors(builder, Path(path), rows, shapes)
     info = RunInfo(path=str(path), format="ascend_golden", framework="golden", task="tensor")
@@ -170,11 +174,19 @@ def _output_origin(op: str, k: int, rule: FusionRule | None, attrs: Mapping[str,
     return (name, int(index)) if index.isdigit() else (text, k)
 
 
-def _golden_attrs(op: str, rule: FusionRule | None) -> tuple[tuple[str, str], ...]:
-    if rule is None:
+def _golden_attrs(op: str, rule: FusionRule | None, n_in: int) -> tuple[tuple[str, str], ...]:
+    """The op's original op names, its place in the rule (msaccucmp's ``Index``) and its model-input slots."""
+    if rule is None or op not in rule.ops:
         return ()
+    attrs = [("rule_index", str(rule.order.index(op)))]
     names = rule.original_names(op)
-    return (("original_op_names", ",".join(names)),) if names else ()
+    if names:
+        attrs.append(("original_op_names", ",".join(names)))
+    inputs = [str(k) for k in range(n_in) if (o := rule.input_origin(op, k)) is not None
+              and o[0] in rule.ops and rule.ops[o[0]].type == "Data"]
+    if inputs:
+        attrs.append((MODEL_INPUTS_ATTR, ",".join(inputs)))
+    return tuple(attrs)
 
 
 def _tensor_counts(npu: DumpGraph) -> dict[str, tuple[int, int]]:
