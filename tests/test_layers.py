@@ -37,7 +37,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("divergence", ("graphcmp.core.divergence",)),
     ("report", ("graphcmp.core.report", "graphcmp.core.outcome", "graphcmp.core.export.vis",
                 "graphcmp.core.export.vis_records", "graphcmp.core.export.vis_db",
-                "graphcmp.core.export.model_explorer", "graphcmp.core.export.document")),
+                "graphcmp.core.export.model_explorer", "graphcmp.core.export.document",
+                "graphcmp.core.export.msaccucmp")),
     ("compare", ("graphcmp.core.compare", "graphcmp.core.distributed", "graphcmp.core.distributed.*")),
     ("app", ("graphcmp.app", "graphcmp.app.*")),
     ("cli", ("graphcmp", "graphcmp.__main__", "graphcmp.cli", "graphcmp.cli.*")),
@@ -73,6 +74,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.cli.export", "graphcmp.core.export.vis"): "65 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.vis_db"): "65 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.model_explorer"): "60 ms before every other command",
+    ("graphcmp.cli.export", "graphcmp.core.export.msaccucmp"): "40 ms (the report) before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.document"): "95 ms (the report and the vis exporter it names) "
         "before every other command",
     ("graphcmp.cli.mapping_options", "graphcmp.core.matching.specs"):

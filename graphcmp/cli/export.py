@@ -5,7 +5,8 @@
 ``vis`` msprobe's JSON `.vis` (tb-graph-ascend 1.x-8.1.x), ``vis-db`` the SQLite `.vis.db`
 (tb-graph-ascend 8.2+/26.x; several inputs, or a job's results folder, become one file, one graph pair per step
 and rank, as msprobe writes a job), and
-``model-explorer`` a folder with Google Model Explorer's graph JSON and one node-data JSON per metric.
+``model-explorer`` a folder with Google Model Explorer's graph JSON and one node-data JSON per metric, and
+``msaccucmp`` MindStudio msaccucmp's result CSV of an Ascend raw dump compared with golden data.
 """
 
 from __future__ import annotations
@@ -27,18 +28,18 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parser", "handle"]
 
-TARGETS = ("json", "vis", "vis-db", "model-explorer")
+TARGETS = ("json", "vis", "vis-db", "model-explorer", "msaccucmp")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("export", help="write a result for tb-graph-ascend or Model Explorer",
+    parser = sub.add_parser("export", help="write a result for tb-graph-ascend, Model Explorer or msaccucmp's scripts",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+", metavar="FILE",
                         help="result of graphcmp compare or build (or a .vis/.vis.db); several, or a job's results "
                              "folder, only with vis-db")
     parser.add_argument("--to", required=True, choices=TARGETS, help="the format to write")
     parser.add_argument("-o", "--output", required=True,
-                        help="output file (vis, vis-db) or folder (model-explorer)")
+                        help="output file (vis, vis-db, msaccucmp CSV) or folder (model-explorer)")
     add_json(parser, "what was written")
     parser.set_defaults(handler=handle)
 
@@ -52,13 +53,15 @@ def handle(args: argparse.Namespace) -> int:
     from graphcmp.core.compare import load_document
     from graphcmp.core.export.document import write_json
     from graphcmp.core.export.model_explorer import write_model_explorer
+    from graphcmp.core.export.msaccucmp import write_msaccucmp
     from graphcmp.core.export.vis import write_vis
     from graphcmp.core.export.vis_db import write_vis_db
 
     if args.to == "vis-db":
         result = write_vis_db(_documents(files), args.output)
     else:
-        write = {"json": write_json, "vis": write_vis, "model-explorer": write_model_explorer}[args.to]
+        write = {"json": write_json, "vis": write_vis, "model-explorer": write_model_explorer,
+                 "msaccucmp": write_msaccucmp}[args.to]
         result = write(load_document(files[0]), args.output)
     emit(_summary(args.to, result), _text(args.to, result), args.json)
     return 0
