@@ -96,4 +96,4 @@ def test_matches_msaccucmps_own_result(tmp_path, case, run):
                 continue
             assert np.isclose(float(ours[col]), float(row[col]), rtol=1e-4, atol=2e-6), (row[7], header[col])
             compared += 1
-    assert compared > 200
+    assert compared > 150  # every metric of every row msaccucmp computed (A: 250, C: 162)
