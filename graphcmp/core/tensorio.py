@@ -159,10 +159,16 @@ def read_tensor(path: str | os.PathLike[str]) -> np.ndarray:
 
 
 def _reshaped(array: np.ndarray, part: str, name: str) -> np.ndarray:
-    shape = tuple(int(d) for d in part.removeprefix("shape=").split(",") if d)
-    if math.prod(shape) != array.size:
-        raise DumpFormatError(f"{name}: holds {array.size} values, cannot be read as shape {list(shape)}")
-    return array.reshape(shape)
+    """`array` seen through a ``shape=`` or ``perm=`` part of a tensor reference (see `split_tensor_part`)."""
+    kind, _, text = part.partition("=")
+    numbers = tuple(int(d) for d in text.split(",") if d)
+    if kind == "perm":
+        if sorted(numbers) != list(range(array.ndim)):
+            raise DumpFormatError(f"{name}: a {array.ndim}-D tensor cannot be read with its axes as {list(numbers)}")
+        return array.transpose(numbers)
+    if math.prod(numbers) != array.size:
+        raise DumpFormatError(f"{name}: holds {array.size} values, cannot be read as shape {list(numbers)}")
+    return array.reshape(numbers)
 
 
 def parse_pt(data: bytes, name: str = "<bytes>") -> np.ndarray:

@@ -98,6 +98,7 @@ class TensorDesc:
     origin_name: str = ""
     origin_index: int = -1
     skipped: str = ""  # why the file holds no bytes for it ("" when it does)
+    origin_format: str = ""  # the original op's layout (NCHW, NHWC ...) a device format turns back into
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +223,7 @@ def _binary_header(message: dump_data_pb2.DumpData, payload: int, start: int, so
     tensors = []
     offset = start
     end = start + payload
+    hint = _layout_hint(message)
     for role, k, t in items:
         skipped = ""
         if t.size == 0:
@@ -230,7 +232,7 @@ def _binary_header(message: dump_data_pb2.DumpData, payload: int, start: int, so
             skipped = "device address 0: the writer skipped it"
         elif offset + t.size > end:
             skipped = "its bytes lie past the end of the file (truncated)"
-        tensors.append(_desc(role, k, t, -1 if skipped else offset, skipped))
+        tensors.append(_desc(role, k, t, -1 if skipped else offset, skipped, hint))
         if not skipped:
             offset += t.size
     return DumpHeader(message.op_name, message.dump_time, tuple(tensors), "binary", payload, declared)
@@ -239,22 +241,38 @@ def _binary_header(message: dump_data_pb2.DumpData, payload: int, start: int, so
 def _protobuf_header(message: dump_data_pb2.DumpData, source: str) -> DumpHeader:
     """The older layout: bytes inline; `offset` counts within the message's ``data`` fields (see `_inline`)."""
     tensors = []
+    hint = _layout_hint(message)
     for role, items in (("input", message.input), ("output", message.output)):
         for k, t in enumerate(items):
             skipped = "" if t.data else "no data recorded"
-            tensors.append(_desc(role, k, t, 0 if t.data else -1, skipped))
+            tensors.append(_desc(role, k, t, 0 if t.data else -1, skipped, hint))
     return DumpHeader(message.op_name, message.dump_time, tuple(tensors), "protobuf", 0, _declared(message))
 
 
+_LAYOUTS = frozenset({"NCHW", "NHWC", "HWCN", "CHWN", "NCDHW", "NDHWC", "DHWCN", "DHWNC"})
+
+
+def _layout_hint(message: dump_data_pb2.DumpData) -> str:
+    """The original layout the op's outputs name (``original_op.format``), which its inputs share in practice."""
+    for t in message.output:
+        if t.HasField("original_op") and format_name(t.original_op.format) in _LAYOUTS:
+            return format_name(t.original_op.format)
+    return ""
+
+
 def _desc(role: str, k: int, t: dump_data_pb2.OpInput | dump_data_pb2.OpOutput, offset: int,
-          skipped: str) -> TensorDesc:
+          skipped: str, hint: str = "") -> TensorDesc:
     origin_name, origin_index = "", -1
+    layout = hint
+    if role == "output" and t.HasField("original_op"):
+        own = format_name(t.original_op.format)
+        layout = own if own in _LAYOUTS else hint
     if role == "output" and t.HasField("original_op") and t.original_op.name:
         origin_name, origin_index = t.original_op.name, int(t.original_op.output_index)
     size = t.size or len(t.data)
     return TensorDesc(role, k, int(t.data_type), int(t.format), tuple(int(d) for d in t.shape.dim),
                       tuple(int(d) for d in t.original_shape.dim), int(size), int(t.address), offset,
-                      origin_name, origin_index, skipped)
+                      origin_name, origin_index, skipped, layout)
 
 
 # --- tensor bytes -> array ------------------------------------------------------------------------------
@@ -343,7 +361,7 @@ def to_host(array: np.ndarray, desc: TensorDesc) -> np.ndarray:
             return array.reshape(target)
         return array
     try:
-        return to_original(array, fmt, array.shape, target)
+        return to_original(array, fmt, array.shape, target, desc.origin_format or None)
     except DeviceFormatError:
         return array
 

@@ -28,8 +28,18 @@ from graphcmp.core.readers.ascend_dump import read_ascend_dump, scoped_nodes, te
 from graphcmp.core.readers.ascend_fusion import FusionRule, find_fusion_rule, read_fusion_rule
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
-__all__ = ["GOLDEN_NAME", "MODEL_INPUTS_ATTR", "GoldenFile", "golden_files", "golden_key", "read_golden",
-           "read_golden_for", "read_npu_and_golden", "sniff"]
+__all__ = [
+    "GOLDEN_NAME",
+    "MODEL_INPUTS_ATTR",
+    "GoldenFile",
+    "golden_files",
+    "golden_key",
+    "golden_view",
+    "read_golden",
+    "read_golden_for",
+    "read_npu_and_golden",
+    "sniff",
+]
 
 MODEL_INPUTS_ATTR = "model_inputs"
 """Node attribute: the input slots of an op that stand for a ``Data`` op of the rule (the model's inputs), which
@@ -203,29 +213,54 @@ def _add_tensors(builder: HierarchyBuilder, folder: Path, rows: Sequence[tuple[s
                  npu_shapes: Mapping[tuple[str, int, str], str] | None = None) -> None:
     """Tensors of golden files; one whose NPU twin has another shape of as many elements (a reshape the NPU graph
     dropped, ``Flatten``) is read as that shape (``file#shape=...``), as msaccucmp compares both flattened."""
-    stats: dict[str, tuple[np.ndarray, np.ndarray, str, str, int]] = {}
+    stats: dict[str, tuple[np.ndarray, np.ndarray, str, str]] = {}
     for _, _, _, f in rows:
         if f.file not in stats:
             array = _load(folder / f.file)
             s, p = tensor_stats(array)
-            stats[f.file] = (s, p, str(array.dtype), _shape(array.shape), int(array.size))
+            stats[f.file] = (s, p, str(array.dtype), _shape(array.shape))
     n = len(rows)
     shapes, files = [], []
     for op, role, k, f in rows:
-        shape, size = stats[f.file][3], stats[f.file][4]
+        shape = stats[f.file][3]
         wanted = (npu_shapes or {}).get((op, int(role), str(k)), shape)
-        dims = [int(d) for d in re.findall(r"\d+", wanted)]
-        if wanted != shape and int(np.prod(dims, dtype=np.int64)) == size:
-            shapes.append(wanted)
-            files.append(f"{f.file}#shape={','.join(map(str, dims))}")
-        else:
-            shapes.append(shape)
-            files.append(f.file)
+        part = golden_view(_dims(shape), _dims(wanted)) if wanted != shape and _dims(wanted) is not None else ""
+        shapes.append(wanted if part else shape)
+        files.append(f"{f.file}#{part}" if part else f.file)
     builder.add_tensors([r[0] for r in rows], [int(r[1]) for r in rows], [str(r[2]) for r in rows],
                         dtype=[stats[r[3].file][2] for r in rows], shape=shapes,
                         stats=np.array([stats[r[3].file][0] for r in rows]).reshape(n, 4),
                         present=np.array([stats[r[3].file][1] for r in rows]).reshape(n, 4),
                         md5=[""] * n, file=files, value=[""] * n)
+
+
+def _dims(text: str) -> tuple[int, ...] | None:
+    if not text.startswith("["):
+        return None
+    return tuple(int(d) for d in re.findall(r"\d+", text))
+
+
+_TO_NCHW, _TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
+
+
+def golden_view(golden: tuple[int, ...] | None, npu: tuple[int, ...]) -> str:
+    """How to read a golden tensor of shape `golden` as the NPU's `npu` ("" when it cannot be): the other 4-D layout
+    (NHWC golden of a TensorFlow model against the NPU's NCHW, and back: ``perm=...``, msaccucmp's swap), or the same
+    values in another shape of other rank (a ``Flatten`` the NPU graph dropped: ``shape=...``).
+
+    >>> golden_view((1, 8, 8, 16), (1, 16, 8, 8)), golden_view((1, 32, 1, 1), (1, 32)), golden_view((4, 6), (6, 4))
+    ('perm=0,3,1,2', 'shape=1,32', '')
+    """
+    if golden is None or golden == npu or int(np.prod(golden, dtype=np.int64)) != int(np.prod(npu, dtype=np.int64)):
+        return ""
+    if len(golden) == 4 == len(npu):
+        for perm in (_TO_NCHW, _TO_NHWC):
+            if tuple(golden[p] for p in perm) == npu:
+                return "perm=" + ",".join(map(str, perm))
+        return ""
+    if len(golden) == len(npu):
+        return ""  # same rank, other extents: not the same tensor, the comparison says so
+    return "shape=" + ",".join(map(str, npu))
 
 
 def _shape(shape: Iterable[int]) -> str:

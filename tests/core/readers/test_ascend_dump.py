@@ -252,3 +252,25 @@ def test_golden_that_fits_no_op_is_an_error(tmp_path):
     npu = read_ascend_dump(MLP / "clean" / GE_RUN)
     with pytest.raises(DumpFormatError, match="no golden file stands for an output"):
         read_golden_for(tmp_path, npu)
+
+
+@pytest.mark.shared
+def test_nhwc_golden_is_read_in_the_npus_nchw(tmp_path):
+    """A TensorFlow-style golden tensor (NHWC) against the NPU's NCHW: permuted, not reshaped (msaccucmp's swap)."""
+    import shutil
+
+    from graphcmp.core.compare import compare_graphs
+    from graphcmp.core.tensorcmp import tensor_metrics_for
+
+    case = shared("ascend/A_cnn_bug")
+    golden = tmp_path / "golden"
+    shutil.copytree(case / "golden", golden)
+    relu4 = next(golden.glob("_relu4_Relu.0.*.npy"))
+    np.save(relu4, np.load(relu4).transpose(0, 2, 3, 1))  # [1, 32, 8, 8] -> [1, 8, 8, 32]
+    npu, bench = read_npu_and_golden(case / "npu_dump/20250305101530/0/cnn_small/1/0", golden,
+                                     case / "fusion_rule/cnn_small.json")
+    row = _tensor(bench, "/conv4/Conv/relu4/Relu", Role.OUTPUT, "0")
+    assert bench.tensors.file[row].endswith("#perm=0,3,1,2") and bench.tensors.shape[row] == "[1, 32, 8, 8]"
+    report = compare_graphs(npu, bench, tensor_metrics=tensor_metrics_for(npu, bench))
+    k = list(report.pairs.bench).index(row)
+    assert round(float(report.pairs.metrics["cosine"][k]), 6) == 0.995305  # msaccucmp's value, as in NCHW
