@@ -144,9 +144,10 @@ def read_ops(folder: Path, notes: list[str]) -> tuple[list[DumpOp], list[Overflo
     ops: list[DumpOp] = []
     overflow: list[OverflowRecord] = []
     names = sorted(os.listdir(folder))
+    hashed = _hashed_names(folder / MAPPING_FILE) if MAPPING_FILE in names else {}
     for entry in names:
         base = entry[:-4] if entry.endswith(".csv") else entry
-        parsed = parse_dump_name(base)
+        parsed = parse_dump_name(hashed.get(base, base))
         if parsed is None:
             continue
         path = folder / entry
@@ -162,6 +163,20 @@ def read_ops(folder: Path, notes: list[str]) -> tuple[list[DumpOp], list[Overflo
         else:
             ops.append(_data_op(path, parsed, notes))
     return ops, overflow
+
+
+MAPPING_FILE = "mapping.csv"
+"""Beside dump files whose names grew too long: rows ``{hash},{file name}`` for the files named by a hash."""
+
+
+def _hashed_names(path: Path) -> dict[str, str]:
+    """Hash -> dump file name, from a mapping file (rows of two cells; others are skipped)."""
+    try:
+        text = read_input(path, gunzip=False).decode("utf-8")
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise DumpFormatError(f"{path}: cannot read the file name mapping ({err})") from err
+    return {row[0].strip(): row[1].strip() for row in rows if len(row) == 2}
 
 
 def _data_op(path: Path, name: DumpName, notes: list[str]) -> DumpOp:

@@ -152,7 +152,7 @@ def read_golden_for(path: str | os.PathLike[str], npu: DumpGraph, rule: FusionRu
         wanted = [(Role.OUTPUT, k, _output_origin(name, k, rule, attrs.get(op, {}))) for k in range(n_out)]
         if rule is not None:
             wanted += [(Role.INPUT, k, rule.input_origin(name, k)) for k in range(n_in)]
-        found = [(role, k, by_key.get((golden_key(o[0]), o[1]))) for role, k, o in wanted if o is not None]
+        found = [(role, k, _golden_file(by_key, o)) for role, k, o in wanted if o is not None]
         found = [(role, k, f) for role, k, f in found if f is not None]
         if found:
             used_ops.append(op)
@@ -166,6 +166,12 @@ def read_golden_for(path: str | os.PathLike[str], npu: DumpGraph, rule: FusionRu
     _add_tensors(builder, Path(path), rows, shapes)
     info = RunInfo(path=str(path), format="ascend_golden", framework="golden", task="tensor")
     return builder.build(info, group_apis=False)
+
+
+def _golden_file(by_key: Mapping[tuple[str, int], GoldenFile], origin: tuple[str, int]) -> GoldenFile | None:
+    """The golden file of an original tensor; a model input may be named ``input_{name}`` (msquickcmp's ONNX flow)."""
+    key = golden_key(origin[0])
+    return by_key.get((key, origin[1])) or by_key.get((f"input_{key}", origin[1]))
 
 
 def _npu_shapes(npu: DumpGraph) -> dict[tuple[str, int, str], str]:

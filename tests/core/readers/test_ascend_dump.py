@@ -274,3 +274,17 @@ def test_nhwc_golden_is_read_in_the_npus_nchw(tmp_path):
     report = compare_graphs(npu, bench, tensor_metrics=tensor_metrics_for(npu, bench))
     k = list(report.pairs.bench).index(row)
     assert round(float(report.pairs.metrics["cosine"][k]), 6) == 0.995305  # msaccucmp's value, as in NCHW
+
+
+def test_hashed_file_names_through_mapping_csv(tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(MLP / "clean" / GE_RUN, run)
+    long = _file("clean", GE_RUN, "SoftmaxV2").name
+    (run / long).rename(run / "7219834650")
+    (run / "mapping.csv").write_text(f"7219834650,{long}\n")
+    graph = read_ascend_dump(run)
+    assert "mlp/Softmax" in graph and dict(graph.nodes.attrs[graph.row("mlp/Softmax")])["dump_file"] == "7219834650"
+    row = _tensor(graph, "mlp/Softmax", Role.OUTPUT, "0")
+    assert graph.tensors.file[row] == "7219834650#output.0"
