@@ -185,6 +185,9 @@ def _data_op(path: Path, name: DumpName, notes: list[str]) -> DumpOp:
     stats = np.full((n, 4), np.nan)
     present = np.zeros((n, 4), bool)
     shapes, dtypes, has = [], [], []
+    cut = [f"{t.role} {t.index}" for t in header.tensors if t.skipped.endswith("(truncated)")]
+    if cut:
+        notes.append(f"{path.name}: cut short, {', '.join(cut)} not read")
     for k, desc in enumerate(header.tensors):
         dtypes.append(dtype_name(desc.dtype))
         if desc.offset < 0:

@@ -288,3 +288,16 @@ def test_hashed_file_names_through_mapping_csv(tmp_path):
     assert "mlp/Softmax" in graph and dict(graph.nodes.attrs[graph.row("mlp/Softmax")])["dump_file"] == "7219834650"
     row = _tensor(graph, "mlp/Softmax", Role.OUTPUT, "0")
     assert graph.tensors.file[row] == "7219834650#output.0"
+
+
+def test_a_file_cut_short_makes_the_run_incomplete(tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(MLP / "clean" / GE_RUN, run)
+    path = run / _file("clean", GE_RUN, "SoftmaxV2").name
+    path.write_bytes(path.read_bytes()[:-10])
+    graph = read_ascend_dump(run)
+    assert any(note.startswith(f"{path.name}: cut short, output 0 not read") for note in graph.info.missing)
+    assert graph.tensors.file[_tensor(graph, "mlp/Softmax", Role.OUTPUT, "0")] == ""
+    assert graph.tensors.file[_tensor(graph, "mlp/Softmax", Role.INPUT, "0")].endswith("#input.0")
