@@ -346,14 +346,15 @@ def parse_ascend_dump(
     notes = list(missing)
     ordered = sorted(ops, key=lambda op: (op.name.timestamp, op.name.task_id))
     chosen: dict[str, DumpOp] = {}
+    files: dict[str, int] = {}
     for op in ordered:
-        chosen[op.header.op_name or op.name.op_name] = op  # an op dumped twice: its last file (as msaccucmp)
-    if len(chosen) < len(ordered):
-        notes.append(f"{len(ordered) - len(chosen)} op(s) dumped more than once in one iteration: the last file "
-                     "of each read")
+        key = op.header.op_name or op.name.op_name
+        chosen[key] = op  # an op dumped twice in an iteration (a loop, FFTS+ threads): its last file, as msaccucmp
+        files[key] = files.get(key, 0) + 1
+    by_task = {(op.name.task_id, op.name.stream_id): chosen[op.header.op_name or op.name.op_name] for op in ordered}
+    by_task.update({(op.name.task_id, None): chosen[op.header.op_name or op.name.op_name] for op in ordered
+                    if op.name.stream_id < 0})
     ordered = [op for op in ordered if chosen[op.header.op_name or op.name.op_name] is op]
-    by_task = {(op.name.task_id, op.name.stream_id): op for op in ordered}
-    by_task.update({(op.name.task_id, None): op for op in ordered if op.name.stream_id < 0})
     flagged: dict[int, list[OverflowRecord]] = {}
     for record in overflow:  # file names without a stream id (MindSpore) are found by their task id
         op = by_task.get((record.task_id, record.stream_id)) or by_task.get((record.task_id, None))
@@ -364,7 +365,7 @@ def parse_ascend_dump(
     names = [op.header.op_name or op.name.op_name for op in ordered]
     builder = HierarchyBuilder()
     scoped_nodes(builder, names, [op.name.op_type for op in ordered],
-                 [_op_attrs(op, flagged.get(id(op), ())) for op in ordered])
+                 [_op_attrs(op, flagged.get(id(op), ()), files[name]) for op, name in zip(ordered, names)])
     _add_tensors(builder, names, ordered)
     task = "tensor" if any(any(op.has_data) for op in ordered) else "statistics"
     info = RunInfo(path=source, format="ascend_dump", framework="ascend", task=task, rank=rank, step=step,
@@ -372,9 +373,11 @@ def parse_ascend_dump(
     return builder.build(info, group_apis=False)
 
 
-def _op_attrs(op: DumpOp, overflow: Sequence[OverflowRecord]) -> tuple[tuple[str, str], ...]:
+def _op_attrs(op: DumpOp, overflow: Sequence[OverflowRecord], files: int = 1) -> tuple[tuple[str, str], ...]:
     attrs = [("task_id", str(op.name.task_id)), ("stream_id", str(op.name.stream_id)),
              ("timestamp", str(op.name.timestamp)), ("dump_file", op.file)]
+    if files > 1:
+        attrs.append(("dump_files", f"{files} files in this iteration, the last one read"))
     for t in op.header.tensors:
         if t.role == "output" and t.origin_name:
             attrs.append((f"origin_output.{t.index}", f"{t.origin_name}:{t.origin_index}"))

@@ -301,3 +301,17 @@ def test_a_file_cut_short_makes_the_run_incomplete(tmp_path):
     assert any(note.startswith(f"{path.name}: cut short, output 0 not read") for note in graph.info.missing)
     assert graph.tensors.file[_tensor(graph, "mlp/Softmax", Role.OUTPUT, "0")] == ""
     assert graph.tensors.file[_tensor(graph, "mlp/Softmax", Role.INPUT, "0")].endswith("#input.0")
+
+
+def test_an_op_dumped_twice_keeps_its_last_file_and_its_overflow(tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(MLP / "overflow" / MS_RUN, run)
+    fc2 = _file("overflow", MS_RUN, "MatMulV2.mlp_fc2")
+    shutil.copy(fc2, run / "MatMulV2.mlp_fc2_MatMul.11.1741200000000400")  # the same op again, later, task 11
+    graph = read_ascend_dump(run)
+    attrs = dict(graph.nodes.attrs[graph.row("mlp/fc2/MatMul")])
+    assert attrs["dump_file"].endswith(".11.1741200000000400") and attrs["dump_files"].startswith("2 files")
+    assert "0x20" in attrs["overflow"]  # the Opdebug record names task 4, the earlier file of the same op
+    assert not graph.info.missing
