@@ -21,12 +21,17 @@ C1HWNCoC0             (C1, H, W, N, C0, C0), on the diagonal  NCHW (or NHWC, HWC
 FRACTAL_Z_C04         (ceil(C1*H*W*4 / 16), N1, 16, 16)       NCHW (or NHWC, HWCN, CHWN)
 ====================  ======================================  ======================================
 
-Originals of fewer dimensions are padded as MindSpore pads them (4-D: ``C`` -> (1, C, 1, 1), ``NC`` ->
-(N, C, 1, 1), ``CHW`` -> (1, C, H, W); FRACTAL_NZ: a vector is one row) and the result has the original shape.
+A FRACTAL_Z weight of a group convolution (``sub_format`` = the group count) packs several groups into one block
+along its diagonal (`to_original`'s `sub_format`). Originals of fewer dimensions are padded as MindSpore pads them
+(4-D: ``C`` -> (1, C, 1, 1), ``NC`` -> (N, C, 1, 1), ``CHW`` -> (1, C, H, W); FRACTAL_NZ: a vector is one row),
+and the result has the original shape; a 2-D FRACTAL_Z weight is read as GE lays out a (K, N) matmul weight
+(C = K, N, as HWCN with H = W = 1) unless only MindSpore's (N, C) reading fits its device shape or the original
+format says NCHW.
 
 The conversion is whole-array numpy: the device array is reshaped into one axis per block (C1 and C0 ...), and
 each of at most four pieces (whole blocks, the last partial block, per padded axis) is copied once into the result
-through a transposed view, with the cast to `dtype` in the same pass.
+through a transposed view, with the cast to `dtype` in the same pass (float16 to float32 through a table of every
+half float, `graphcmp.core.ascend_dtypes.lookup`, in cache-sized blocks).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from graphcmp.core.ascend_dtypes import cast, float16_table, lookup
 from graphcmp.core.errors import DumpFormatError, InternalError
 
 __all__ = [
@@ -88,20 +94,26 @@ class _Tiling:
 
     An axis is a host letter (``H``), or the outer (``C1``) or inner (``C0``) block of one; an inner block that
     is a device dimension of its own gives that block's size. `host` is the default host layout, `layouts` those a
-    tensor of this format can come from. `diagonal` names two axes whose diagonal holds the data (C1HWNCoC0)."""
+    tensor of this format can come from. `diagonal` names two axes whose diagonal holds the data (C1HWNCoC0).
+    `regroup` is an order the axes are first copied into, runs of C0 elements at a time, when the direct copy would
+    read one element per cache line: a FRACTAL_Z weight becomes an NC1HWC0 array (N padded), whose conversion reads
+    its source in order (measured: 0.2 GB/s direct, see bench/bench_device_formats.py for the two steps)."""
 
     groups: tuple[tuple[str, ...], ...]
     host: str
     layouts: tuple[str, ...]
     diagonal: tuple[str, str] | None = None
+    regroup: tuple[str, ...] | None = None
 
 
 _TILINGS: Mapping[str, _Tiling] = MappingProxyType({
     "NC1HWC0": _Tiling((("N",), ("C1",), ("H",), ("W",), ("C0",)), "NCHW", _LAYOUTS_4D),
     "NC1HWC0_C04": _Tiling((("N",), ("C1",), ("H",), ("W",), ("C0",)), "NCHW", _LAYOUTS_4D),
     "NDC1HWC0": _Tiling((("N",), ("D",), ("C1",), ("H",), ("W",), ("C0",)), "NCDHW", _LAYOUTS_5D),
-    "FRACTAL_Z": _Tiling((("C1", "H", "W"), ("N1",), ("N0",), ("C0",)), "NCHW", _LAYOUTS_4D),
-    "FRACTAL_Z_3D": _Tiling((("D", "C1", "H", "W"), ("N1",), ("N0",), ("C0",)), "NCDHW", _LAYOUTS_5D),
+    "FRACTAL_Z": _Tiling((("C1", "H", "W"), ("N1",), ("N0",), ("C0",)), "NCHW", _LAYOUTS_4D,
+                         regroup=("N1", "N0", "C1", "H", "W", "C0")),
+    "FRACTAL_Z_3D": _Tiling((("D", "C1", "H", "W"), ("N1",), ("N0",), ("C0",)), "NCDHW", _LAYOUTS_5D,
+                            regroup=("N1", "N0", "C1", "D", "H", "W", "C0")),
     "FRACTAL_NZ": _Tiling((("B",), ("W1",), ("H1",), ("H0",), ("W0",)), "BHW", ("BHW",)),
     "C1HWNCoC0": _Tiling((("C1",), ("H",), ("W",), ("N",), ("Co",), ("C0",)), "NCHW", _LAYOUTS_4D, ("Co", "C0")),
 })
@@ -202,7 +214,13 @@ def _pieces(size: int, block: int) -> list[tuple[slice, slice, slice, int, int]]
 
 def _unblock(src: np.ndarray, labels: Sequence[str], layout: str, sizes: Mapping[str, int],
              dtype: np.dtype) -> np.ndarray:
-    """Copy `src` (one axis per label in `labels`) into a new array of `layout`, blocked letters joined."""
+    """Copy `src` (one axis per label in `labels`) into a new array of `layout`, blocked letters joined, as `dtype`.
+
+    A float16 `src` becomes float32 through `graphcmp.core.ascend_dtypes.float16_table` in the same pass (numpy's
+    own cast of half floats is the slow part of a fused copy); to other types it is rearranged first, then cast."""
+    if src.dtype == np.float16 and dtype not in (np.float16, np.float32):
+        return cast(_unblock(src, labels, layout, sizes, src.dtype), dtype)
+    table = float16_table() if src.dtype == np.float16 and dtype == np.float32 else None
     out = np.empty([sizes[letter] for letter in layout], dtype)
     if out.size == 0:
         return out
@@ -223,29 +241,60 @@ def _unblock(src: np.ndarray, labels: Sequence[str], layout: str, sizes: Mapping
                 split_shape.append(sizes[letter])
                 order.append(letter)
         target = out[tuple(host_index)].reshape(split_shape)
-        if not np.shares_memory(target, out):
+        if not np.may_share_memory(target, out):
             raise InternalError(f"splitting {layout} into {order} copied the result")
         view = src[tuple(src_index.get(label, slice(None)) for label in labels)]
-        np.copyto(target, view.transpose([labels.index(axis) for axis in order]), casting="same_kind")
+        view = view.transpose([labels.index(axis) for axis in order])
+        if table is None:
+            np.copyto(target, view, casting="same_kind")
+        else:
+            lookup(table, view.view(np.uint16), out=target)
     return out
+
+
+def _matrix_weight(original_shape: tuple[int, ...], original_format: str | None) -> list[tuple[str, dict[str, int]]]:
+    """The two readings of a 2-D FRACTAL_Z weight, the likelier first: GE's (C, N), a (K, N) matmul weight laid out
+    as HWCN with H = W = 1 (``TransShapeNdToFz``), and MindSpore's (N, C) padded to (N, C, 1, 1)."""
+    ge = ("HWCN", {"H": 1, "W": 1, "C": original_shape[0], "N": original_shape[1]})
+    mindspore = ("NCHW", {"N": original_shape[0], "C": original_shape[1], "H": 1, "W": 1})
+    return [mindspore, ge] if original_format in ("NCHW", "NC") else [ge, mindspore]
+
+
+def _first_fit(tiling: _Tiling, device_shape: tuple[int, ...], readings: Sequence[tuple[str, dict[str, int]]],
+               name: str) -> tuple[str, dict[str, int], dict[str, int]]:
+    """(layout, host sizes, axis sizes) of the first reading of the original shape the device shape holds; the
+    error of the first reading if none does."""
+    errors = []
+    for layout, sizes in readings:
+        try:
+            return layout, sizes, _axis_sizes(tiling, device_shape, sizes, name)
+        except DeviceFormatError as error:
+            errors.append(error)
+    raise errors[0]
 
 
 def _tiled(tiling: _Tiling, data: np.ndarray, device_shape: tuple[int, ...], original_shape: tuple[int, ...],
            original_format: str | None, dtype: np.dtype, name: str) -> np.ndarray:
-    layout, sizes = _host_layout(tiling, original_shape, original_format, name)
     if tiling.host == "BHW":
         if len(device_shape) < 4:
             raise DeviceFormatError(f"{name}: device shape {list(device_shape)} has fewer than 4 dimensions")
         device_shape = (math.prod(device_shape[:-4]), *device_shape[-4:])
     if len(device_shape) != len(tiling.groups):
         raise DeviceFormatError(f"{name}: device shape {list(device_shape)} is not {len(tiling.groups)}-D")
-    axes = _axis_sizes(tiling, device_shape, sizes, name)
+    if name == "FRACTAL_Z" and len(original_shape) == 2:
+        readings = _matrix_weight(original_shape, original_format)
+    else:
+        readings = [_host_layout(tiling, original_shape, original_format, name)]
+    layout, sizes, axes = _first_fit(tiling, device_shape, readings, name)
     labels = [axis for group in tiling.groups for axis in group]
     src = data.reshape([axes[axis] for axis in labels])
     if tiling.diagonal is not None:
         first, second = (labels.index(axis) for axis in tiling.diagonal)
         src = np.diagonal(src, axis1=first, axis2=second)      # the diagonal axis comes last: it is C0
         labels = [axis for axis in labels if axis not in tiling.diagonal] + ["C0"]
+    if tiling.regroup is not None:
+        src = np.ascontiguousarray(src.transpose([labels.index(axis) for axis in tiling.regroup]))
+        labels = list(tiling.regroup)
     return _unblock(src, labels, layout, sizes, dtype).reshape(original_shape)
 
 
@@ -267,8 +316,49 @@ def _fractal_z_c04(data: np.ndarray, device_shape: tuple[int, ...], original_sha
     matrix = data.reshape(k1, n1, n0, k0).transpose(0, 3, 1, 2).reshape(k1 * k0, n1 * n0)
     blocks = matrix[:reduction, :n].reshape(c1, h, w, c0, n)
     nchw = blocks.transpose(4, 0, 3, 1, 2).reshape(n, c1 * c0, h, w)[:, :c]
-    out = np.ascontiguousarray(nchw.transpose(["NCHW".index(letter) for letter in layout]), dtype=dtype)
+    out = cast(np.ascontiguousarray(nchw.transpose(["NCHW".index(letter) for letter in layout])), dtype)
     return out.reshape(original_shape)
+
+
+def _fractal_z_groups(data: np.ndarray, name: str, device_shape: tuple[int, ...], original_shape: tuple[int, ...],
+                      original_format: str | None, groups: int, dtype: np.dtype) -> np.ndarray:
+    """FRACTAL_Z (FRACTAL_Z_3D) of a group convolution (the tensor's ``sub_format`` is its group count).
+
+    The weight (N = groups x Cout, C = Cin of one group) is stored as in GE and MindSpore
+    (``NchwFracZTransWithGroups``): `e` consecutive groups share one fractal block, their Cin x Cout matrices
+    placed along its diagonal, with ``e = min(lcm(Cin, C0) / Cin, lcm(Cout, N0) / Cout, groups)``; each block
+    holds ``Cin' = ceil(e*Cin / C0) * C0`` input by ``Cout' = ceil(e*Cout / N0) * N0`` output channels, laid out
+    (block, [D,] Cin'/C0, H, W, Cout', C0). A small loop over the `e` diagonal positions copies whole slices."""
+    tiling = _TILINGS[name]
+    layout, sizes = _host_layout(tiling, original_shape, original_format, name)
+    spatial = tiling.host[2:]                                     # HW or DHW
+    n, cin = sizes["N"], sizes["C"]
+    if len(device_shape) != 4 or n % groups:
+        raise DeviceFormatError(f"{name}: {groups} groups do not divide the {n} output channels of original shape "
+                                f"{list(original_shape)}, or device shape {list(device_shape)} is not 4-D")
+    n0, c0 = device_shape[2], device_shape[3]
+    cout = n // groups
+    e = min(math.lcm(cin, c0) // cin, math.lcm(cout, n0) // cout, groups)
+    cin_block, cout_block = -(-e * cin // c0) * c0, -(-e * cout // n0) * n0
+    blocks = -(-groups // e)
+    dims = [sizes[letter] for letter in spatial]
+    depth = dims[0] if len(dims) == 3 else 1
+    expected = (blocks * depth * (cin_block // c0) * math.prod(dims[-2:]), cout_block // n0, n0, c0)
+    if device_shape != expected:
+        raise DeviceFormatError(f"{name}: device shape {list(device_shape)} does not hold the original tensor "
+                                f"({', '.join(f'{k}={v}' for k, v in sizes.items())}) in {groups} groups: "
+                                f"expected {list(expected)}")
+    # (block, [D,] C1, H, W, Cout', C0) -> (block, Cin', [D,] H, W, Cout')
+    src = data.reshape(blocks, depth, cin_block // c0, *dims[-2:], cout_block, c0)
+    src = src.transpose(0, 2, 6, 1, 3, 4, 5).reshape(blocks, cin_block, depth, *dims[-2:], cout_block)
+    out = np.empty((groups, cout, cin, depth, *dims[-2:]), dtype)
+    for position in range(e):
+        block = src[:, position * cin:(position + 1) * cin, ..., position * cout:(position + 1) * cout]
+        members = out[position::e]                                 # groups block * e + position
+        np.copyto(members, cast(block[:len(members)].transpose(0, 5, 1, 2, 3, 4), dtype), casting="same_kind")
+    nc_spatial = out.reshape(n, cin, *dims)
+    return np.ascontiguousarray(nc_spatial.transpose([tiling.host.index(letter) for letter in layout]))\
+        .reshape(original_shape)
 
 
 def _plain(data: np.ndarray, device_name: str, device_shape: tuple[int, ...], original_shape: tuple[int, ...] | None,
@@ -284,7 +374,7 @@ def _plain(data: np.ndarray, device_name: str, device_shape: tuple[int, ...], or
             raise DeviceFormatError(f"{device_name}: device shape {list(device_shape)} holds {array.size} elements, "
                                     f"original shape {list(original_shape)} {math.prod(original_shape)}")
         array = array.reshape(original_shape)
-    return array.astype(dtype, copy=False)
+    return cast(array, dtype)
 
 
 def _empty(name: str, device_shape: tuple[int, ...], original_shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -296,7 +386,7 @@ def _empty(name: str, device_shape: tuple[int, ...], original_shape: tuple[int, 
 
 def to_original(data: np.ndarray, device_format: int | str, device_shape: Sequence[int],
                 original_shape: Sequence[int] | None, original_format: int | str | None = None,
-                dtype: np.dtype | type | str | None = None) -> np.ndarray:
+                dtype: np.dtype | type | str | None = None, sub_format: int = 0) -> np.ndarray:
     """The tensor in `data` (device layout) in its original layout and shape, padding cut off.
 
     Parameters
@@ -317,6 +407,9 @@ def to_original(data: np.ndarray, device_format: int | str, device_shape: Sequen
         axes. Defaults to NCHW / NCDHW / ND.
     dtype : numpy dtype, optional
         Type of the result (cast in the same pass as the copy); defaults to the type of `data`.
+    sub_format : int, optional
+        The tensor's ``sub_format``: for FRACTAL_Z and FRACTAL_Z_3D the number of groups of a group convolution
+        (0 or 1: none). Other formats have none.
 
     Returns
     -------
@@ -326,8 +419,8 @@ def to_original(data: np.ndarray, device_format: int | str, device_shape: Sequen
     Raises
     ------
     DeviceFormatError
-        If the format cannot be converted back (FRACTAL_ZN_LSTM, group convolutions ...), or the shapes do not
-        fit it; the message names the format and the shapes, the caller adds the file.
+        If the format cannot be converted back (FRACTAL_ZN_LSTM, FRACTAL_Z_G ...), or the shapes do not fit it;
+        the message names the format and the shapes, the caller adds the file.
 
     Examples
     --------
@@ -354,6 +447,11 @@ def to_original(data: np.ndarray, device_format: int | str, device_shape: Sequen
         raise DeviceFormatError(f"{name}: no original shape; it is needed to cut the padding of the device format")
     if data.size == 0:
         return _empty(name, device_shape, shape, out_dtype)
+    if sub_format > 1:
+        if name not in ("FRACTAL_Z", "FRACTAL_Z_3D"):
+            raise DeviceFormatError(f"{name}: sub_format {sub_format} is not understood (only FRACTAL_Z and "
+                                    "FRACTAL_Z_3D have one: their group count)")
+        return _fractal_z_groups(data, name, device_shape, shape, original, sub_format, out_dtype)
     if name == "FRACTAL_Z_C04":
         return _fractal_z_c04(data, device_shape, shape, original, out_dtype)
     return _tiled(_TILINGS[name], data, device_shape, shape, original, out_dtype, name)

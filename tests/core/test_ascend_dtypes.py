@@ -13,9 +13,11 @@ from graphcmp.core.ascend_dtypes import (
     DATA_TYPE_NAMES,
     ENCODINGS,
     DataTypeError,
+    cast,
     data_type_code,
     decode,
     itemsize_bits,
+    lookup,
     nbytes_of,
 )
 from graphcmp.core.errors import DumpFormatError
@@ -151,3 +153,25 @@ def test_names_and_codes_are_one_table():
     assert data_type_code("float16") == data_type_code("DT_FLOAT16") == 2
     with pytest.raises(DataTypeError, match="unknown data type 'DT_FLOAT128'"):
         data_type_code("DT_FLOAT128")
+
+
+def test_cast_of_every_half_float_is_numpys_own_bit_for_bit():
+    every = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    got = cast(every, np.float32)
+    np.testing.assert_array_equal(got.view(np.uint32), every.astype(np.float32).view(np.uint32))
+    assert cast(every, np.float16) is every
+    assert cast(every[:3], np.float64).dtype == np.float64
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 70_000), (7, 5, 3), (200_000,), (2, 3, 40_000, 2)])
+def test_lookup_of_strided_codes_into_strided_out(shape, monkeypatch):
+    import graphcmp.core.ascend_dtypes as module
+
+    monkeypatch.setattr(module, "_CHUNK", 1000)  # many steps, and blocks cut inside an axis
+    rng = np.random.default_rng(1)
+    table = rng.standard_normal(256).astype(np.float32)
+    codes = rng.integers(0, 256, shape[::-1], np.uint8).transpose()   # a transposed view
+    out = np.zeros((*shape, 2), np.float32)[..., 0]                   # every other element
+    lookup(table, codes, out=out)
+    np.testing.assert_array_equal(out, table[codes])
+    np.testing.assert_array_equal(lookup(table, codes), table[codes])

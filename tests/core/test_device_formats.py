@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from graphcmp.core.ascend_dtypes import DATA_TYPE_CODES, decode
 from graphcmp.core.device_formats import (
     FORMAT_CODES,
     FORMAT_NAMES,
@@ -225,8 +226,10 @@ def test_shapes_that_do_not_fit_are_an_error_naming_them():
         to_original(device.reshape(-1)[:-1], "NC1HWC0", device.shape, x.shape)
     with pytest.raises(DeviceFormatError, match="no original shape"):
         to_original(device.reshape(-1), "NC1HWC0", device.shape, None)
-    with pytest.raises(DeviceFormatError, match="not 5-D"):
+    with pytest.raises(DeviceFormatError, match=r"NDC1HWC0: device shape \[2, 2, 3, 3, 16\] is not 6-D"):
         to_original(device.reshape(-1), "NDC1HWC0", device.shape, x.shape)
+    with pytest.raises(DeviceFormatError, match=r"NDC1HWC0: original shape \[2, 16, 3, 3\] is not 5-D"):
+        to_original(np.zeros(2 * 3 * 3 * 16), "NDC1HWC0", (2, 1, 1, 3, 3, 16), (2, 16, 3, 3))
     assert issubclass(DeviceFormatError, DumpFormatError)
 
 
@@ -238,3 +241,125 @@ def test_format_names_and_codes_are_one_table():
         format_code("NCHW5")
     with pytest.raises(DeviceFormatError, match="unknown format code 77"):
         format_name(77)
+
+
+@pytest.mark.parametrize("fmt", ["NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ"])
+def test_every_half_float_bit_pattern_survives_the_conversion_to_float32(fmt):
+    bits = np.random.default_rng(2).permutation(1 << 16).astype(np.uint16)
+    x = bits[: 17 * 33 * 9 * 9].view(np.float16).reshape(17, 33, 9, 9)   # with infinities and NaNs
+    device = {"NC1HWC0": nc1hwc0, "FRACTAL_Z": fractal_z, "FRACTAL_NZ": fractal_nz}[fmt](x, 16)
+    got = to_original(device.reshape(-1), fmt, device.shape, x.shape, dtype=np.float32)
+    np.testing.assert_array_equal(got.view(np.uint32), x.astype(np.float32).view(np.uint32))
+
+
+def fractal_z_groups(x: np.ndarray, groups: int, c0: int = 16, n0: int = 16) -> np.ndarray:
+    """A group convolution's weight (N = groups * Cout, C = Cin, [D,] H, W) in FRACTAL_Z: `e` groups per block."""
+    n, cin, *spatial = x.shape
+    depth, h, w = ([1, *spatial] if len(spatial) == 2 else spatial)
+    cout = n // groups
+    e = min(math.lcm(cin, c0) // cin, math.lcm(cout, n0) // cout, groups)
+    cin_block, cout_block = ceil_div(e * cin, c0) * c0, ceil_div(e * cout, n0) * n0
+    c1 = cin_block // c0
+    dev = np.full((ceil_div(groups, e), depth, c1, h, w, cout_block, c0), PAD, x.dtype)
+    flat = x.reshape(n, cin, depth, h, w)
+    for g, ci, di, hi, wi, co in np.ndindex(groups, cin, depth, h, w, cout):
+        row, col = (g % e) * cin + ci, (g % e) * cout + co
+        dev[g // e, di, row // c0, hi, wi, col, row % c0] = flat[g * cout + co, ci, di, hi, wi]
+    return dev.reshape(-1, cout_block // n0, n0, c0)
+
+
+@pytest.mark.parametrize(("shape", "groups"), [
+    ((32, 1, 3, 3), 32),      # depthwise: e = 16 groups per block
+    ((24, 3, 3, 3), 8),       # Cin 3, Cout 3: e = min(16, 16, 8) = 8
+    ((20, 5, 1, 2), 4),       # Cout 5: e = 4, a block of 20 x 20 padded to 32
+    ((48, 8, 2, 2), 6),       # Cin 8, Cout 8: e = 2, three blocks
+    ((34, 17, 3, 1), 2),      # e = 1: plain FRACTAL_Z per group
+])
+def test_fractal_z_of_a_group_convolution_round_trip(shape, groups):
+    x = host(shape)
+    device = fractal_z_groups(x, groups)
+    got = to_original(device.reshape(-1), "FRACTAL_Z", device.shape, shape, sub_format=groups)
+    np.testing.assert_array_equal(got, x)
+    hwcn = to_original(device.reshape(-1), "FRACTAL_Z", device.shape, x.transpose(2, 3, 1, 0).shape, "HWCN",
+                       sub_format=groups)
+    np.testing.assert_array_equal(hwcn, x.transpose(2, 3, 1, 0))
+
+
+def test_fractal_z_3d_of_a_group_convolution_round_trip():
+    x = host((12, 2, 3, 2, 3))
+    device = fractal_z_groups(x, 6)
+    got = to_original(device.reshape(-1), "FRACTAL_Z_3D", device.shape, x.shape, sub_format=6)
+    np.testing.assert_array_equal(got, x)
+
+
+def test_group_counts_that_do_not_fit_are_errors():
+    x = host((24, 3, 3, 3))
+    device = fractal_z_groups(x, 8)
+    with pytest.raises(DeviceFormatError, match=r"in 4 groups: expected \[9, 2, 16, 16\]"):
+        to_original(device.reshape(-1), "FRACTAL_Z", device.shape, x.shape, sub_format=4)
+    with pytest.raises(DeviceFormatError, match="5 groups do not divide the 24 output channels"):
+        to_original(device.reshape(-1), "FRACTAL_Z", device.shape, x.shape, sub_format=5)
+    with pytest.raises(DeviceFormatError, match="NC1HWC0: sub_format 4 is not understood"):
+        to_original(np.zeros(16), "NC1HWC0", (1, 1, 1, 1, 16), (1, 3, 1, 1), sub_format=4)
+
+
+def pack_nibbles(codes: np.ndarray) -> bytes:
+    flat = codes.reshape(-1).astype(np.uint8) & 0x0F
+    flat = np.append(flat, np.uint8(0)) if flat.size % 2 else flat
+    return (flat[0::2] | flat[1::2] << 4).astype(np.uint8).tobytes()
+
+
+@pytest.mark.parametrize(("data_type", "fmt", "c0", "bits"), [
+    ("DT_INT8", "NC1HWC0", 32, 8),            # C0 = 32 for 8-bit types
+    ("DT_UINT8", "FRACTAL_Z", 32, 8),
+    ("DT_FLOAT8_E4M3FN", "FRACTAL_NZ", 32, 8),
+    ("DT_HIFLOAT8", "NC1HWC0", 32, 8),
+    ("DT_INT4", "NC1HWC0", 64, 4),            # C0 = 64 for int4, two per byte
+    ("DT_INT4", "FRACTAL_NZ", 64, 4),
+    ("DT_BF16", "FRACTAL_Z", 16, 16),
+    ("DT_FLOAT16", "FRACTAL_NZ", 16, 16),
+])
+def test_dump_bytes_of_each_type_back_to_the_original(data_type, fmt, c0, bits):
+    """Raw codes laid out on the device, packed to bytes, decoded and converted: the decoded original codes."""
+    code = DATA_TYPE_CODES[data_type]
+    shape = (3, 70, 5, 3) if fmt != "FRACTAL_NZ" else (2, 19, 135)
+    codes = np.random.default_rng(3).integers(0, 1 << bits, shape).astype(np.uint16 if bits == 16 else np.uint8)
+    forward = {"NC1HWC0": nc1hwc0, "FRACTAL_Z": fractal_z, "FRACTAL_NZ": fractal_nz}[fmt]
+    device = forward(codes, c0)
+    raw = pack_nibbles(device) if bits == 4 else device.astype(f"<u{bits // 8}").tobytes()
+    flat = decode(raw, code, device.size)
+    got = to_original(flat, fmt, device.shape, shape, dtype=np.float32)
+    expected = decode(pack_nibbles(codes) if bits == 4 else codes.astype(f"<u{bits // 8}").tobytes(), code,
+                      codes.size).reshape(shape).astype(np.float32)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_2d_fractal_z_weight_is_read_as_ge_lays_it_out_or_as_mindspore_pads_it():
+    weight = host((40, 24))                                   # GE: a (K, N) = (C, N) matmul weight
+    device = fractal_z(weight.T.reshape(24, 40, 1, 1), 16)    # (ceil(40/16), ceil(24/16), 16, 16) = (3, 2, 16, 16)
+    np.testing.assert_array_equal(to_original(device.reshape(-1), "FRACTAL_Z", device.shape, (40, 24)), weight)
+    np.testing.assert_array_equal(to_original(device.reshape(-1), "FRACTAL_Z", device.shape, (40, 24), "ND"), weight)
+    nc = host((24, 40))                                       # MindSpore: (N, C) padded to (N, C, 1, 1)
+    device = fractal_z(nc.reshape(24, 40, 1, 1), 16)
+    np.testing.assert_array_equal(to_original(device.reshape(-1), "FRACTAL_Z", device.shape, (24, 40)), nc)
+    square = host((20, 20))                                   # both readings fit: NCHW names MindSpore's
+    device = fractal_z(square.reshape(20, 20, 1, 1), 16)
+    np.testing.assert_array_equal(to_original(device.reshape(-1), "FRACTAL_Z", device.shape, (20, 20), "NCHW"),
+                                  square)
+    np.testing.assert_array_equal(to_original(device.reshape(-1), "FRACTAL_Z", device.shape, (20, 20)), square.T)
+    with pytest.raises(DeviceFormatError, match=r"device shape \[3, 2, 16, 16\] does not hold .* C=70"):
+        to_original(np.zeros(3 * 2 * 256), "FRACTAL_Z", (3, 2, 16, 16), (70, 24))
+
+
+def test_empty_tensors():
+    got = to_original(np.zeros(0, np.float16), "NC1HWC0", (0, 1, 3, 3, 16), (0, 16, 3, 3), dtype=np.float32)
+    assert got.shape == (0, 16, 3, 3) and got.dtype == np.float32
+    with pytest.raises(DeviceFormatError, match="holds no elements, original shape"):
+        to_original(np.zeros(0), "FRACTAL_NZ", (0, 1, 16, 16), (3, 5))
+
+
+def test_nonsense_shapes_are_errors_not_allocations():
+    with pytest.raises(DeviceFormatError, match="does not hold"):
+        to_original(np.zeros(256), "FRACTAL_NZ", (1, 1, 16, 16), (2**40, 16))
+    with pytest.raises(DeviceFormatError, match="holds 16 elements, original shape"):
+        to_original(np.zeros(16), "ND", (16,), (-1, 4))
