@@ -194,7 +194,7 @@ def _data_op(path: Path, name: DumpName, notes: list[str]) -> DumpOp:
             shapes.append(_shape_text(desc.original_shape or desc.shape))
             has.append(False)
             continue
-        array = read_dump_tensor(path, desc.role, desc.index)
+        array = read_dump_tensor(path, desc.role, desc.index, widen=True)
         stats[k], present[k] = tensor_stats(array)
         shapes.append(_shape_text(array.shape))
         has.append(True)

@@ -99,6 +99,7 @@ class TensorDesc:
     origin_index: int = -1
     skipped: str = ""  # why the file holds no bytes for it ("" when it does)
     origin_format: str = ""  # the original op's layout (NCHW, NHWC ...) a device format turns back into
+    sub_format: int = 0  # FRACTAL_Z of a group convolution: its group count
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,15 +273,17 @@ def _desc(role: str, k: int, t: dump_data_pb2.OpInput | dump_data_pb2.OpOutput, 
     size = t.size or len(t.data)
     return TensorDesc(role, k, int(t.data_type), int(t.format), tuple(int(d) for d in t.shape.dim),
                       tuple(int(d) for d in t.original_shape.dim), int(size), int(t.address), offset,
-                      origin_name, origin_index, skipped, layout)
+                      origin_name, origin_index, skipped, layout, int(t.sub_format))
 
 
 # --- tensor bytes -> array ------------------------------------------------------------------------------
 
-def read_dump_tensor(path: str | os.PathLike[str], role: str, index: int) -> np.ndarray:
+def read_dump_tensor(path: str | os.PathLike[str], role: str, index: int, *, widen: bool = False) -> np.ndarray:
     """The tensor `role` `index` of a dump file as a numpy array in its host layout where known.
 
-    The bytes are mapped, not read: a header-plus-bytes file is mapped once and the array views the map.
+    The bytes are mapped, not read: a header-plus-bytes file is mapped once and the array views the map. With
+    `widen`, a float16 tensor in a device format comes back as float32, widened in the copy that turns it back
+    (what its statistics need, at no extra pass).
 
     Raises
     ------
@@ -295,7 +298,7 @@ def read_dump_tensor(path: str | os.PathLike[str], role: str, index: int) -> np.
     if desc.offset < 0:
         raise DumpFormatError(f"{name}: {role} {index} holds no data ({desc.skipped})")
     raw = _inline(name, role, index) if header.layout == "protobuf" else _mapped(name, desc)
-    return tensor_array(raw, desc, source=name)
+    return tensor_array(raw, desc, source=name, widen=widen)
 
 
 def _stamp(name: str) -> tuple[int, int]:
@@ -327,7 +330,7 @@ def _inline(name: str, role: str, index: int) -> np.ndarray:
     return np.frombuffer(items[index].data, np.uint8)
 
 
-def tensor_array(raw: np.ndarray, desc: TensorDesc, *, source: str = "<bytes>") -> np.ndarray:
+def tensor_array(raw: np.ndarray, desc: TensorDesc, *, source: str = "<bytes>", widen: bool = False) -> np.ndarray:
     """Decode a tensor's bytes into an array: its dtype, its device shape, then its host layout.
 
     The host layout comes from `graphcmp.core.device_formats` when that module knows the format, and a
@@ -347,13 +350,14 @@ def tensor_array(raw: np.ndarray, desc: TensorDesc, *, source: str = "<bytes>") 
         raise DumpFormatError(f"{source}: {desc.role} {desc.index} holds {flat.size} values, its shape "
                               f"{list(shape)} needs {count}")
     array = flat[:count].reshape(shape)
-    return to_host(array, desc)
+    return to_host(array, desc, np.float32 if widen and array.dtype == np.float16 else None)
 
 
-def to_host(array: np.ndarray, desc: TensorDesc) -> np.ndarray:
+def to_host(array: np.ndarray, desc: TensorDesc, dtype: type | None = None) -> np.ndarray:
     """`array` (device shape) in the host layout of `desc`: reshaped for host formats, converted back for device
     formats by `graphcmp.core.device_formats`; unchanged when the header records no original shape or the format
-    has no inverse (FRACTAL_ZN_LSTM, group convolutions ...: the shape check of the comparison then names it)."""
+    has no inverse (FRACTAL_ZN_LSTM ...: the shape check of the comparison then names it). A group convolution's
+    FRACTAL_Z weight is turned back with its `sub_format` (the group count)."""
     fmt = format_name(desc.format)
     target = desc.original_shape
     if fmt in HOST_FORMATS or not target:
@@ -361,7 +365,7 @@ def to_host(array: np.ndarray, desc: TensorDesc) -> np.ndarray:
             return array.reshape(target)
         return array
     try:
-        return to_original(array, fmt, array.shape, target, desc.origin_format or None)
+        return to_original(array, fmt, array.shape, target, desc.origin_format or None, dtype, desc.sub_format)
     except DeviceFormatError:
         return array
 
