@@ -104,6 +104,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.core.distributed.merged", "graphcmp.core.tensor_metrics"): "0.4 ms, with tensorio: tensor tasks only",
     ("graphcmp.core.distributed.merged", "graphcmp.core.tensorio"): "7 ms per merged comparison: tensor tasks only",
     # a batch's parent process only schedules: comparing is for its tasks
+    ("graphcmp.core.distributed.layout", "graphcmp.core.readers.ascend_dump"):
+        "30-45 ms (protobuf gencode) in every comparison: only for a folder that is no msprobe layout",
     ("graphcmp.core.distributed.batch", "graphcmp.core.compare"):
         "42 ms in every process that imports batch (the viewer, `info`, `diverge`, a batch's parent) to compare none",
     ("graphcmp.core.distributed.batch", "graphcmp.core.matching.specs"): "50 ms: rule specs are a task's to rebuild",

@@ -13,6 +13,7 @@ merged into one logical run per step and those are compared (docs/parallel.md).
 from __future__ import annotations
 
 import argparse
+import os
 from contextlib import nullcontext
 
 from graphcmp.cli.batch import add_batch_options, handle_batch
@@ -58,7 +59,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    if is_batch_root(args.npu) or is_batch_root(args.bench) or args.npu_layout or args.bench_layout:
+    golden = _is_golden(args)
+    if not golden and (is_batch_root(args.npu) or is_batch_root(args.bench) or args.npu_layout or args.bench_layout):
         reason = wants_merge(args)
         return handle_merged(args, reason) if reason else handle_batch(args)
     args.output = "cmp.npz" if args.output is None else args.output
@@ -68,7 +70,7 @@ def handle(args: argparse.Namespace) -> int:
     matchers = matchers_from_args(args)
     with stages(3, "compare", quiet=args.quiet) as bar:
         bar.set_postfix_str("reading both runs")
-        if _is_golden(args):
+        if golden:
             from graphcmp.core.readers.ascend_golden import read_npu_and_golden
 
             npu, bench = read_npu_and_golden(args.npu, args.bench, args.fusion_rule)
@@ -104,16 +106,26 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _is_golden(args: argparse.Namespace) -> bool:
-    """True when BENCH is a folder of golden .npy files (or a fusion rule is given) and NPU an Ascend raw dump."""
-    if args.format not in (None, "ascend_dump"):
+    """True when BENCH is a folder of golden .npy files and NPU an Ascend raw dump (checked only for a BENCH folder
+    holding .npy files: step/rank roots and other runs are left to their readers)."""
+    if args.format not in (None, "ascend_dump") or not _holds_npy(args.bench):
         return False
-    bench = detect_format(args.bench)
-    if bench != "ascend_golden" and not (args.fusion_rule and bench != "ascend_dump"):
+    try:
+        if detect_format(args.bench) != "ascend_golden":
+            return False
+    except DumpFormatError:
         return False
     if detect_format(args.npu) != "ascend_dump":
         raise DumpFormatError(f"{args.npu}: golden data compare against an Ascend raw dump folder "
                               "({op_type}.{op_name}.{task_id}.{stream_id}.{timestamp} files)")
     return True
+
+
+def _holds_npy(path: str) -> bool:
+    try:
+        return any(e.name.endswith(".npy") for e in os.scandir(path))
+    except OSError:
+        return False
 
 
 def _derive_npu(npu: DumpGraph) -> None:

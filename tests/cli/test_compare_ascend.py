@@ -119,3 +119,22 @@ def test_advisor_input_inconsistent(capsys, tmp_path):
     _, doc = _compare(capsys, tmp_path, case / "npu_dump", case / "golden", "--fusion-rule",
                       case / "fusion_rule" / "mlp.json")
     assert _advisor(doc)["advisor_input_inconsistent"]["node"] == "trans_Cast_0"
+
+
+def test_iterations_as_steps_npu_against_npu(capsys, tmp_path):
+    """Two dump roots of two iterations each: one comparison per (iteration, device), as step/rank runs."""
+    from graphcmp.core.distributed.layout import discover_runs
+
+    for side, cases in (("npu", ("bug", "clean")), ("bench", ("clean", "clean"))):
+        for iteration, case in enumerate(cases):
+            shutil.copytree(MLP / case / "npu_dump/20250306101500/0/mlp/1/0",
+                            tmp_path / side / f"20250306101500/0/mlp/1/{iteration}")
+    assert sorted(k.label for k in discover_runs(tmp_path / "npu")) == ["step0_rank0", "step1_rank0"]
+    out = tmp_path / "results"
+    code = main(["compare", str(tmp_path / "npu"), str(tmp_path / "bench"), "-o", str(out), "-q", "--workers", "1"])
+    capsys.readouterr()
+    assert code == 1
+    assert main(["diverge", str(out), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    first = doc.get("first") or doc.get("origin")
+    assert first["node"] == "mlp/fc2/MatMul" and first["step"] == 0

@@ -42,7 +42,8 @@ from graphcmp.core.readers.ascend_file import (
 from graphcmp.core.readers.opdebug import OPDEBUG_TYPE, OverflowRecord, read_opdebug
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
-__all__ = ["DumpOp", "find_iterations", "parse_ascend_dump", "read_ascend_dump", "scoped_nodes", "sniff"]
+__all__ = ["DumpOp", "find_iterations", "parse_ascend_dump", "read_ascend_dump", "scoped_nodes", "sniff",
+           "step_and_rank", "tensor_stats"]
 
 _SEARCH_DEPTH = 6
 _STATS_HEADER = ("Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape", "Max Value", "Min Value",
@@ -134,7 +135,7 @@ def read_ascend_dump(path: str | os.PathLike[str]) -> DumpGraph:
                      f"{len(iterations) - 1} later iteration(s) not read")
     run = iterations[0]
     ops, overflow = read_ops(run, notes)
-    step, rank = _step_and_rank(run)
+    step, rank = step_and_rank(run)
     return parse_ascend_dump(ops, overflow, source=str(run), step=step, rank=rank, missing=notes)
 
 
@@ -279,7 +280,7 @@ def _shape_text(shape: Iterable[int]) -> str:
     return "[" + ", ".join(str(int(d)) for d in shape) + "]"
 
 
-def _step_and_rank(folder: Path) -> tuple[int | None, int | None]:
+def step_and_rank(folder: Path) -> tuple[int | None, int | None]:
     """The iteration (the folder's name) and the device: GE ``{time}/{device}/{model}/{model_id}/{iteration}``,
     MindSpore ``{device}/{net}_graph_{id}/{id}/{iteration}``."""
     parts = folder.resolve().parts
