@@ -160,12 +160,19 @@ def format_name(code: int) -> str:
 def read_header(path: str | os.PathLike[str]) -> DumpHeader:
     """Decode the header of the dump file at `path` (either layout), the tensors' bytes left in the file.
 
+    The last headers read are kept (keyed by the file's modification time and size), so reading a file's tensors
+    after its header decodes it once.
+
     Raises
     ------
     DumpFormatError
         If the file cannot be read or is not a dump file in either layout.
     """
     name = os.fspath(path)
+    return _cached_header(name, *_stamp(name))
+
+
+def _read_header(name: str) -> DumpHeader:
     try:
         with open_regular(name) as file:
             size = os.fstat(file.fileno()).st_size
@@ -311,7 +318,7 @@ def _stamp(name: str) -> tuple[int, int]:
 
 @lru_cache(maxsize=64)
 def _cached_header(name: str, _mtime: int, _size: int) -> DumpHeader:
-    return read_header(name)
+    return _read_header(name)
 
 
 def _mapped(name: str, desc: TensorDesc) -> np.ndarray:

@@ -33,12 +33,14 @@ class FusionRule:
     """The ops of a GE graph by name, with what their tensors stand for.
 
     ``ops`` maps an op name to its `GeOp` (main graph and subgraphs together; a later op of the same name is
-    ignored); ``order`` lists the names in the graph's order.
+    ignored); ``order`` lists the names in the graph's order and ``positions`` each name's place in it (msaccucmp's
+    ``Index``).
     """
 
     source: str
     ops: Mapping[str, GeOp]
     order: tuple[str, ...]
+    positions: Mapping[str, int]
 
     def output_origin(self, op: str, k: int) -> tuple[str, int]:
         """(original tensor's op, its output index) that output `k` of `op` stands for.
@@ -107,7 +109,7 @@ def fusion_rule_from_ops(ops: list[GeOp], source: str = "<memory>") -> FusionRul
     by_name: dict[str, GeOp] = {}
     for op in ops:
         by_name.setdefault(op.name, op)
-    return FusionRule(source, by_name, tuple(by_name))
+    return FusionRule(source, by_name, tuple(by_name), {name: k for k, name in enumerate(by_name)})
 
 
 def read_fusion_rule(path: str | os.PathLike[str]) -> FusionRule:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.hierarchy import HierarchyBuilder
+from graphcmp.core.hierarchy import HierarchyBuilder, execution_keys
 from graphcmp.core.inputs import regular_file
 from graphcmp.core.readers.ascend_dump import read_ascend_dump, scoped_nodes, tensor_stats
 from graphcmp.core.readers.ascend_fusion import FusionRule, find_fusion_rule, read_fusion_rule
@@ -138,7 +138,9 @@ def read_golden_for(path: str | os.PathLike[str], npu: DumpGraph, rule: FusionRu
     """
     files = golden_files(path)
     by_key = {(golden_key(name), index): f for (name, index), f in files.items()}
-    ops = [node_id for row, node_id in enumerate(npu.nodes.ids) if row and npu.nodes.has_data[row]]
+    keys = execution_keys(npu)
+    rows_run = sorted((row for row in range(1, len(npu)) if npu.nodes.has_data[row]), key=lambda r: keys[r])
+    ops = [npu.nodes.ids[row] for row in rows_run]  # in execution order: the twins' order is the npu run's
     types = {node_id: npu.nodes.op[npu.row(node_id)] for node_id in ops}
     attrs = {node_id: dict(npu.nodes.attrs[npu.row(node_id)]) for node_id in ops} if npu.nodes.attrs else {}
     counts = _tensor_counts(npu)
@@ -194,7 +196,7 @@ def _golden_attrs(op: str, rule: FusionRule | None, n_in: int) -> tuple[tuple[st
     """The op's original op names, its place in the rule (msaccucmp's ``Index``) and its model-input slots."""
     if rule is None or op not in rule.ops:
         return ()
-    attrs = [("rule_index", str(rule.order.index(op)))]
+    attrs = [("rule_index", str(rule.positions[op]))]
     names = rule.original_names(op)
     if names:
         attrs.append(("original_op_names", ",".join(names)))
