@@ -76,8 +76,10 @@ class _Pair:
     def rel_err(self) -> np.ndarray:
         # msprobe get_relative_err: where bench == 0, eps is added to both values before dividing.
         zero = self.bench == 0
-        numer = np.where(zero, np.abs((self.npu + _EPS) - _EPS), self.abs_diff)
-        return numer / np.where(zero, _EPS, self.abs_bench)
+        out = np.divide(self.abs_diff, self.abs_bench, out=np.empty_like(self.abs_diff), where=~zero)
+        if zero.any():  # few positions: computed there only
+            out[zero] = np.abs((self.npu[zero] + _EPS) - _EPS) / _EPS
+        return out
 
 
 def shapes_match(npu: np.ndarray, bench: np.ndarray) -> bool:
@@ -438,23 +440,29 @@ def _five_thousandths(pair: _Pair) -> float:
 
 def _kl_distribution(values: np.ndarray) -> np.ndarray:
     low, high = values.min(), values.max()
-    scaled = (values - low) / (high - low) if high > low else np.ones_like(values)
-    floored = np.maximum(scaled, _KL_FLOOR)
-    return floored / floored.sum()
+    if high > low:
+        scaled = np.subtract(values, low)
+        scaled /= high - low
+    else:
+        scaled = np.ones_like(values)
+    np.maximum(scaled, _KL_FLOOR, out=scaled)
+    scaled /= scaled.sum()
+    return scaled
 
 
 def _kl(pair: _Pair) -> float:
     if not pair.npu.size:
         return 0.0
     p, q = _kl_distribution(pair.npu), _kl_distribution(pair.bench)
-    result = float(np.sum(p * np.log(p / q)))
+    np.divide(p, q, out=q)  # p / q, then p * log(p / q), in place: no temporaries of the tensor's size
+    np.log(q, out=q)
+    q *= p
+    result = float(np.sum(q))
     return 0.0 if abs(result) < _EPS else result
 
 
 def _are(pair: _Pair) -> float:
-    counted = pair.abs_bench > _EPS
-    ratios = np.divide(pair.abs_diff, pair.abs_bench, out=np.zeros_like(pair.abs_diff), where=counted)
-    return float(ratios.sum())
+    return float(pair.rel_nonzero.sum())
 
 
 def _mean_abs(pair: _Pair) -> float:
