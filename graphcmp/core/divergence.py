@@ -93,7 +93,7 @@ class Divergence:
 class Finding:
     """One line of the advisor: what was found, and the node it refers to."""
 
-    kind: str  # first_divergence, first_overflow, precision, unmatched
+    kind: str  # first_divergence, first_overflow, precision, unmatched, advisor_* (msaccucmp's three checks)
     level: str  # info, warning, error
     node: str | None
     message: str
