@@ -151,6 +151,10 @@ def read_tensor(path: str | os.PathLike[str]) -> np.ndarray:
     if part:
         return _reshaped(read_tensor(file), part, file)
     suffix = os.path.splitext(name)[1].lower()
+    if suffix == ".bin":
+        from graphcmp.core.readers.mindspore_sync import read_bin_tensor  # see tests/test_layers.py: LAZY_IMPORTS
+
+        return read_bin_tensor(name)
     if suffix == ".npy":
         return _read_npy(name)
     if suffix == ".pt":
