@@ -151,7 +151,7 @@ def read_tensor(path: str | os.PathLike[str]) -> np.ndarray:
     if part:
         return _reshaped(read_tensor(file), part, file)
     suffix = os.path.splitext(name)[1].lower()
-    if suffix == ".bin":
+    if suffix == ".bin" and "_shape_" in os.path.basename(name):  # a MindSpore synchronous dump file
         from graphcmp.core.readers.mindspore_sync import read_bin_tensor  # see tests/test_layers.py: LAZY_IMPORTS
 
         return read_bin_tensor(name)
