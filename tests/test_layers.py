@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "graphcmp.core.dtypes", "graphcmp.core.jsonio", "graphcmp.core.outputs", "graphcmp.core.export",
               "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics",
               "graphcmp.core.npzio", "graphcmp.core.forking", "graphcmp.core.texts", "graphcmp.core.ascend_dtypes",
-              "graphcmp.core.device_formats")),
+              "graphcmp.core.device_formats", "graphcmp.core.overflow_status")),
     ("records", ("graphcmp.core.records", "graphcmp.core.rules", "graphcmp.core.shards")),
     ("hierarchy", ("graphcmp.core.hierarchy", "graphcmp.core.dataflow")),
     ("readers", ("graphcmp.core.readers", "graphcmp.core.readers.*", "graphcmp.core.mapping_files",
@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("report", ("graphcmp.core.report", "graphcmp.core.outcome", "graphcmp.core.export.vis",
                 "graphcmp.core.export.vis_records", "graphcmp.core.export.vis_db",
                 "graphcmp.core.export.model_explorer", "graphcmp.core.export.document",
-                "graphcmp.core.export.table", "graphcmp.core.export.table_files")),
+                "graphcmp.core.export.table", "graphcmp.core.export.table_files", "graphcmp.core.export.msaccucmp")),
     ("compare", ("graphcmp.core.compare", "graphcmp.core.distributed", "graphcmp.core.distributed.*")),
     ("app", ("graphcmp.app", "graphcmp.app.*")),
     ("cli", ("graphcmp", "graphcmp.__main__", "graphcmp.cli", "graphcmp.cli.*")),
@@ -54,10 +54,11 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.cli.compare", "graphcmp.core.report"): "40 ms: with core.compare, while the bench run is read",
     ("graphcmp.cli.compare", "graphcmp.core.tensorcmp"): "0.2 ms, loaded with core.compare while the bench run is read",
     ("graphcmp.cli.build", "graphcmp.core.report"): "35 ms before every other command",
+    ("graphcmp.cli.compare", "graphcmp.core.readers.ascend_golden"):
+        "30-45 ms (the raw dump header's protobuf gencode): only an Ascend dump against golden data",
     ("graphcmp.cli.demo", "graphcmp.core.compare"): "45 ms before every other command",
     ("graphcmp.cli.demo", "graphcmp.core.report"): "40 ms before every other command",
-    ("graphcmp.cli.demo", "graphcmp.core.outcome"): "with core.divergence below it, before every other command "
-                                                    "(none in demo: core.compare loads it)",
+    ("graphcmp.cli.demo", "graphcmp.core.outcome"): "3.5 ms before every other command (none: core.compare loads it)",
     ("graphcmp.cli.diverge", "graphcmp.core.compare"): "45 ms before every other command",
     ("graphcmp.cli.diverge", "graphcmp.core.report"): "40 ms before every other command",
     ("graphcmp.cli.diverge", "graphcmp.core.distributed.batch"): "5.5 ms before every other command",
@@ -76,6 +77,7 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.cli.export", "graphcmp.core.export.model_explorer"): "60 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.table_files"): "65 ms (as export.vis) before every other command",
     ("graphcmp.cli.export", "graphcmp.core.report"): "none after core.compare, which loads it; 40 ms alone",
+    ("graphcmp.cli.export", "graphcmp.core.export.msaccucmp"): "40 ms (the report) before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.document"): "95 ms (the report and the vis exporter it names) "
         "before every other command",
     ("graphcmp.cli.mapping_options", "graphcmp.core.matching.specs"):
@@ -93,6 +95,10 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.core.readers.detect", "*"): "29 ms for GE's protobuf gencode: each reader loads for its format",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensor_metrics"): "0.5 ms, with tensorio: tensor tasks only",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensorio"): "8 ms per comparison: tensor-task comparisons only",
+    ("graphcmp.core.tensorio", "graphcmp.core.readers.mindspore_sync"):
+        "30-45 ms (the raw dump reader it shares, protobuf gencode): only MindSpore synchronous dump tensors",
+    ("graphcmp.core.tensorio", "graphcmp.core.readers.ascend_file"):
+        "30-45 ms (protobuf gencode): only tensors inside Ascend raw dump files",
     # parallel jobs: `graphcmp compare` of two job roots, and `graphcmp consistency`
     ("graphcmp.cli.merged", "graphcmp.core.distributed.topology"): "6 ms before every other command",
     ("graphcmp.cli.merged", "graphcmp.core.distributed.merge"): "17 ms before every other command",
@@ -103,6 +109,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.core.distributed.merged", "graphcmp.core.tensor_metrics"): "0.4 ms, with tensorio: tensor tasks only",
     ("graphcmp.core.distributed.merged", "graphcmp.core.tensorio"): "7 ms per merged comparison: tensor tasks only",
     # a batch's parent process only schedules: comparing is for its tasks
+    ("graphcmp.core.distributed.layout", "graphcmp.core.readers.ascend_dump"):
+        "30-45 ms (protobuf gencode) in every comparison: only for a folder that is no msprobe layout",
     ("graphcmp.core.distributed.batch", "graphcmp.core.compare"):
         "42 ms in every process that imports batch (the viewer, `info`, `diverge`, a batch's parent) to compare none",
     ("graphcmp.core.distributed.batch", "graphcmp.core.matching.specs"): "50 ms: rule specs are a task's to rebuild",

@@ -13,6 +13,7 @@ merged into one logical run per step and those are compared (docs/parallel.md).
 from __future__ import annotations
 
 import argparse
+import os
 from contextlib import nullcontext
 
 from graphcmp.cli.batch import add_batch_options, handle_batch
@@ -23,9 +24,9 @@ from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
 from graphcmp.cli.render import render_first_divergence, render_outcome, render_summary
 from graphcmp.core.distributed.layout import discover_runs, is_batch_root
-from graphcmp.core.errors import GraphcmpError
+from graphcmp.core.errors import DumpFormatError, GraphcmpError
 from graphcmp.core.outputs import checked_output
-from graphcmp.core.readers.detect import read_graph
+from graphcmp.core.readers.detect import detect_format, read_graph
 from graphcmp.core.readers.pair import read_pair, side_by_side
 from graphcmp.core.records import DumpGraph
 from graphcmp.core.rules import load_thresholds
@@ -49,6 +50,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(docs/noise.md); one run folder, like NPU")
     parser.add_argument("--overflow", action="store_true",
                         help="also fail (exit 1) on overflow: inf/NaN or fp16/bf16 limit in npu outputs")
+    parser.add_argument("--fusion-rule", metavar="GRAPH",
+                        help="Ascend raw dump against golden .npy files: the GE graph the model ran (atc --json or "
+                        "ge_proto_*.txt) saying which original tensor each op's inputs and outputs stand for "
+                        "(default: a GE graph beside the dump, else the original op each dump header names)")
     add_mapping_options(parser)
     add_batch_options(parser)
     add_layout_options(parser)
@@ -59,20 +64,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    golden = _is_golden(args)
     if args.reference:
+        if golden:
+            raise GraphcmpError(f"{args.reference}: --reference measures the noise against a bench run; golden .npy "
+                                "data has no run to measure it from")
         _check_reference(args)
-    if is_batch_root(args.npu) or is_batch_root(args.bench) or args.npu_layout or args.bench_layout:
+    if not golden and (is_batch_root(args.npu) or is_batch_root(args.bench) or args.npu_layout or args.bench_layout):
         reason = wants_merge(args)
         return handle_merged(args, reason) if reason else handle_batch(args)
     args.output = "cmp.npz" if args.output is None else args.output
     checked_output(args.output, [args.npu, args.bench, *([args.reference] if args.reference else []),
-                                 *input_files(args)])
+                                 *input_files(args), *([args.fusion_rule] if args.fusion_rule else [])])
     thresholds = load_thresholds(args.thresholds) if args.thresholds else None
     matchers = matchers_from_args(args)
     with stages(3, "compare", quiet=args.quiet) as bar:
         bar.set_postfix_str("reading both runs")
-        npu, bench = read_pair(args.npu, args.bench, format=args.format, meanwhile=_load_comparison,
-                               ahead=_derive_npu)  # each run's flow edges: recovered by the runs' writer
+        if golden:
+            from graphcmp.core.readers.ascend_golden import read_npu_and_golden
+
+            npu, bench = read_npu_and_golden(args.npu, args.bench, args.fusion_rule)
+        else:
+            npu, bench = read_pair(args.npu, args.bench, format=args.format, meanwhile=_load_comparison,
+                                   ahead=_derive_npu)  # each run's flow edges: recovered by the runs' writer
         from graphcmp.core.compare import compare_graphs
         from graphcmp.core.report import runs_written_meanwhile, save_report
         from graphcmp.core.tensorcmp import tensor_metrics_for
@@ -102,6 +116,29 @@ def handle(args: argparse.Namespace) -> int:
             render_outcome(summary["outcome"]), f"written: {args.output}"]
     emit(summary, "\n".join(text), args.json)
     return outcome.exit_code
+
+
+def _is_golden(args: argparse.Namespace) -> bool:
+    """True when BENCH is a folder of golden .npy files and NPU an Ascend raw dump (checked only for a BENCH folder
+    holding .npy files: step/rank roots and other runs are left to their readers)."""
+    if args.format not in (None, "ascend_dump") or not _holds_npy(args.bench):
+        return False
+    try:
+        if detect_format(args.bench) != "ascend_golden":
+            return False
+    except DumpFormatError:
+        return False
+    if detect_format(args.npu) != "ascend_dump":
+        raise DumpFormatError(f"{args.npu}: golden data compare against an Ascend raw dump folder "
+                              "({op_type}.{op_name}.{task_id}.{stream_id}.{timestamp} files)")
+    return True
+
+
+def _holds_npy(path: str) -> bool:
+    try:
+        return any(e.name.endswith(".npy") for e in os.scandir(path))
+    except OSError:
+        return False
 
 
 def _check_reference(args: argparse.Namespace) -> None:

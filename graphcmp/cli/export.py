@@ -8,7 +8,8 @@ and rank, as msprobe writes a job), and
 ``model-explorer`` a folder with Google Model Explorer's graph JSON and one node-data JSON per metric, and
 ``csv`` / ``xlsx`` msprobe's `compare` result table of a comparison (one row per npu tensor, msprobe's columns for
 the run's task mode, then graphcmp's verdict, role, margin, cause and call site; in xlsx, error rows red and
-warning rows yellow).
+warning rows yellow), and ``msaccucmp`` MindStudio msaccucmp's result CSV of an Ascend raw dump compared with
+golden data.
 """
 
 from __future__ import annotations
@@ -30,20 +31,21 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parser", "handle"]
 
-TARGETS = ("json", "vis", "vis-db", "model-explorer", "csv", "xlsx")
+TARGETS = ("json", "vis", "vis-db", "model-explorer", "csv", "xlsx", "msaccucmp")
 TABLES = ("csv", "xlsx")
 """Targets that write msprobe's compare result table: a comparison's, one row per npu tensor."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("export", help="write a result for tb-graph-ascend, Model Explorer or a spreadsheet",
+    parser = sub.add_parser("export", help="write a result for tb-graph-ascend, Model Explorer, a spreadsheet or "
+                            "msaccucmp's scripts",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+", metavar="FILE",
                         help="result of graphcmp compare or build (or a .vis/.vis.db); several, or a job's results "
                              "folder, only with vis-db")
     parser.add_argument("--to", required=True, choices=TARGETS, help="the format to write")
     parser.add_argument("-o", "--output", required=True,
-                        help="output file (json, vis, vis-db, csv, xlsx) or folder (model-explorer)")
+                        help="output file (json, vis, vis-db, csv, xlsx, msaccucmp CSV) or folder (model-explorer)")
     add_json(parser, "what was written")
     parser.set_defaults(handler=handle)
 
@@ -57,6 +59,7 @@ def handle(args: argparse.Namespace) -> int:
     from graphcmp.core.compare import load_document
     from graphcmp.core.export.document import write_json
     from graphcmp.core.export.model_explorer import write_model_explorer
+    from graphcmp.core.export.msaccucmp import write_msaccucmp
     from graphcmp.core.export.vis import write_vis
     from graphcmp.core.export.vis_db import write_vis_db
 
@@ -65,7 +68,8 @@ def handle(args: argparse.Namespace) -> int:
     elif args.to in TABLES:
         result = _write_table(args.to, files[0], args.output)
     else:
-        write = {"json": write_json, "vis": write_vis, "model-explorer": write_model_explorer}[args.to]
+        write = {"json": write_json, "vis": write_vis, "model-explorer": write_model_explorer,
+                 "msaccucmp": write_msaccucmp}[args.to]
         result = write(load_document(files[0]), args.output)
     emit(_summary(args.to, result), _text(args.to, result), args.json)
     return 0

@@ -29,10 +29,11 @@ import numpy as np
 
 from graphcmp.core.dataflow import communication_calls, earliest_producers
 from graphcmp.core.dtypes import normalize_dtype
+from graphcmp.core.hierarchy import execution_keys
 from graphcmp.core.noise import LIBRARY_ERROR, NoiseModel, Precision, unit_roundoff
-from graphcmp.core.overflow import OVERFLOW_NAMES, OverflowLevel
+from graphcmp.core.overflow import OVERFLOW_ATTR, OVERFLOW_NAMES, OverflowLevel
 from graphcmp.core.readers.naming import argument_name
-from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, is_input
+from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, TensorTable, is_input
 from graphcmp.core.shards import attribute_rank
 
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ if TYPE_CHECKING:
     from graphcmp.core.matching import MatchTable
     from graphcmp.core.pairing import TensorPairs
 
-__all__ = ["CAUSES", "Analysis", "Comparison", "Divergence", "DivergenceRule", "Finding", "analyze",
-           "find_divergence"]
+__all__ = ["ADVISOR_COSINE", "CAUSES", "Analysis", "Comparison", "Divergence", "DivergenceRule", "Finding",
+           "advisor_findings", "analyze", "find_divergence"]
 
 CAUSES = ("overflow", "shape change", "argument differs", "inputs differ", "dtype change", "communication", "op")
 
@@ -120,7 +121,7 @@ class Divergence:
 class Finding:
     """One line of the advisor: what was found, and the node it refers to."""
 
-    kind: str  # first_divergence, first_overflow, precision, reference, unmatched
+    kind: str  # first_divergence, first_overflow, precision, reference, unmatched, advisor_* (msaccucmp's three checks)
     level: str  # info, warning, error
     node: str | None
     message: str
@@ -269,7 +270,9 @@ def _cause(report: Comparison, row: int) -> tuple[str, tuple[str, ...]]:
     output = f"output error {noise.output_error[row]:.3g} ({report.verdicts.reason[row] or 'see metrics'})"
     level = int(report.overflow_levels()[row])
     if level >= OverflowLevel.HIGH:
-        return "overflow", (output, f"overflow level {OVERFLOW_NAMES[level]}")
+        attrs = dict(report.npu.nodes.attrs[row]) if report.npu.nodes.attrs else {}
+        record = (f"the device's overflow record: {attrs[OVERFLOW_ATTR]}",) if OVERFLOW_ATTR in attrs else ()
+        return "overflow", (output, f"overflow level {OVERFLOW_NAMES[level]}", *record)
     if noise.shape_changed[row]:
         return "shape change", (output, "an output's shape differs between the runs")
     fresh = _fresh_cause(report, row)
@@ -451,7 +454,72 @@ def _findings(report: Comparison, divergences: list[Divergence], overflow: Diver
                            f"{int(np.count_nonzero(noise.measured))} of {len(noise.leaves)} compared calls (the "
                            "others: modeled)"))
     out.extend(_unmatched_regions(report))
+    out.extend(advisor_findings(report))
     return tuple(out)
+
+
+ADVISOR_COSINE = 0.99
+"""msaccucmp's advisor threshold on the cosine similarity (``advisor_const.py ACCURACY_THRESHOLD``)."""
+MODEL_INPUTS_ATTR = "model_inputs"
+"""Node attribute of a golden run laid out by a fusion rule: the input slots that stand for the model's inputs
+(`graphcmp.core.readers.ascend_golden.MODEL_INPUTS_ATTR`, the same name)."""
+_FP16_MAX = 65504.0
+
+
+def advisor_findings(report: Comparison) -> list[Finding]:
+    """msaccucmp's advisor on an Ascend raw dump compared with real tensors, its three checks in its order (the
+    first that fires is its answer; graphcmp lists each that applies): FP16 overflow (an fp16 tensor of the NPU
+    reaching 65504 or infinity), input inconsistency (a model input whose cosine is below 0.99), and the whole
+    network's consistency (the first tensor whose cosine is below 0.99, a problem when the last one is too, a
+    deviation of internal optimisations otherwise). Empty for other runs.
+    """
+    if report.npu.info.format != "ascend_dump" or "cosine" not in report.pairs.metrics:
+        return []
+    npu, t = report.npu, report.npu.tensors
+    when = execution_keys(npu)[t.node]
+    order = np.lexsort((t.role, when))
+    out = []
+    fp16 = np.array([normalize_dtype(d) == "float16" for d in t.dtype], bool)
+    with np.errstate(invalid="ignore"):  # as msaccucmp: max |x| >= 65504 (inf counts, a NaN maximum does not)
+        big = np.where(t.present[:, :2], np.abs(t.stats[:, :2]), 0.0).max(axis=1)
+        over = fp16 & (big >= _FP16_MAX)
+    hit = [r for r in order.tolist() if over[r]]
+    if hit:
+        node = npu.nodes.ids[t.node[hit[0]]]
+        out.append(Finding("advisor_fp16_overflow", "error", node, f"FP16 overflow: {node} "
+                           f"{_tensor_name(t, hit[0])} reaches the float16 limit; rectify it and compare again"))
+    cosine = np.asarray(report.pairs.metrics["cosine"])
+    pairs = sorted(range(len(report.pairs.npu)), key=lambda k: (when[report.pairs.npu[k]],
+                                                                int(t.role[report.pairs.npu[k]])))
+    rows = [(k, int(report.pairs.npu[k]), float(cosine[k])) for k in pairs if np.isfinite(cosine[k])]
+    bench = report.bench
+    for k, row, value in rows:
+        b = int(report.pairs.bench[k])
+        slots = dict(bench.nodes.attrs[bench.tensors.node[b]]).get(MODEL_INPUTS_ATTR, "") if bench.nodes.attrs \
+            else ""
+        if value < ADVISOR_COSINE and t.role[row] == Role.INPUT and t.slot[row] in slots.split(","):
+            node = npu.nodes.ids[t.node[row]]
+            out.append(Finding("advisor_input_inconsistent", "error", node,
+                               f"input inconsistent: the model input at {node} {_tensor_name(t, row)} has cosine "
+                               f"{value:.6f} < {ADVISOR_COSINE}; check the input data and its preprocessing"))
+            break
+    low = [(row, value) for _, row, value in rows if value < ADVISOR_COSINE]
+    if not low:
+        out.append(Finding("advisor_consistency", "info", None, "global consistency: every compared tensor has "
+                           f"cosine >= {ADVISOR_COSINE}; if the model's accuracy is still not up to standard, check "
+                           "the post-processing of its outputs"))
+    else:
+        node = npu.nodes.ids[t.node[low[0][0]]]
+        last_low = bool(rows) and rows[-1][2] < ADVISOR_COSINE
+        advice = ("the final output is affected: a problem to fix (quantization or a wrong op)" if last_low else
+                  "the final output is within the threshold: a deviation from internal optimisation")
+        out.append(Finding("advisor_consistency", "warning", node, f"global consistency: cosine first below "
+                           f"{ADVISOR_COSINE} at {node} {_tensor_name(t, low[0][0])} ({low[0][1]:.6f}); {advice}"))
+    return out
+
+
+def _tensor_name(t: TensorTable, row: int) -> str:
+    return f"{'input' if t.role[row] == Role.INPUT else 'output'}:{t.slot[row]}"
 
 
 def _summed(reduction: float) -> str:

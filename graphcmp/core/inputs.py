@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import zlib
 from collections.abc import Iterator
@@ -34,7 +35,11 @@ __all__ = [
     "read_input",
     "regular_file",
     "special_entries",
+    "split_tensor_part",
 ]
+
+_PART = re.compile(r"^(?P<file>.+)#(?P<part>(?:input|output)\.\d+|shape=[\d,]*|perm=[\d,]*)$")
+"""A reference to one tensor of a file: see `split_tensor_part`."""
 
 INFLATE_RATIO_LIMIT = 100
 """Most a compressed input may inflate, as a multiple of its compressed size (see the module notes)."""
@@ -214,3 +219,18 @@ def _inflated(f: BinaryIO, source: str, size: int, limit: int | None) -> Iterato
         yield out
     if not decoder.eof and limit is None:
         raise DumpFormatError(f"{source}: the gzip file ends early (truncated)")
+
+
+def split_tensor_part(name: str) -> tuple[str, str]:
+    """(file, part) of a tensor reference: ``{file}#{input|output}.{index}`` names one tensor of a file holding
+    several (an Ascend raw dump file), ``{file}#shape={d0},{d1}`` a tensor file read as another shape of as many
+    elements (a golden tensor where the NPU graph dropped a reshape), ``{file}#perm=0,3,1,2`` one read with its axes
+    permuted (an NHWC golden tensor against the NPU's NCHW); part is "" for a whole file.
+
+    >>> split_tensor_part("Conv2D.conv.7.0.1741#output.0"), split_tensor_part("a.npy#shape=1,32")
+    (('Conv2D.conv.7.0.1741', 'output.0'), ('a.npy', 'shape=1,32'))
+    >>> split_tensor_part("a.npy")
+    ('a.npy', '')
+    """
+    m = _PART.match(name)
+    return (m["file"], m["part"]) if m else (name, "")

@@ -27,12 +27,26 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from graphcmp.core.divergence import Analysis, Comparison
 from graphcmp.core.records import DumpGraph, NodeKind
 from graphcmp.core.rules import ERROR
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: a job's outcome needs none of the analysis below it (keeps `info results/` quick)
+    from graphcmp.core.divergence import Analysis, Comparison
     from graphcmp.core.matching import MatchTable
+
+    class _Options(Protocol):
+        @property
+        def matchers(self) -> tuple[str, ...]: ...
+        @property
+        def fuzzy(self) -> bool: ...
+
+    class Reported(Comparison, Protocol):
+        """What the outcome reads of a comparison (a `CompareReport` is one): a `Comparison` with its options
+        and its analysis."""
+
+        @property
+        def options(self) -> _Options: ...
+        def analysis(self) -> Analysis: ...
 
 __all__ = [
     "AGREE",
@@ -41,7 +55,6 @@ __all__ = [
     "MIN_MATCHED_SHARE",
     "Coverage",
     "Outcome",
-    "Reported",
     "SideCoverage",
     "coverage",
     "decide",
@@ -248,22 +261,6 @@ def _hints(cov: Coverage, npu: DumpGraph | None, bench: DumpGraph | None, matche
     if not fuzzy:
         hints.append("call counters shifted by an extra call? leave out --no-fuzzy")
     return tuple(hints)
-
-
-class _Options(Protocol):
-    @property
-    def matchers(self) -> tuple[str, ...]: ...
-    @property
-    def fuzzy(self) -> bool: ...
-
-
-class Reported(Comparison, Protocol):
-    """What the outcome reads of a comparison (a `CompareReport` is one): a `Comparison` with its options
-    and its analysis."""
-
-    @property
-    def options(self) -> _Options: ...
-    def analysis(self) -> Analysis: ...
 
 
 def report_outcome(report: Reported, *, overflow: bool = False) -> Outcome:

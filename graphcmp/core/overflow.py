@@ -20,17 +20,20 @@ from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.jsonio import read_json
 from graphcmp.core.metrics import by_blocks, is_nonfinite, rows_max
+from graphcmp.core.overflow_status import STATUS_BITS, decode_overflow_status
 from graphcmp.core.records import DumpGraph, is_output, string_codes
 
 __all__ = [
     "EXPLODE_MIN",
     "EXPLODE_RATIO",
+    "OVERFLOW_ATTR",
     "OVERFLOW_NAMES",
     "STATUS_BITS",
     "OverflowLevel",
     "decode_overflow_status",
     "overflow_levels",
     "read_overflow_records",
+    "recorded_overflow",
     "summed_beyond_range",
 ]
 
@@ -48,17 +51,11 @@ class OverflowLevel(enum.IntEnum):
 OVERFLOW_NAMES = {level: level.name.lower() for level in OverflowLevel}
 EXPLODE_RATIO = 1e4
 EXPLODE_MIN = 1e4
+OVERFLOW_ATTR = "overflow"
+"""Node attribute holding the device's own overflow record (block and status), set by the Ascend dump reader."""
 DTYPE_LIMITS = {"float16": 65504.0, "bfloat16": 3.3895e38}
 
-STATUS_BITS = {
-    0x08: "min-negative sign flip",
-    0x10: "integer add/sub/mul overflow",
-    0x20: "float overflow",
-    0x80: "negative float converted to unsigned",
-    0x100: "FP32 to FP16 or int32 to FP16 overflow",
-    0x400: "cube accumulation overflow",
-}
-"""Status bits of GE/AI Core overflow debug records."""
+
 
 
 def overflow_levels(graph: DumpGraph) -> np.ndarray:
@@ -84,8 +81,20 @@ def _overflow_levels(graph: DumpGraph) -> np.ndarray:
     level[in_bad & ~out_bad] = OverflowLevel.MEDIUM
     level[(in_bad & out_bad) | (exploding & ~out_bad)] = OverflowLevel.HIGH
     level[out_bad & ~in_bad] = OverflowLevel.CRITICAL
+    recorded = recorded_overflow(graph)
+    flagged = np.where(in_bad[recorded], OverflowLevel.HIGH, OverflowLevel.CRITICAL)
+    level[recorded] = np.maximum(level[recorded], flagged)
     level.flags.writeable = False
     return level
+
+
+def recorded_overflow(graph: DumpGraph) -> np.ndarray:
+    """Rows of the nodes the device itself flagged as overflowing (node attribute ``overflow``: an Ascend Opdebug
+    record, whatever the values show: a chip in saturation mode clamps instead of writing inf)."""
+    attrs = graph.nodes.attrs
+    if not attrs:
+        return np.zeros(0, np.int64)
+    return np.array([row for row, items in enumerate(attrs) if any(k == OVERFLOW_ATTR for k, _ in items)], np.int64)
 
 
 def _tensor_overflow(graph: DumpGraph) -> tuple[np.ndarray, np.ndarray]:
@@ -134,21 +143,6 @@ def _overflow_rows(stats: np.ndarray, present: np.ndarray, limits: np.ndarray) -
     with np.errstate(invalid="ignore"):
         at_limit = (high >= limits) | (low >= limits)
     return is_nonfinite(stats, present) | at_limit, rows_max(extent)
-
-
-def decode_overflow_status(status: int) -> tuple[str, ...]:
-    """Words for the bits of a GE overflow status.
-
-    >>> decode_overflow_status(0x20 | 0x100)
-    ('float overflow', 'FP32 to FP16 or int32 to FP16 overflow')
-    >>> decode_overflow_status(0)
-    ()
-    """
-    words = [name for bit, name in STATUS_BITS.items() if status & bit]
-    unknown = status & ~sum(STATUS_BITS)
-    if unknown:
-        words.append(f"unknown bits 0x{unknown:x}")
-    return tuple(words)
 
 
 def read_overflow_records(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:

@@ -61,7 +61,8 @@ REPORT_FORMAT = "graphcmp.compare"
 GRAPH_FORMAT = "graphcmp.graph"
 SCHEMA_VERSION = 1
 _FLOAT_METRICS = ("rel_err", "rel_errs", "abs_diff", "md5_diff", "cosine", "max_abs", "max_rel", "euc_rel",
-                  "one_thousandth", "five_thousandths", "kl", "are")
+                  "one_thousandth", "five_thousandths", "kl", "are", "mean_abs", "rmse", "max_rel_nz",
+                  "mean_rel")
 
 
 @dataclass(frozen=True, slots=True)

@@ -217,6 +217,10 @@ RULE_METRICS: dict[str, MetricRange] = {
     "five_thousandths": MetricRange(0.0, 1.0, True, _TENSOR),
     "kl": MetricRange(0.0, math.inf, False, _TENSOR),
     "are": MetricRange(0.0, math.inf, False, _TENSOR),
+    "mean_abs": MetricRange(0.0, math.inf, False, _TENSOR),
+    "rmse": MetricRange(0.0, math.inf, False, _TENSOR),
+    "max_rel_nz": MetricRange(0.0, math.inf, False, _TENSOR),
+    "mean_rel": MetricRange(0.0, math.inf, False, _TENSOR),
 }
 """Metrics a rule may bin (the per-pair columns of `pairing.pair_metrics` and `tensor_metrics.TENSOR_METRICS`)."""
 

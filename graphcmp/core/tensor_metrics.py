@@ -40,7 +40,11 @@ __all__ = [
     "kl",
     "max_abs",
     "max_rel",
+    "max_rel_nz",
+    "mean_abs",
+    "mean_rel",
     "one_thousandth",
+    "rmse",
     "shapes_match",
 ]
 
@@ -63,11 +67,19 @@ class _Pair:
         return np.abs(self.bench)
 
     @cached_property
+    def rel_nonzero(self) -> np.ndarray:
+        # msaccucmp's relative error: |npu - bench| / |bench| where |bench| > eps, 0 elsewhere.
+        counted = self.abs_bench > _EPS
+        return np.divide(self.abs_diff, self.abs_bench, out=np.zeros_like(self.abs_diff), where=counted)
+
+    @cached_property
     def rel_err(self) -> np.ndarray:
         # msprobe get_relative_err: where bench == 0, eps is added to both values before dividing.
         zero = self.bench == 0
-        numer = np.where(zero, np.abs((self.npu + _EPS) - _EPS), self.abs_diff)
-        return numer / np.where(zero, _EPS, self.abs_bench)
+        out = np.divide(self.abs_diff, self.abs_bench, out=np.empty_like(self.abs_diff), where=~zero)
+        if zero.any():  # few positions: computed there only
+            out[zero] = np.abs((self.npu[zero] + _EPS) - _EPS) / _EPS
+        return out
 
 
 def shapes_match(npu: np.ndarray, bench: np.ndarray) -> bool:
@@ -284,6 +296,52 @@ def are(npu: np.ndarray, bench: np.ndarray) -> float:
     return _apply(_are, npu, bench)
 
 
+def mean_abs(npu: np.ndarray, bench: np.ndarray) -> float:
+    """Mean absolute error ``mean |npu - bench|``, in the tensors' own units (msaccucmp's MeanAbsoluteError).
+
+    Examples
+    --------
+    >>> mean_abs(np.array([1.0, 2.0]), np.array([1.0, 4.0]))
+    1.0
+    """
+    return _apply(_mean_abs, npu, bench)
+
+
+def rmse(npu: np.ndarray, bench: np.ndarray) -> float:
+    """Root mean square error ``sqrt(mean((npu - bench)^2))`` (msaccucmp's RootMeanSquareError).
+
+    Examples
+    --------
+    >>> rmse(np.array([1.0, 2.0]), np.array([1.0, 4.0]))
+    1.4142135623730951
+    """
+    return _apply(_rmse, npu, bench)
+
+
+def max_rel_nz(npu: np.ndarray, bench: np.ndarray) -> float:
+    """msaccucmp's MaxRelativeError: ``max |npu - bench| / |bench|`` where ``|bench| > eps``, elements with a
+    zero bench counted as 0 (unlike `max_rel`, which counts them through msprobe's eps guard).
+
+    Examples
+    --------
+    >>> max_rel_nz(np.array([1.1, 5.0]), np.array([1.0, 0.0]))
+    0.10000000000000009
+    """
+    return _apply(_max_rel_nz, npu, bench)
+
+
+def mean_rel(npu: np.ndarray, bench: np.ndarray) -> float:
+    """msaccucmp's MeanRelativeError: the mean over all elements of the relative error of `max_rel_nz` (0 where
+    the bench is zero).
+
+    Examples
+    --------
+    >>> mean_rel(np.array([1.1, 5.0]), np.array([1.0, 0.0]))
+    0.050000000000000044
+    """
+    return _apply(_mean_rel, npu, bench)
+
+
 def compare_tensors(npu: np.ndarray, bench: np.ndarray) -> dict[str, float]:
     """Compute every metric of `TENSOR_METRICS` in one pass over shared intermediates.
 
@@ -382,23 +440,45 @@ def _five_thousandths(pair: _Pair) -> float:
 
 def _kl_distribution(values: np.ndarray) -> np.ndarray:
     low, high = values.min(), values.max()
-    scaled = (values - low) / (high - low) if high > low else np.ones_like(values)
-    floored = np.maximum(scaled, _KL_FLOOR)
-    return floored / floored.sum()
+    if high > low:
+        scaled = np.subtract(values, low)
+        scaled /= high - low
+    else:
+        scaled = np.ones_like(values)
+    np.maximum(scaled, _KL_FLOOR, out=scaled)
+    scaled /= scaled.sum()
+    return scaled
 
 
 def _kl(pair: _Pair) -> float:
     if not pair.npu.size:
         return 0.0
     p, q = _kl_distribution(pair.npu), _kl_distribution(pair.bench)
-    result = float(np.sum(p * np.log(p / q)))
+    np.divide(p, q, out=q)  # p / q, then p * log(p / q), in place: no temporaries of the tensor's size
+    np.log(q, out=q)
+    q *= p
+    result = float(np.sum(q))
     return 0.0 if abs(result) < _EPS else result
 
 
 def _are(pair: _Pair) -> float:
-    counted = pair.abs_bench > _EPS
-    ratios = np.divide(pair.abs_diff, pair.abs_bench, out=np.zeros_like(pair.abs_diff), where=counted)
-    return float(ratios.sum())
+    return float(pair.rel_nonzero.sum())
+
+
+def _mean_abs(pair: _Pair) -> float:
+    return float(pair.abs_diff.mean()) if pair.npu.size else 0.0
+
+
+def _rmse(pair: _Pair) -> float:
+    return float(np.sqrt(np.mean(pair.abs_diff * pair.abs_diff))) if pair.npu.size else 0.0
+
+
+def _max_rel_nz(pair: _Pair) -> float:
+    return float(pair.rel_nonzero.max()) if pair.npu.size else 0.0
+
+
+def _mean_rel(pair: _Pair) -> float:
+    return float(pair.rel_nonzero.mean()) if pair.npu.size else 0.0
 
 
 _KERNELS: dict[str, Callable[[_Pair], float]] = {
@@ -410,6 +490,10 @@ _KERNELS: dict[str, Callable[[_Pair], float]] = {
     "five_thousandths": _five_thousandths,
     "kl": _kl,
     "are": _are,
+    "mean_abs": _mean_abs,
+    "rmse": _rmse,
+    "max_rel_nz": _max_rel_nz,
+    "mean_rel": _mean_rel,
 }
 
 TENSOR_METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
@@ -421,5 +505,9 @@ TENSOR_METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
     "five_thousandths": five_thousandths,
     "kl": kl,
     "are": are,
+    "mean_abs": mean_abs,
+    "rmse": rmse,
+    "max_rel_nz": max_rel_nz,
+    "mean_rel": mean_rel,
 }
 """Metric name -> pure function ``(npu, bench) -> float``; the names used in rules and reports."""

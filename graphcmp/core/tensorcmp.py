@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.inputs import regular_file
+from graphcmp.core.inputs import regular_file, split_tensor_part
 from graphcmp.core.records import DumpGraph
 
 __all__ = ["TENSOR_DATA_DIR", "recorded_shape", "tensor_file", "tensor_metrics_for"]
@@ -39,6 +39,8 @@ def tensor_file(graph: DumpGraph, row: int) -> Path | None:
     name = graph.tensors.file[row]
     if not name:
         return None
+    name, part = split_tensor_part(name)
+    suffix = f"#{part}" if part else ""
     folder = os.path.normpath(graph.info.path)
     for candidate in (os.path.join(folder, TENSOR_DATA_DIR, name), os.path.join(folder, name)):
         candidate = os.path.normpath(candidate)
@@ -46,7 +48,7 @@ def tensor_file(graph: DumpGraph, row: int) -> Path | None:
             raise DumpFormatError(f"{graph.info.path}: the tensor file {name!r} lies outside the dump folder; "
                                   "graphcmp reads a run's tensors from its own folder only")
         if os.path.lexists(candidate) and (os.path.exists(candidate) or _loops(candidate)):
-            return regular_file(candidate)
+            return Path(str(regular_file(candidate)) + suffix)
     return None
 
 

@@ -31,9 +31,10 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.inputs import INFLATE_RATIO_LIMIT, open_regular, regular_file
+from graphcmp.core.inputs import INFLATE_RATIO_LIMIT, open_regular, regular_file, split_tensor_part
 
 __all__ = ["TENSOR_SUFFIXES", "is_tensor_file", "parse_pt", "read_tensor"]
+
 
 TENSOR_SUFFIXES = (".npy", ".pt")
 """File suffixes ``read_tensor`` can read, lower case."""
@@ -141,12 +142,37 @@ def read_tensor(path: str | os.PathLike[str]) -> np.ndarray:
            [3., 4., 5.]], dtype=float32)
     """
     name = os.fspath(path)
+    file, part = split_tensor_part(name)
+    if part.startswith(("input.", "output.")):
+        from graphcmp.core.readers.ascend_file import read_dump_tensor  # see tests/test_layers.py: LAZY_IMPORTS
+
+        role, _, index = part.partition(".")
+        return read_dump_tensor(file, role, int(index))
+    if part:
+        return _reshaped(read_tensor(file), part, file)
     suffix = os.path.splitext(name)[1].lower()
+    if suffix == ".bin" and "_shape_" in os.path.basename(name):  # a MindSpore synchronous dump file
+        from graphcmp.core.readers.mindspore_sync import read_bin_tensor  # see tests/test_layers.py: LAZY_IMPORTS
+
+        return read_bin_tensor(name)
     if suffix == ".npy":
         return _read_npy(name)
     if suffix == ".pt":
         return _read_pt(name)
     raise DumpFormatError(f"{name}: cannot read a tensor from a '{suffix}' file; expected .npy or .pt")
+
+
+def _reshaped(array: np.ndarray, part: str, name: str) -> np.ndarray:
+    """`array` seen through a ``shape=`` or ``perm=`` part of a tensor reference (see `split_tensor_part`)."""
+    kind, _, text = part.partition("=")
+    numbers = tuple(int(d) for d in text.split(",") if d)
+    if kind == "perm":
+        if sorted(numbers) != list(range(array.ndim)):
+            raise DumpFormatError(f"{name}: a {array.ndim}-D tensor cannot be read with its axes as {list(numbers)}")
+        return array.transpose(numbers)
+    if math.prod(numbers) != array.size:
+        raise DumpFormatError(f"{name}: holds {array.size} values, cannot be read as shape {list(numbers)}")
+    return array.reshape(numbers)
 
 
 def parse_pt(data: bytes, name: str = "<bytes>") -> np.ndarray:

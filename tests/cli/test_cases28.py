@@ -17,14 +17,9 @@ SCOREBOARD = Path(__file__).resolve().parents[2] / "bench" / "dev_scoreboard.py"
 NAMES = sorted(p.parent.name for p in CASES.glob("*/TRUTH.json"))
 # answers graphcmp got wrong when the cases were made (issue 28), as measured on this branch's base: expected to
 # fail, not strict (the fixes land on another branch: an XPASS in the summary means the entry can go)
-KNOWN_WRONG: dict[str, str] = {
-    "extraop_perturb": "an extra F.linear shifts the call counters: calls paired with the wrong calls",
-    "extramul_perturb": "an extra Tensor.__mul__ shifts the call counters: calls paired with the wrong calls",
-    "extramul_clean": "an extra Tensor.__mul__ shifts the call counters: an origin in a run without a bug",
-    "fp16_accum_mb2_small": "a bug from micro-batch 2 on is reported in micro-batch 0",
-    "recompute_bf16": "a bug in the recomputation (torch.utils.checkpoint) is reported at a parameter gradient",
-    "tp2_bf16_clean": "a clean TP2 bf16 run against TP1 fp32 gets an origin",
-}
+KNOWN_WRONG: dict[str, str] = {}
+"""Cases graphcmp still answers wrongly with its default options (none today), each with why: strict xfails, so a
+case that starts passing must be taken off the list."""
 
 
 def truth_of(name: str) -> dict:
@@ -66,7 +61,7 @@ def test_truth_names_a_call_of_the_npu_dump(name):
         assert call["node"] in dump_of(npu, call["step"], call["rank"])["data"]
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=False, reason=KNOWN_WRONG[n]))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[n]))
                                   if n in KNOWN_WRONG else n for n in NAMES])
 def test_default_options_give_the_truth(name, tmp_path, capsys):
     t = truth_of(name)

@@ -27,7 +27,8 @@ from graphcmp.core.tensorio import read_tensor
 CNN = Path(__file__).resolve().parents[1] / "data" / "tensors" / "cnn_conv2_perturbed"
 EPS = np.finfo(np.float64).eps
 IDENTICAL = {"cosine": 1.0, "max_abs": 0.0, "max_rel": 0.0, "euc_rel": 0.0,
-             "one_thousandth": 1.0, "five_thousandths": 1.0, "kl": 0.0, "are": 0.0}
+             "one_thousandth": 1.0, "five_thousandths": 1.0, "kl": 0.0, "are": 0.0, "mean_abs": 0.0, "rmse": 0.0,
+             "max_rel_nz": 0.0, "mean_rel": 0.0}
 
 
 def _all_nan(result: dict[str, float]) -> bool:

@@ -37,7 +37,14 @@ def compact_files(case: str, stack: bool = True, last_micro: int | None = None):
                 data = docs["dump.json"]["data"]
                 keep = {k for k, (m, _) in zip(data, truth28.positions(list(data))) if m <= last_micro}
                 docs["dump.json"]["data"] = {k: v for k, v in data.items() if k in keep}
-                docs["construct.json"] = {k: v for k, v in docs["construct.json"].items() if k in keep}
+                construct = docs["construct.json"]
+                kept = set(keep)
+                for k in keep:  # a kept call's ancestors stay, dump entries or not (a module without data)
+                    parent = construct.get(k)
+                    while parent is not None and parent not in kept:
+                        kept.add(parent)
+                        parent = construct.get(parent)
+                docs["construct.json"] = {k: v for k, v in construct.items() if k in kept}
             for f, doc in docs.items():
                 yield os.path.relpath(os.path.join(dirpath, f), case), json.dumps(doc, separators=(",", ":"))
 

@@ -2,7 +2,9 @@
 
 msprobe writes ``<root>/step<K>/rank<N>/`` (``rank`` without a number in older versions, and
 ``proc<pid>`` when it did not know the rank). A root may be a rank folder itself, a step folder
-holding rank folders, or a folder of step folders. Any other input (a graph file) is one run.
+holding rank folders, or a folder of step folders. An Ascend raw dump root holding several iteration
+folders (``{time}/{device}/{model}/{model_id}/{iteration}``) is one run per iteration (the step) and device (the
+rank). Any other input (a graph file) is one run.
 """
 
 from __future__ import annotations
@@ -63,13 +65,33 @@ def discover_runs(root: str | os.PathLike[str]) -> dict[RunKey, Path]:
     ranks = _ranks(path, _step_of(path))
     if ranks:
         return ranks
+    ascend = _ascend_runs(path)
+    if len(ascend) > 1:
+        return ascend
     return {_key_of_run(path): path}  # let the reader say what is wrong with it
 
 
 def is_batch_root(path: str | os.PathLike[str]) -> bool:
     """True when `path` holds more than one run (or is a step/rank layout rather than a run)."""
     p = Path(path)
-    return p.is_dir() and not (p / _DUMP).is_file() and bool(_numbered(p, _STEP) or _ranks(p, None))
+    return p.is_dir() and not (p / _DUMP).is_file() and bool(_numbered(p, _STEP) or _ranks(p, None)
+                                                             or len(_ascend_runs(p)) > 1)
+
+
+def _ascend_runs(path: Path) -> dict[RunKey, Path]:
+    """The iteration folders of an Ascend raw dump below `path` by (iteration, device); empty when it holds none,
+    or when two of them share a key (several models on one device: each is compared on its own)."""
+    if not path.is_dir():
+        return {}
+    from graphcmp.core.readers.ascend_dump import find_iterations, step_and_rank  # see tests/test_layers.py
+
+    runs: dict[RunKey, Path] = {}
+    for folder in find_iterations(path):
+        key = RunKey(*step_and_rank(folder))
+        if key in runs or key.step is None:
+            return {}
+        runs[key] = folder
+    return runs
 
 
 def pair_runs(npu_root: str | os.PathLike[str], bench_root: str | os.PathLike[str]

@@ -18,6 +18,9 @@ VIS_SUFFIXES = (".vis", ".vis.gz", ".vis.db", ".vis.db.gz")
 FORMATS: dict[str, tuple[str, str, str]] = {
     "msprobe": ("msprobe", "sniff", "read_msprobe"),
     "mindspore_dump": ("mindspore_dump", "sniff", "read_mindspore_dump"),
+    "ascend_dump": ("ascend_dump", "sniff", "read_ascend_dump"),
+    "mindspore_sync": ("mindspore_sync", "sniff", "read_mindspore_sync"),
+    "ascend_golden": ("ascend_golden", "sniff", "read_golden"),
     "ge": ("ge", "sniff", "read_ge"),
     "mindspore_ir": ("mindspore_ir", "sniff", "read_mindspore_ir"),
 }

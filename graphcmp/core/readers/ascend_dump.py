@@ -1,0 +1,410 @@
+"""Reader for Ascend raw dump folders: one file per executed op (GE, ACL, TF adapter, MindSpore async dumps).
+
+A dump folder is laid out ``{dump_path}/{time}/{device}/{model}/{model_id}/{iteration}/`` (GE) or
+``{dump_path}/{device}/{net}_graph_{id}/{id}/{iteration}/`` (MindSpore asynchronous dump); the files of one
+iteration sit in its folder, ``{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}`` (`ascend_file`).
+The reader takes any folder of such a tree: the first iteration found is the run (its number the step, the
+device the rank), later ones are noted. Each op becomes a node named as its header names it (``/layer1/conv2/Conv``),
+under scope modules from the ``/`` of its name, in order of its timestamp; its inputs and outputs become tensors
+whose statistics are computed from the bytes (in the host layout), and whose data stay in the file
+(``file#output.0``) for the real-tensor metrics. A tensor the writer skipped (size 0, device address 0) is kept
+without data and named in the op's ``skipped`` attribute.
+
+Statistics-mode dumps (``<dump file>.csv``: Max/Min/Avg/Count/NaN/Inf per tensor) are read as statistics.
+Overflow files (``Opdebug.Node_OpDebug.*``, `opdebug`) are tied to the op with the task and stream ids they name
+(attribute ``overflow``: block, status and its bits).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.hierarchy import HierarchyBuilder
+from graphcmp.core.inputs import read_input
+from graphcmp.core.readers.ascend_file import (
+    DumpHeader,
+    DumpName,
+    TensorDesc,
+    dtype_name,
+    parse_dump_name,
+    read_dump_tensor,
+    read_header,
+)
+from graphcmp.core.readers.opdebug import OPDEBUG_TYPE, OverflowRecord, read_opdebug
+from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
+
+__all__ = ["DumpOp", "find_iterations", "parse_ascend_dump", "read_ascend_dump", "scoped_nodes", "sniff",
+           "step_and_rank", "tensor_stats"]
+
+_SEARCH_DEPTH = 6
+_STATS_HEADER = ("Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape", "Max Value", "Min Value",
+                 "Avg Value", "Count", "Nan Count", "Negative Inf Count", "Positive Inf Count")
+_TIME_DIR = re.compile(r"^\d{14}$")
+
+
+@dataclass(frozen=True, slots=True)
+class DumpOp:
+    """One dumped op: its file (relative to the run folder), its name parts, header and statistics.
+
+    ``stats`` holds per tensor (max, min, mean, norm) and which exist, ``shapes`` the shape of each tensor
+    as compared (the host shape when its layout is known), in the order of ``header.tensors``.
+    """
+
+    file: str
+    name: DumpName
+    header: DumpHeader
+    stats: np.ndarray
+    present: np.ndarray
+    shapes: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    has_data: tuple[bool, ...]
+
+
+def sniff(path: str | os.PathLike[str]) -> bool:
+    """True for a folder holding (here or a few levels down) files named and laid out as Ascend raw dumps."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return False
+    return bool(find_iterations(folder, limit=1))
+
+
+def find_iterations(folder: Path, *, limit: int | None = None) -> list[Path]:
+    """Folders at or below `folder` that hold dump files, in path order (numbers compared as numbers)."""
+    found: list[Path] = []
+    todo = [(folder, 0)]
+    while todo and (limit is None or len(found) < limit):
+        current, depth = todo.pop(0)
+        try:
+            entries = sorted(os.scandir(current), key=lambda e: _natural(e.name))
+        except OSError:
+            continue
+        if any(e.is_file(follow_symlinks=False) and _is_dump_file(e) for e in entries):
+            found.append(current)
+            continue
+        if depth < _SEARCH_DEPTH:
+            todo.extend((Path(e.path), depth + 1) for e in entries if e.is_dir(follow_symlinks=False)
+                        and not e.name.startswith("."))
+    return found
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def _is_dump_file(entry: os.DirEntry) -> bool:
+    name = entry.name
+    if name.endswith(".csv"):
+        name = name[:-4]
+    if parse_dump_name(name) is None:
+        return False
+    try:
+        with open(entry.path, "rb") as file:
+            head = file.read(8)
+    except OSError:
+        return False
+    if entry.name.endswith(".csv"):
+        return head.startswith(b"Input/Ou")
+    return len(head) == 8 and (int.from_bytes(head, "little") < entry.stat().st_size or head[:1] == b"\x0a")
+
+
+def read_ascend_dump(path: str | os.PathLike[str]) -> DumpGraph:
+    """Read a raw dump folder (its first iteration) into a run.
+
+    Raises
+    ------
+    DumpFormatError
+        If no folder at or below `path` holds dump files, or a dump file is damaged.
+    """
+    folder = Path(path)
+    iterations = find_iterations(folder)
+    if not iterations:
+        raise DumpFormatError(f"{folder}: no Ascend raw dump files here or {_SEARCH_DEPTH} levels below "
+                              "(named {op_type}.{op_name}.{task_id}.{stream_id}.{timestamp})")
+    notes = []
+    if len(iterations) > 1:
+        notes.append(f"{iterations[0].relative_to(folder) if iterations[0] != folder else '.'}: read; "
+                     f"{len(iterations) - 1} later iteration(s) not read")
+    run = iterations[0]
+    ops, overflow = read_ops(run, notes)
+    step, rank = step_and_rank(run)
+    return parse_ascend_dump(ops, overflow, source=str(run), step=step, rank=rank, missing=notes)
+
+
+def read_ops(folder: Path, notes: list[str]) -> tuple[list[DumpOp], list[OverflowRecord]]:
+    """The dumped ops of one iteration folder (statistics from their bytes or their ``.csv``) and the overflow
+    records of its Opdebug files."""
+    ops: list[DumpOp] = []
+    overflow: list[OverflowRecord] = []
+    names = sorted(os.listdir(folder))
+    hashed = _hashed_names(folder / MAPPING_FILE) if MAPPING_FILE in names else {}
+    for entry in names:
+        base = entry[:-4] if entry.endswith(".csv") else entry
+        parsed = parse_dump_name(hashed.get(base, base))
+        if parsed is None:
+            continue
+        path = folder / entry
+        if not path.is_file():
+            continue
+        if parsed.op_type == OPDEBUG_TYPE and entry == base:
+            overflow.extend(read_opdebug(path))
+            continue
+        if entry.endswith(".csv"):
+            if base in names:
+                continue  # the bytes are there too: read them
+            ops.append(_stats_op(path, parsed))
+        else:
+            ops.append(_data_op(path, parsed, notes))
+    return ops, overflow
+
+
+MAPPING_FILE = "mapping.csv"
+"""Beside dump files whose names grew too long: rows ``{hash},{file name}`` for the files named by a hash."""
+
+
+def _hashed_names(path: Path) -> dict[str, str]:
+    """Hash -> dump file name, from a mapping file (rows of two cells; others are skipped)."""
+    try:
+        text = read_input(path, gunzip=False).decode("utf-8")
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise DumpFormatError(f"{path}: cannot read the file name mapping ({err})") from err
+    return {row[0].strip(): row[1].strip() for row in rows if len(row) == 2}
+
+
+def _data_op(path: Path, name: DumpName, notes: list[str]) -> DumpOp:
+    header = read_header(path)
+    n = len(header.tensors)
+    stats = np.full((n, 4), np.nan)
+    present = np.zeros((n, 4), bool)
+    shapes, dtypes, has = [], [], []
+    cut = [f"{t.role} {t.index}" for t in header.tensors if t.skipped.endswith("(truncated)")]
+    if cut:
+        notes.append(f"{path.name}: cut short, {', '.join(cut)} not read")
+    for k, desc in enumerate(header.tensors):
+        dtypes.append(dtype_name(desc.dtype))
+        if desc.offset < 0:
+            shapes.append(_shape_text(desc.original_shape or desc.shape))
+            has.append(False)
+            continue
+        array = read_dump_tensor(path, desc.role, desc.index, widen=True)
+        stats[k], present[k] = tensor_stats(array)
+        shapes.append(_shape_text(array.shape))
+        has.append(True)
+    return DumpOp(path.name, name, header, stats, present, tuple(shapes), tuple(dtypes), tuple(has))
+
+
+def _stats_op(path: Path, name: DumpName) -> DumpOp:
+    """A statistics-mode dump: one row per tensor with Max/Min/Avg (no norm) and counts."""
+    try:
+        text = read_input(path, gunzip=False).decode("utf-8")
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise DumpFormatError(f"{path}: cannot read the statistics ({err})") from err
+    if not rows or tuple(c.strip() for c in rows[0][:len(_STATS_HEADER)]) != _STATS_HEADER:
+        raise DumpFormatError(f"{path}: not a statistics dump (expected the header {','.join(_STATS_HEADER)})")
+    tensors, stats, present, shapes, dtypes = [], [], [], [], []
+    for line, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        try:
+            role, index = row[0].strip().lower(), int(row[1])
+            values = [float(row[6]), float(row[7]), float(row[8])]
+        except (IndexError, ValueError) as err:
+            raise DumpFormatError(f"{path}: line {line}: not a row of tensor statistics ({err})") from err
+        if role not in ("input", "output"):
+            raise DumpFormatError(f"{path}: line {line}: {row[0]!r} is neither Input nor Output")
+        tensors.append(TensorDesc(role, index, 0, 0, (), (), 0, 0, -1))
+        stats.append([*values, np.nan])
+        present.append([True, True, True, False])
+        shapes.append(_csv_shape(row[5]))
+        dtypes.append(_csv_dtype(row[3]))
+    header = DumpHeader(name.op_name, name.timestamp, tuple(tensors), "statistics", 0, 0)
+    n = len(tensors)
+    return DumpOp(path.name, name, header, np.array(stats, float).reshape(n, 4),
+                  np.array(present, bool).reshape(n, 4), tuple(shapes), tuple(dtypes), (False,) * n)
+
+
+def _csv_shape(text: str) -> str:
+    dims = re.findall(r"\d+", text)
+    return "[" + ", ".join(dims) + "]"
+
+
+def _csv_dtype(text: str) -> str:
+    t = text.strip()
+    return {"DT_FLOAT": "float32", "DT_FLOAT16": "float16", "DT_BF16": "bfloat16"}.get(t, t.lower())
+
+
+def tensor_stats(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(max, min, mean, norm) of an array as float64, and which of them exist (none for an empty array).
+
+    Read in blocks of `STATS_BLOCK` values, each widened once: float16/bfloat16/float32 data to float32 (its
+    pairwise sums are accurate to a few float32 ulps, far below any float16 noise), everything wider to float64;
+    a NaN anywhere makes max, min, mean and norm NaN, an inf makes them inf as numpy's reductions do.
+
+    >>> tensor_stats(np.array([3.0, -4.0], np.float16))[0].tolist()
+    [3.0, -4.0, -0.5, 5.0]
+    """
+    flat = np.asarray(array).reshape(-1)
+    if flat.size == 0:
+        return np.full(4, np.nan), np.zeros(4, bool)
+    if flat.dtype.kind == "c":
+        flat = flat.real
+    narrow = (flat.dtype.kind == "f" and flat.dtype.itemsize <= 4) or flat.dtype.kind == "b" or \
+        (flat.dtype.kind in "iu" and flat.dtype.itemsize <= 2)
+    work = np.float32 if narrow else np.float64
+    high, low, total, squares = -np.inf, np.inf, 0.0, 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, flat.size, STATS_BLOCK):
+            block = flat[start:start + STATS_BLOCK].astype(work, copy=False)
+            high, low = np.maximum(high, block.max()), np.minimum(low, block.min())
+            total += float(np.add.reduce(block, dtype=work))
+            squares += float(np.add.reduce(block * block, dtype=work)) if narrow else float(np.dot(block, block))
+        stats = np.array([high, low, total / flat.size, np.sqrt(squares)], np.float64)
+    return stats, np.ones(4, bool)
+
+
+STATS_BLOCK = 1 << 18
+"""Values per block of `tensor_stats` (1 MiB of float32: the block and its square stay in cache)."""
+
+
+def _shape_text(shape: Iterable[int]) -> str:
+    return "[" + ", ".join(str(int(d)) for d in shape) + "]"
+
+
+def step_and_rank(folder: Path) -> tuple[int | None, int | None]:
+    """The iteration (the folder's name) and the device: GE ``{time}/{device}/{model}/{model_id}/{iteration}``,
+    MindSpore ``{device}/{net}_graph_{id}/{id}/{iteration}``."""
+    parts = folder.resolve().parts
+    step = int(parts[-1]) if parts[-1].isdigit() else None
+    rank = None
+    ge = len(parts) >= 5 and _TIME_DIR.match(parts[-5]) is not None
+    mindspore = len(parts) >= 4 and parts[-3].endswith(f"_graph_{parts[-2]}")
+    if (ge or mindspore) and parts[-4].isdigit():
+        rank = int(parts[-4])
+    return step, rank
+
+
+# --- building the run -----------------------------------------------------------------------------------
+
+def scoped_nodes(builder: HierarchyBuilder, names: Sequence[str], types: Sequence[str],
+                 attrs: Sequence[Iterable[tuple[str, str]]] = ()) -> None:
+    """Add ops `names` (in execution order) under scope modules made from their ``/`` parts.
+
+    An op named like the scope of another op is that scope's container (as in the GE reader). Each op carries its
+    place in `names` as ``exec_order`` (rows group a scope's ops together; `hierarchy.execution_keys` reads it).
+    """
+    scopes = set()
+    for name in names:
+        scope = name.rpartition("/")[0]
+        while scope and scope not in scopes:
+            scopes.add(scope)
+            scope = scope.rpartition("/")[0]
+    ops = set(names)
+    for seq, name in enumerate(names):
+        scope = name.rpartition("/")[0]
+        chain = []
+        while scope and scope not in builder:
+            chain.append(scope)
+            scope = scope.rpartition("/")[0]
+        for module in reversed(chain):
+            if module in ops:
+                continue  # added as an op (a container) in its own turn; a parent before its child is fine
+            outer = module.rpartition("/")[0] or None
+            builder.add_node(module, NodeKind.MODULE, module.rpartition("/")[2], Direction.NONE, outer, seq,
+                             has_data=False)
+        kind = NodeKind.MODULE if name in scopes else NodeKind.API
+        builder.add_node(name, kind, types[seq], Direction.NONE, name.rpartition("/")[0] or None, seq,
+                         attrs=(("exec_order", str(seq)), *(attrs[seq] if attrs else ())))
+
+
+def parse_ascend_dump(
+    ops: Sequence[DumpOp],
+    overflow: Sequence[OverflowRecord] = (),
+    *,
+    source: str = "<memory>",
+    step: int | None = None,
+    rank: int | None = None,
+    missing: Iterable[str] = (),
+) -> DumpGraph:
+    """Build a run from the dumped ops of one iteration (any order: they are sorted by timestamp, then task id).
+
+    Raises
+    ------
+    DumpFormatError
+        If there is no op.
+    """
+    if not ops:
+        raise DumpFormatError(f"{source}: no dumped op in the folder")
+    notes = list(missing)
+    ordered = sorted(ops, key=lambda op: (op.name.timestamp, op.name.task_id))
+    chosen: dict[str, DumpOp] = {}
+    files: dict[str, int] = {}
+    for op in ordered:
+        key = op.header.op_name or op.name.op_name
+        chosen[key] = op  # an op dumped twice in an iteration (a loop, FFTS+ threads): its last file, as msaccucmp
+        files[key] = files.get(key, 0) + 1
+    by_task = {(op.name.task_id, op.name.stream_id): chosen[op.header.op_name or op.name.op_name] for op in ordered}
+    by_task.update({(op.name.task_id, None): chosen[op.header.op_name or op.name.op_name] for op in ordered
+                    if op.name.stream_id < 0})
+    ordered = [op for op in ordered if chosen[op.header.op_name or op.name.op_name] is op]
+    flagged: dict[int, list[OverflowRecord]] = {}
+    for record in overflow:  # file names without a stream id (MindSpore) are found by their task id
+        op = by_task.get((record.task_id, record.stream_id)) or by_task.get((record.task_id, None))
+        if op is None:
+            notes.append(f"overflow record of task {record.task_id} stream {record.stream_id} names no dumped op")
+            continue
+        flagged.setdefault(id(op), []).append(record)
+    names = [op.header.op_name or op.name.op_name for op in ordered]
+    builder = HierarchyBuilder()
+    scoped_nodes(builder, names, [op.name.op_type for op in ordered],
+                 [_op_attrs(op, flagged.get(id(op), ()), files[name]) for op, name in zip(ordered, names)])
+    _add_tensors(builder, names, ordered)
+    task = "tensor" if any(any(op.has_data) for op in ordered) else "statistics"
+    info = RunInfo(path=source, format="ascend_dump", framework="ascend", task=task, rank=rank, step=step,
+                   missing=tuple(notes))
+    return builder.build(info, group_apis=False)
+
+
+def _op_attrs(op: DumpOp, overflow: Sequence[OverflowRecord], files: int = 1) -> tuple[tuple[str, str], ...]:
+    attrs = [("task_id", str(op.name.task_id)), ("stream_id", str(op.name.stream_id)),
+             ("timestamp", str(op.name.timestamp)), ("dump_file", op.file)]
+    if files > 1:
+        attrs.append(("dump_files", f"{files} files in this iteration, the last one read"))
+    for t in op.header.tensors:
+        if t.role == "output" and t.origin_name:
+            attrs.append((f"origin_output.{t.index}", f"{t.origin_name}:{t.origin_index}"))
+    skipped = [f"{t.role} {t.index} ({t.skipped})" for t in op.header.tensors if t.skipped and t.size]
+    if skipped:
+        attrs.append(("skipped", "; ".join(skipped)))
+    if overflow:
+        attrs.append(("overflow", "; ".join(r.describe() for r in overflow)))
+    return tuple(attrs)
+
+
+def _add_tensors(builder: HierarchyBuilder, names: Sequence[str], ops: Sequence[DumpOp]) -> None:
+    node_ids, roles, slots, dtypes, shapes, files = [], [], [], [], [], []
+    stats, present = [], []
+    for name, op in zip(names, ops):
+        for k, t in enumerate(op.header.tensors):
+            node_ids.append(name)
+            roles.append(int(Role.INPUT if t.role == "input" else Role.OUTPUT))
+            slots.append(str(t.index))
+            dtypes.append(op.dtypes[k])
+            shapes.append(op.shapes[k])
+            files.append(f"{op.file}#{t.role}.{t.index}" if op.has_data[k] else "")
+        stats.append(op.stats)
+        present.append(op.present)
+    n = len(node_ids)
+    if not n:
+        return
+    builder.add_tensors(node_ids, roles, slots, dtype=dtypes, shape=shapes, stats=np.concatenate(stats),
+                        present=np.concatenate(present), md5=[""] * n, file=files, value=[""] * n)

@@ -1,0 +1,391 @@
+"""One Ascend raw dump file: its name, its ``DumpData`` header, and its tensors read lazily from a memory map.
+
+An NPU dump writes one file per executed op, ``{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}``
+(MindSpore's asynchronous dump leaves out the stream id; FFTS+ ops add ``.4.{context}.{thread}.{device}``).
+Two layouts exist (shared/data/formats/ASCEND_RAW_DUMP.md section 1):
+
+* current: ``uint64 LE header length L | DumpData protobuf (tensor data fields empty) | bytes of the
+  inputs, outputs, buffers and workspaces in that order``; the writer skips a tensor of size 0 or with
+  device address 0 (its header entry stays, with its size), so such a tensor has no bytes here;
+* older: the whole file is one ``DumpData`` with each tensor's bytes in its ``data`` field.
+
+`read_header` maps the file, decodes the header only and says where each tensor's bytes lie
+(`TensorDesc.offset`, -1 when the file holds none); `read_dump_tensor` maps one tensor's bytes again
+when the comparison needs them. Nothing reads the whole file into memory.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from graphcmp.core.ascend_dtypes import decode, itemsize_bits
+from graphcmp.core.device_formats import DeviceFormatError, to_original
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.inputs import open_regular
+from graphcmp.core.readers.proto_gen import dump_data_pb2
+
+__all__ = [
+    "DUMP_NAME",
+    "DumpHeader",
+    "DumpName",
+    "TensorDesc",
+    "decode_header",
+    "dtype_name",
+    "format_name",
+    "parse_dump_name",
+    "read_dump_tensor",
+    "read_header",
+    "tensor_array",
+]
+
+DUMP_NAME = re.compile(
+    r"^(?P<type>[A-Za-z0-9_-]+)\.(?P<name>[A-Za-z0-9_-]+)\.(?P<task>\d+)(?:\.(?P<stream>\d+))?"
+    r"\.(?P<ts>\d{1,255})(?P<ffts>\.\d+\.\d+\.\d+\.\d+)?$")
+"""A raw dump file name (msaccucmp's pattern, anchored): type, name with ``/ . space`` as ``_``, ids, time."""
+
+_DTYPES: dict[int, str] = {
+    1: "float32", 2: "float16", 3: "int8", 4: "uint8", 5: "int16", 6: "uint16", 7: "int32", 8: "int64",
+    9: "uint32", 10: "uint64", 11: "bool", 12: "float64", 16: "complex64", 17: "complex128",
+    18: "int8", 19: "int16", 20: "int32", 21: "uint8", 22: "uint16", 27: "bfloat16",
+}
+"""Dump dtype code -> numpy-style name, for the types numpy holds directly (bfloat16: widened to float32)."""
+
+_NUMPY = {"float32": "<f4", "float16": "<f2", "float64": "<f8", "int8": "i1", "uint8": "u1", "int16": "<i2",
+          "uint16": "<u2", "int32": "<i4", "int64": "<i8", "uint32": "<u4", "uint64": "<u8", "bool": "?",
+          "complex64": "<c8", "complex128": "<c16"}
+
+HOST_FORMATS = frozenset({"NCHW", "NHWC", "ND", "HWCN", "CHWN", "NDHWC", "NCDHW", "DHWCN", "DHWNC", "NC", "CN",
+                          "NCL", "MD", "RESERVED"})
+"""Formats whose bytes are the host layout (a plain reshape); the others are device layouts."""
+
+
+@dataclass(frozen=True, slots=True)
+class DumpName:
+    """A dump file name taken apart."""
+
+    op_type: str
+    op_name: str  # as in the name: "/", "." and spaces are "_"
+    task_id: int
+    stream_id: int  # -1 when the name has none (MindSpore asynchronous dump)
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class TensorDesc:
+    """One input or output of a dump file, as its header describes it.
+
+    ``offset`` is where its bytes start in the file (-1: the file holds none, see ``skipped``);
+    ``shape`` is the device shape, ``original_shape`` the host one (empty when not recorded).
+    """
+
+    role: str  # "input" or "output"
+    index: int
+    dtype: int
+    format: int
+    shape: tuple[int, ...]
+    original_shape: tuple[int, ...]
+    size: int
+    address: int
+    offset: int
+    origin_name: str = ""
+    origin_index: int = -1
+    skipped: str = ""  # why the file holds no bytes for it ("" when it does)
+    origin_format: str = ""  # the original op's layout (NCHW, NHWC ...) a device format turns back into
+    sub_format: int = 0  # FRACTAL_Z of a group convolution: its group count
+
+
+@dataclass(frozen=True, slots=True)
+class DumpHeader:
+    """What a dump file's header says: op name, time, tensors (inputs first), and the layout found."""
+
+    op_name: str
+    dump_time: int
+    tensors: tuple[TensorDesc, ...]
+    layout: str  # "binary" (header + raw bytes) or "protobuf" (the whole file one message)
+    payload: int  # bytes of tensor data the file holds after the header
+    declared: int  # sum of the sizes the header declares for inputs, outputs, buffers and workspaces
+
+
+def parse_dump_name(name: str) -> DumpName | None:
+    """Take a raw dump file name apart (None when it is not one).
+
+    >>> parse_dump_name("Conv2D._layer1_conv2_Conv.7.0.1741141530000246")
+    DumpName(op_type='Conv2D', op_name='_layer1_conv2_Conv', task_id=7, stream_id=0, timestamp=1741141530000246)
+    >>> parse_dump_name("ReLU.Default_relu-ReLU-op3.12.1617345").stream_id
+    -1
+    >>> parse_dump_name("_conv1_Conv.0.1741141000000013.npy") is None
+    True
+    """
+    m = DUMP_NAME.match(name)
+    if m is None:
+        return None
+    stream = int(m["stream"]) if m["stream"] is not None else -1
+    return DumpName(m["type"], m["name"], int(m["task"]), stream, int(m["ts"]))
+
+
+def dtype_name(code: int) -> str:
+    """Numpy-style name of a dump dtype code (``DT_<NAME>`` for the types without a numpy twin).
+
+    >>> dtype_name(2), dtype_name(27), dtype_name(35)
+    ('float16', 'bfloat16', 'DT_FLOAT8_E4M3FN')
+    """
+    if code in _DTYPES:
+        return _DTYPES[code]
+    try:
+        return dump_data_pb2.OutputDataType.Name(code)
+    except ValueError:
+        return f"DT_{code}"
+
+
+def format_name(code: int) -> str:
+    """Name of a dump format code without its ``FORMAT_`` prefix (primary format: the low byte).
+
+    >>> format_name(3), format_name(29), format_name(2)
+    ('NC1HWC0', 'FRACTAL_NZ', 'ND')
+    """
+    try:
+        return dump_data_pb2.OutputFormat.Name(code & 0xFF).removeprefix("FORMAT_")
+    except ValueError:
+        return f"FORMAT_{code & 0xFF}"
+
+
+def read_header(path: str | os.PathLike[str]) -> DumpHeader:
+    """Decode the header of the dump file at `path` (either layout), the tensors' bytes left in the file.
+
+    The last headers read are kept (keyed by the file's modification time and size), so reading a file's tensors
+    after its header decodes it once.
+
+    Raises
+    ------
+    DumpFormatError
+        If the file cannot be read or is not a dump file in either layout.
+    """
+    name = os.fspath(path)
+    return _cached_header(name, *_stamp(name))
+
+
+def _read_header(name: str) -> DumpHeader:
+    try:
+        with open_regular(name) as file:
+            size = os.fstat(file.fileno()).st_size
+            if size == 0:
+                raise DumpFormatError(f"{name}: empty file; not an Ascend dump file")
+            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return decode_header(data, source=name)
+    except OSError as err:
+        raise DumpFormatError(f"{name}: cannot read ({err})") from err
+
+
+def decode_header(data: bytes | mmap.mmap, *, source: str = "<bytes>") -> DumpHeader:
+    """Decode a dump file's bytes (a memory map is only sliced where the header lies).
+
+    Raises
+    ------
+    DumpFormatError
+        If the bytes are neither layout.
+    """
+    size = len(data)
+    if size >= 8:
+        (length,) = struct.unpack_from("<Q", data, 0)
+        if 0 < length <= size - 8:
+            message = _parse(bytes(data[8:8 + length]))
+            if message is not None and (message.op_name or message.input or message.output):
+                return _binary_header(message, size - 8 - length, 8 + length, source)
+    if size <= 64 << 20:  # the older layout holds the tensors inline: only small files are decoded whole
+        message = _parse(bytes(data))
+        if message is not None and (message.op_name or message.input or message.output):
+            return _protobuf_header(message, source)
+    raise DumpFormatError(f"{source}: not an Ascend dump file (neither an 8-byte header length followed by a "
+                          "DumpData header nor a whole DumpData message)")
+
+
+def _parse(raw: bytes) -> dump_data_pb2.DumpData | None:
+    message = dump_data_pb2.DumpData()
+    try:
+        message.ParseFromString(raw)
+    except (DecodeError, RuntimeError, ValueError):
+        return None
+    return message
+
+
+def _declared(message: dump_data_pb2.DumpData) -> int:
+    return sum(t.size for t in (*message.input, *message.output, *message.buffer, *message.space))
+
+
+def _binary_header(message: dump_data_pb2.DumpData, payload: int, start: int, source: str) -> DumpHeader:
+    """Offsets of the tensors after the header: each in turn, skipping what the writer skips when that
+    accounts for the payload (size 0, or device address 0 in a header that records addresses)."""
+    items = [("input", k, t) for k, t in enumerate(message.input)] + \
+            [("output", k, t) for k, t in enumerate(message.output)]
+    declared = _declared(message)
+    has_address = any(t.address for _, _, t in items)
+    skip_null = has_address and declared > payload
+    tensors = []
+    offset = start
+    end = start + payload
+    hint = _layout_hint(message)
+    for role, k, t in items:
+        skipped = ""
+        if t.size == 0:
+            skipped = "size 0"
+        elif skip_null and t.address == 0:
+            skipped = "device address 0: the writer skipped it"
+        elif offset + t.size > end:
+            skipped = "its bytes lie past the end of the file (truncated)"
+        tensors.append(_desc(role, k, t, -1 if skipped else offset, skipped, hint))
+        if not skipped:
+            offset += t.size
+    return DumpHeader(message.op_name, message.dump_time, tuple(tensors), "binary", payload, declared)
+
+
+def _protobuf_header(message: dump_data_pb2.DumpData, source: str) -> DumpHeader:
+    """The older layout: bytes inline; `offset` counts within the message's ``data`` fields (see `_inline`)."""
+    tensors = []
+    hint = _layout_hint(message)
+    for role, items in (("input", message.input), ("output", message.output)):
+        for k, t in enumerate(items):
+            skipped = "" if t.data else "no data recorded"
+            tensors.append(_desc(role, k, t, 0 if t.data else -1, skipped, hint))
+    return DumpHeader(message.op_name, message.dump_time, tuple(tensors), "protobuf", 0, _declared(message))
+
+
+_LAYOUTS = frozenset({"NCHW", "NHWC", "HWCN", "CHWN", "NCDHW", "NDHWC", "DHWCN", "DHWNC"})
+
+
+def _layout_hint(message: dump_data_pb2.DumpData) -> str:
+    """The original layout the op's outputs name (``original_op.format``), which its inputs share in practice."""
+    for t in message.output:
+        if t.HasField("original_op") and format_name(t.original_op.format) in _LAYOUTS:
+            return format_name(t.original_op.format)
+    return ""
+
+
+def _desc(role: str, k: int, t: dump_data_pb2.OpInput | dump_data_pb2.OpOutput, offset: int,
+          skipped: str, hint: str = "") -> TensorDesc:
+    origin_name, origin_index = "", -1
+    layout = hint
+    if role == "output" and t.HasField("original_op"):
+        own = format_name(t.original_op.format)
+        layout = own if own in _LAYOUTS else hint
+    if role == "output" and t.HasField("original_op") and t.original_op.name:
+        origin_name, origin_index = t.original_op.name, int(t.original_op.output_index)
+    size = t.size or len(t.data)
+    return TensorDesc(role, k, int(t.data_type), int(t.format), tuple(int(d) for d in t.shape.dim),
+                      tuple(int(d) for d in t.original_shape.dim), int(size), int(t.address), offset,
+                      origin_name, origin_index, skipped, layout, int(t.sub_format))
+
+
+# --- tensor bytes -> array ------------------------------------------------------------------------------
+
+def read_dump_tensor(path: str | os.PathLike[str], role: str, index: int, *, widen: bool = False) -> np.ndarray:
+    """The tensor `role` `index` of a dump file as a numpy array in its host layout where known.
+
+    The bytes are mapped, not read: a header-plus-bytes file is mapped once and the array views the map. With
+    `widen`, a float16 tensor in a device format comes back as float32, widened in the copy that turns it back
+    (what its statistics need, at no extra pass).
+
+    Raises
+    ------
+    DumpFormatError
+        If the file has no such tensor, holds no bytes for it, or its dtype cannot be decoded.
+    """
+    name = os.fspath(path)
+    header = _cached_header(name, *_stamp(name))
+    desc = next((t for t in header.tensors if t.role == role and t.index == index), None)
+    if desc is None:
+        raise DumpFormatError(f"{name}: has no {role} {index}")
+    if desc.offset < 0:
+        raise DumpFormatError(f"{name}: {role} {index} holds no data ({desc.skipped})")
+    raw = _inline(name, role, index) if header.layout == "protobuf" else _mapped(name, desc)
+    return tensor_array(raw, desc, source=name, widen=widen)
+
+
+def _stamp(name: str) -> tuple[int, int]:
+    try:
+        st = os.stat(name)
+    except OSError as err:
+        raise DumpFormatError(f"{name}: cannot read ({err})") from err
+    return st.st_mtime_ns, st.st_size
+
+
+@lru_cache(maxsize=64)
+def _cached_header(name: str, _mtime: int, _size: int) -> DumpHeader:
+    return _read_header(name)
+
+
+def _mapped(name: str, desc: TensorDesc) -> np.ndarray:
+    try:
+        return np.memmap(name, dtype=np.uint8, mode="r", offset=desc.offset, shape=(desc.size,)).view(np.ndarray)
+    except (OSError, ValueError) as err:
+        raise DumpFormatError(f"{name}: cannot map {desc.role} {desc.index} ({err})") from err
+
+
+def _inline(name: str, role: str, index: int) -> np.ndarray:
+    with open_regular(name) as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        message = _parse(bytes(data))
+    if message is None:
+        raise DumpFormatError(f"{name}: not a DumpData message any more (changed while read?)")
+    items = message.input if role == "input" else message.output
+    return np.frombuffer(items[index].data, np.uint8)
+
+
+def tensor_array(raw: np.ndarray, desc: TensorDesc, *, source: str = "<bytes>", widen: bool = False) -> np.ndarray:
+    """Decode a tensor's bytes into an array: its dtype, its device shape, then its host layout.
+
+    The host layout comes from `graphcmp.core.device_formats` when that module knows the format, and a
+    device shape stays as dumped otherwise (the caller's shape check says so).
+
+    Raises
+    ------
+    DumpFormatError
+        If the dtype cannot be decoded or the bytes do not fill the shape.
+    """
+    flat = _decode(raw, desc, source)
+    shape = desc.shape or ((flat.size,) if flat.size else ())
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if 0 in shape:
+        return np.zeros(shape, flat.dtype)
+    if flat.size < count:
+        raise DumpFormatError(f"{source}: {desc.role} {desc.index} holds {flat.size} values, its shape "
+                              f"{list(shape)} needs {count}")
+    array = flat[:count].reshape(shape)
+    return to_host(array, desc, np.float32 if widen and array.dtype == np.float16 else None)
+
+
+def to_host(array: np.ndarray, desc: TensorDesc, dtype: type | None = None) -> np.ndarray:
+    """`array` (device shape) in the host layout of `desc`: reshaped for host formats, converted back for device
+    formats by `graphcmp.core.device_formats`; unchanged when the header records no original shape or the format
+    has no inverse (FRACTAL_ZN_LSTM ...: the shape check of the comparison then names it). A group convolution's
+    FRACTAL_Z weight is turned back with its `sub_format` (the group count)."""
+    fmt = format_name(desc.format)
+    target = desc.original_shape
+    if fmt in HOST_FORMATS or not target:
+        if target and int(np.prod(target, dtype=np.int64)) == array.size:
+            return array.reshape(target)
+        return array
+    try:
+        return to_original(array, fmt, array.shape, target, desc.origin_format or None, dtype, desc.sub_format)
+    except DeviceFormatError:
+        return array
+
+
+def _decode(raw: np.ndarray, desc: TensorDesc, source: str) -> np.ndarray:
+    name = dtype_name(desc.dtype)
+    count = int(np.prod(desc.shape, dtype=np.int64)) if desc.shape else -1
+    if name in _NUMPY:
+        code = np.dtype(_NUMPY[name])
+        return raw[: raw.size - raw.size % code.itemsize].view(code)
+    if count < 0:
+        count = raw.size * 8 // itemsize_bits(desc.dtype)
+    try:
+        return decode(raw, desc.dtype, count)
+    except DumpFormatError as err:
+        raise DumpFormatError(f"{source}: {desc.role} {desc.index}: {err}") from err
