@@ -132,6 +132,8 @@ def render_batch(summary: dict[str, Any]) -> str:
     lines = []
     for run in summary["runs"]:
         where = f"step {run['step']} " + ("merged" if run.get("merged") else f"rank {run['rank']}")
+        if "replica" in run:
+            where += f" (data-parallel replica {run['replica']}: ranks {','.join(map(str, run.get('ranks') or ()))})"
         if run["error"]:
             lines.append(f"{where}: failed: {run['error']}")
             continue

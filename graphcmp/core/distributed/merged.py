@@ -28,8 +28,8 @@ import numpy as np
 from graphcmp._version import __version__
 from graphcmp.core.compare import compare_graphs
 from graphcmp.core.distributed.batch import _heat_rows
-from graphcmp.core.distributed.merge import MergedStep, job_steps, merge_runs, read_step
-from graphcmp.core.distributed.topology import LayoutSpec
+from graphcmp.core.distributed.merge import MergedStep, job_steps, merge_replicas, read_step
+from graphcmp.core.distributed.topology import LayoutContradiction, LayoutSpec
 from graphcmp.core.distributed.tp_merge import parse_shape
 from graphcmp.core.errors import DumpFormatError, GraphcmpError, OutputError
 from graphcmp.core.jsonio import dumps_strict, sanitize_floats
@@ -281,15 +281,14 @@ def run_merged(
     for n_step, b_step in pairs:
         say = progress or (lambda _text: None)
         say(f"merging npu step {n_step}")
-        npu = merge_runs(read_step(npu_steps[n_step], workers=workers, scheduler=scheduler),
-                         spec=options.npu_layout, path=_folder(npu_steps[n_step], npu_root), step=n_step)
+        npu = _merge_side("npu", npu_root, npu_steps[n_step], n_step, options.npu_layout, workers, scheduler)
         say(f"merging bench step {b_step}")
-        bench = merge_runs(read_step(bench_steps[b_step], workers=workers, scheduler=scheduler),
-                           spec=options.bench_layout, path=_folder(bench_steps[b_step], bench_root), step=b_step)
-        layouts.setdefault("npu", npu.layout.to_dict())
-        layouts.setdefault("bench", bench.layout.to_dict())
-        say(f"comparing step {n_step}")
-        entries.append(_compare_step(npu, bench, out, options))
+        bench = _merge_side("bench", bench_root, bench_steps[b_step], b_step, options.bench_layout, workers, scheduler)
+        layouts.setdefault("npu", npu[0].layout.to_dict())
+        layouts.setdefault("bench", bench[0].layout.to_dict())
+        for n_rep, b_rep in _pair_replicas(npu, bench):
+            say(f"comparing step {n_step}" + (f" replica {n_rep.replica}" if len(npu) > 1 else ""))
+            entries.append(_compare_step(n_rep, b_rep, out, options, several=len(npu) > 1 or len(bench) > 1))
     index = sanitize_floats({
         "format": "graphcmp.batch",
         "schema_version": 1,
@@ -316,16 +315,43 @@ def _pair_steps(npu: dict, bench: dict) -> list[tuple[Any, Any]]:
     return []
 
 
+def _merge_side(side: str, root: str | os.PathLike[str], ranks: dict[int, Path], step: Any,
+                spec: LayoutSpec | None, workers: int | None, scheduler: str | None) -> list[MergedStep]:
+    """Every data-parallel replica of one job's step, merged; a stated layout the dump contradicts names the input."""
+    try:
+        return merge_replicas(read_step(ranks, workers=workers, scheduler=scheduler), spec=spec,
+                              path=_folder(ranks, root), step=step)
+    except LayoutContradiction as err:
+        raise LayoutContradiction(f"{root}: --{side}-layout contradicts the dump: {err}") from err
+
+
+def _pair_replicas(npu: list[MergedStep], bench: list[MergedStep]) -> list[tuple[MergedStep, MergedStep]]:
+    """Data-parallel replica r of one job with replica r of the other.
+
+    Two jobs with as many replicas ran the same data on replica r (the data-parallel rank picks the
+    samples), so each replica is compared: a bad card on any replica shows. With other counts only the
+    first replicas are paired (the others saw other data).
+    """
+    if len(npu) == len(bench):
+        return list(zip(npu, bench))
+    return [(npu[0], bench[0])]
+
+
 def _folder(ranks: dict[int, Path], root: str | os.PathLike[str]) -> str:
     paths = list(ranks.values())
     return str(paths[0].parent) if len(paths) > 1 else str(root)
 
 
-def _compare_step(npu: MergedStep, bench: MergedStep, out: Path, options: MergeOptions) -> dict[str, Any]:
-    label = f"step{npu.step}_merged" if npu.step is not None else "merged"
+def _compare_step(npu: MergedStep, bench: MergedStep, out: Path, options: MergeOptions, *,
+                  several: bool = False) -> dict[str, Any]:
+    label = (f"step{npu.step}" if npu.step is not None else "") + (f"_replica{npu.replica}" if several else "")
+    label = f"{label}_merged".lstrip("_")
     entry: dict[str, Any] = {"step": npu.step, "rank": None, "merged": True, "npu": npu.graph.info.path,
                              "bench": bench.graph.info.path, "file": f"{label}.json",
                              "layouts": {"npu": npu.layout.describe(), "bench": bench.layout.describe()}}
+    if several:
+        entry["replica"] = npu.replica
+        entry["ranks"] = sorted(r for group in npu.layout.replicas()[npu.replica] for r in group)
     try:
         thresholds = load_thresholds(options.thresholds_file) if options.thresholds_file else None
         matchers = matchers_from_specs([*options.rules, "exact", *(["fuzzy"] if options.fuzzy else [])]) \
@@ -357,11 +383,19 @@ def merged_analysis(entries: list[dict[str, Any]]) -> dict[str, Any]:
     """
     steps: dict[str, Any] = {}
     origins: list[dict[str, Any]] = []
-    for entry in sorted(entries, key=lambda e: -1 if e["step"] is None else e["step"]):
-        first = entry.get("first") if entry.get("error") is None else None
-        found = [{**first, "step": entry["step"]}] if first else []
-        steps[str(entry["step"])] = {"links": 0, "linked_calls": 0, "unlinked_calls": [], "origins": found,
-                                     "spread": []}
+    by_step: dict[Any, list[dict[str, Any]]] = {}
+    for entry in entries:
+        by_step.setdefault(entry["step"], []).append(entry)
+    for step in sorted(by_step, key=lambda s: -1 if s is None else s):
+        found = []
+        for entry in by_step[step]:  # each data-parallel replica: its first divergence
+            first = entry.get("first") if entry.get("error") is None else None
+            if first:
+                found.append({**first, "step": step, **({"replica": entry["replica"]} if "replica" in entry else {})})
+        # replicas run the same calls: the one that diverged earliest in execution order comes first
+        found.sort(key=lambda f: (f.get("position") if f.get("position") is not None else 1 << 62,
+                                  f.get("replica", 0)))
+        steps[str(step)] = {"links": 0, "linked_calls": 0, "unlinked_calls": [], "origins": found, "spread": []}
         if found and not origins:
             origins = found
     return {"origin": origins[0] if origins else None, "origins": origins, "steps": steps}

@@ -272,6 +272,7 @@ def _classify(ref: DumpGraph, runs: Sequence[tuple[int, DumpGraph]], pos: list[n
     lin_of, p_of_row = _contexts(ref, linears)
     partial_of = _partials(ref, runs, pos, reduces, kind)
     _structural(ref, linears, kind, dim)
+    _outer_parameter_slices(ref, kind, dim)
     fp = _fingerprints(t)
     known: dict[int, tuple[int, int, tuple[int, ...] | None]] = {}
     for k in np.flatnonzero(kind != _UNSET).tolist():
@@ -416,6 +417,48 @@ def _structural(ref: DumpGraph, linears: dict[str, _Linear], kind: np.ndarray, d
                         kind[k], dim[k] = SPLIT, lin.weight_dim
                     elif rule == "first" and dims and dims[0] == lin.p:
                         kind[k], dim[k] = SPLIT, 0
+
+
+def _outer_parameter_slices(ref: DumpGraph, kind: np.ndarray, dim: np.ndarray) -> None:
+    """Tensors of calls outside every module that hold a slice of a split parameter or its gradient.
+
+    Outside the model, a training loop works on the parameters themselves: a data-parallel gradient
+    ``all_reduce`` (over another group than the tensor-parallel one), the gradient's scaling, an optimizer
+    step. Each keeps the parameter's layout: a slice stays that slice. Which parameter a tensor carries
+    is told by its local shape: a shape only split parameters have (with one sliced dimension among them)
+    is split along that dimension; any other shape is left to the default (replicated). Structure and
+    shapes only: no value is compared.
+    """
+    t = ref.tensors
+    rows = _outside_modules(ref)
+    if not rows.any():
+        return
+    params = np.flatnonzero(np.isin(t.role, (Role.PARAM, Role.PARAM_GRAD)))
+    split_dims: dict[str, set[int]] = {}
+    other: set[str] = set()
+    for k in params.tolist():
+        if kind[k] == SPLIT and dim[k] >= 0:
+            split_dims.setdefault(t.shape[k], set()).add(int(dim[k]))
+        else:
+            other.add(t.shape[k])
+    sliced = {shape: dims.pop() for shape, dims in split_dims.items() if len(dims) == 1 and shape not in other}
+    if not sliced:
+        return
+    for k in np.flatnonzero(rows[t.node] & (kind == _UNSET) & np.isin(t.role, (Role.INPUT, Role.OUTPUT))).tolist():
+        if t.shape[k] in sliced:
+            kind[k], dim[k] = SPLIT, sliced[t.shape[k]]
+
+
+def _outside_modules(ref: DumpGraph) -> np.ndarray:
+    """Per node row: an API call no module call encloses."""
+    nodes = ref.nodes
+    n = len(nodes)
+    inside = np.zeros(n, bool)
+    is_module = nodes.kind == NodeKind.MODULE
+    for row in range(1, n):  # parents come before their children
+        parent = int(nodes.parent[row])
+        inside[row] = parent > 0 and (bool(is_module[parent]) or bool(inside[parent]))
+    return ~inside & (nodes.kind == NodeKind.API)
 
 
 def _role_rule(lin: _Linear, call: str, role: int, slot: str) -> object:
