@@ -273,10 +273,6 @@ def run_merged(
     if not pairs:
         raise DumpFormatError(f"{npu_root} / {bench_root}: no step is on both sides (npu steps "
                               f"{sorted(map(str, npu_steps))}, bench steps {sorted(map(str, bench_steps))})")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise OutputError(f"{out}: cannot create the results folder ({err.strerror})") from err
     entries, layouts = [], {}
     for n_step, b_step in pairs:
         say = progress or (lambda _text: None)
@@ -284,6 +280,8 @@ def run_merged(
         npu = _merge_side("npu", npu_root, npu_steps[n_step], n_step, options.npu_layout, workers, scheduler)
         say(f"merging bench step {b_step}")
         bench = _merge_side("bench", bench_root, bench_steps[b_step], b_step, options.bench_layout, workers, scheduler)
+        if not entries:  # the first step merged: its layouts hold, so the results have a folder to go to
+            _make_folder(out)
         layouts.setdefault("npu", npu[0].layout.to_dict())
         layouts.setdefault("bench", bench[0].layout.to_dict())
         for n_rep, b_rep in _pair_replicas(npu, bench):
@@ -313,6 +311,13 @@ def _pair_steps(npu: dict, bench: dict) -> list[tuple[Any, Any]]:
     if len(npu) == 1 and len(bench) == 1:
         return [(next(iter(npu)), next(iter(bench)))]
     return []
+
+
+def _make_folder(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"{out}: cannot create the results folder ({err.strerror})") from err
 
 
 def _merge_side(side: str, root: str | os.PathLike[str], ranks: dict[int, Path], step: Any,

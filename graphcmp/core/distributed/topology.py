@@ -6,7 +6,8 @@ The layout is read from the communication calls the ranks recorded (msprobe writ
 * **TP groups**: the groups of the ``all_reduce`` calls made inside modules (a RowParallelLinear's
   forward, a ColumnParallelLinear's backward);
 * **PP groups**: ranks joined by top-level sends and receives, in stage order: a stage's first
-  communication receives the activation from the stage before it, the first stage starts by sending;
+  communication receives the activation from the stage before it, the first stage starts by sending
+  (ranks that all start by sending exchange data, as in a ring, and are no pipeline);
 * **VPP**: the model-chunk index msprobe puts in module ids of a model list (``Module.<chunk>.``);
 * **DP**: the rest: ranks of equal TP position and stage are replicas of one another.
 
@@ -373,6 +374,8 @@ def _pp_groups(records: Mapping[int, list[CommRecord]], ranks: tuple[int, ...]) 
         component = _component(rank, links)
         seen |= component
         heads = [r for r in component if previous.get(r) not in component]
+        if len(heads) == len(component):
+            continue  # every rank starts by sending (a ring or halo exchange): no stage waits for one before it
         if len(heads) != 1:
             raise LayoutError(f"ranks {sorted(component)}: cannot order the pipeline stages from their sends and "
                               "receives (no single first stage); state the layout with --npu-layout/--bench-layout")

@@ -424,29 +424,52 @@ def _outer_parameter_slices(ref: DumpGraph, kind: np.ndarray, dim: np.ndarray) -
 
     Outside the model, a training loop works on the parameters themselves: a data-parallel gradient
     ``all_reduce`` (over another group than the tensor-parallel one), the gradient's scaling, an optimizer
-    step. Each keeps the parameter's layout: a slice stays that slice. Which parameter a tensor carries
-    is told by its local shape: a shape only split parameters have (with one sliced dimension among them)
-    is split along that dimension; any other shape is left to the default (replicated). Structure and
-    shapes only: no value is compared.
+    step. Each keeps the parameter's layout: a slice stays that slice. Which parameter a tensor carries is
+    told, in this order, by
+
+    * its local shape, when only split parameters have it (with one sliced dimension among them);
+    * the parameter or gradient record of this rank that holds the very same tensor (its statistics:
+      the all_reduce's input is the accumulated gradient msprobe recorded last);
+    * the call's first input, for an output of the same shape (an in-place or elementwise op on the slice).
+
+    Any other tensor is left to the default (replicated). No value is compared across ranks.
     """
     t = ref.tensors
-    rows = _outside_modules(ref)
-    if not rows.any():
+    outside = _outside_modules(ref)
+    rows = np.flatnonzero(outside[t.node] & (kind == _UNSET) & np.isin(t.role, (Role.INPUT, Role.OUTPUT)))
+    if not len(rows):
         return
     params = np.flatnonzero(np.isin(t.role, (Role.PARAM, Role.PARAM_GRAD)))
     split_dims: dict[str, set[int]] = {}
     other: set[str] = set()
+    fp = _fingerprints(t)
+    by_value: dict[int, set[tuple[int, int]]] = {}
     for k in params.tolist():
-        if kind[k] == SPLIT and dim[k] >= 0:
+        split = kind[k] == SPLIT and dim[k] >= 0
+        if split:
             split_dims.setdefault(t.shape[k], set()).add(int(dim[k]))
         else:
             other.add(t.shape[k])
-    sliced = {shape: dims.pop() for shape, dims in split_dims.items() if len(dims) == 1 and shape not in other}
-    if not sliced:
+        if fp[k] >= 0:
+            by_value.setdefault(int(fp[k]), set()).add((SPLIT, int(dim[k])) if split else (REPLICATED, -1))
+    if not split_dims:
         return
-    for k in np.flatnonzero(rows[t.node] & (kind == _UNSET) & np.isin(t.role, (Role.INPUT, Role.OUTPUT))).tolist():
-        if t.shape[k] in sliced:
-            kind[k], dim[k] = SPLIT, sliced[t.shape[k]]
+    sliced = {shape: next(iter(dims)) for shape, dims in split_dims.items() if len(dims) == 1 and shape not in other}
+    first_input: dict[int, int] = {}
+    for k in rows.tolist():  # rows in node order, a call's inputs before its outputs
+        node, shape = int(t.node[k]), t.shape[k]
+        if t.role[k] == Role.INPUT and t.slot[k] == "0":
+            first_input[node] = k
+        found = sliced.get(shape)
+        if found is None and shape in split_dims:
+            same = by_value.get(int(fp[k]), set()) if fp[k] >= 0 else set()
+            found = next(iter(same))[1] if len(same) == 1 and next(iter(same))[0] == SPLIT else None
+            source = first_input.get(node)
+            if found is None and t.role[k] == Role.OUTPUT and source is not None and kind[source] == SPLIT \
+                    and t.shape[source] == shape:
+                found = int(dim[source])
+        if found is not None:
+            kind[k], dim[k] = SPLIT, found
 
 
 def _outside_modules(ref: DumpGraph) -> np.ndarray:
