@@ -274,6 +274,7 @@ def run_merged(
         raise DumpFormatError(f"{npu_root} / {bench_root}: no step is on both sides (npu steps "
                               f"{sorted(map(str, npu_steps))}, bench steps {sorted(map(str, bench_steps))})")
     entries, layouts = [], {}
+    unpaired: dict[str, list[str]] = {"npu": [], "bench": []}  # replicas the other job has no counterpart of
     for n_step, b_step in pairs:
         say = progress or (lambda _text: None)
         say(f"merging npu step {n_step}")
@@ -284,6 +285,8 @@ def run_merged(
             _make_folder(out)
         layouts.setdefault("npu", npu[0].layout.to_dict())
         layouts.setdefault("bench", bench[0].layout.to_dict())
+        for side, replicas in (("npu", npu), ("bench", bench)):
+            unpaired[side].extend(_replica_label(r) for r in replicas[1:] if len(npu) != len(bench))
         for n_rep, b_rep in _pair_replicas(npu, bench):
             say(f"comparing step {n_step}" + (f" replica {n_rep.replica}" if len(npu) > 1 else ""))
             entries.append(_compare_step(n_rep, b_rep, out, options, several=len(npu) > 1 or len(bench) > 1))
@@ -295,8 +298,9 @@ def run_merged(
         "options": {"fuzzy": options.fuzzy, "thresholds_file": options.thresholds_file, "tensors": options.tensors,
                     "rules": list(options.rules), "merged": True},
         "layouts": layouts,
-        "missing": {"npu_only": [f"step{s}" for s in npu_steps if s not in {p[0] for p in pairs}],
-                    "bench_only": [f"step{s}" for s in bench_steps if s not in {p[1] for p in pairs}]},
+        "missing": {"npu_only": [f"step{s}" for s in npu_steps if s not in {p[0] for p in pairs}] + unpaired["npu"],
+                    "bench_only": [f"step{s}" for s in bench_steps if s not in {p[1] for p in pairs}]
+                    + unpaired["bench"]},
         "runs": entries,
         "analysis": merged_analysis(entries),
     })
@@ -335,11 +339,19 @@ def _pair_replicas(npu: list[MergedStep], bench: list[MergedStep]) -> list[tuple
 
     Two jobs with as many replicas ran the same data on replica r (the data-parallel rank picks the
     samples), so each replica is compared: a bad card on any replica shows. With other counts only the
-    first replicas are paired (the others saw other data).
+    first replicas are paired (the others saw other data); the others are listed as not compared, which
+    leaves the job inconclusive unless it differs (`graphcmp consistency` checks them against each other).
     """
     if len(npu) == len(bench):
         return list(zip(npu, bench))
     return [(npu[0], bench[0])]
+
+
+def _replica_label(replica: MergedStep) -> str:
+    """``step0 data-parallel replica 1 (ranks 2,3)``: a replica the other job has no counterpart of."""
+    ranks = sorted(r for group in replica.layout.replicas()[replica.replica] for r in group)
+    step = f"step{replica.step}" if replica.step is not None else "the step"
+    return f"{step} data-parallel replica {replica.replica} (ranks {','.join(map(str, ranks))})"
 
 
 def _folder(ranks: dict[int, Path], root: str | os.PathLike[str]) -> str:

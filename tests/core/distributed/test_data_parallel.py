@@ -134,3 +134,13 @@ def test_a_stated_layout_the_dump_contradicts_is_refused_naming_the_input(jobs, 
         run_merged(jobs["clean"], jobs["bench"], tmp_path / "out", options=options, workers=1)
     assert str(err.value).startswith(f"{jobs['clean']}: --npu-layout contradicts the dump: ")
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_replicas_the_bench_has_no_counterpart_of_are_listed_as_not_compared(jobs, tmp_path, parallel):
+    from graphcmp.core.outcome import job_outcome
+
+    bench = _dp_job(tmp_path / "bench1", [parallel / "tp1"])  # one replica only
+    index = run_merged(jobs["clean"], bench, tmp_path / "out", workers=1)
+    assert [run.get("replica") for run in index["runs"]] == [0]  # replica 0 against the bench's only one
+    assert index["missing"]["npu_only"] == ["step0 data-parallel replica 1 (ranks 2,3)"]
+    assert job_outcome(index).verdict != "agree"
