@@ -144,3 +144,12 @@ def test_replicas_the_bench_has_no_counterpart_of_are_listed_as_not_compared(job
     assert [run.get("replica") for run in index["runs"]] == [0]  # replica 0 against the bench's only one
     assert index["missing"]["npu_only"] == ["step0 data-parallel replica 1 (ranks 2,3)"]
     assert job_outcome(index).verdict != "agree"
+
+
+def test_the_viewer_lists_every_replica_and_opens_on_the_bad_one(jobs, tmp_path):
+    from graphcmp.app.results import open_results
+
+    run_merged(jobs["bad_replica"], jobs["bench"], tmp_path / "out", workers=1)
+    results = open_results([tmp_path / "out"])
+    assert [(e.title, e.replica) for e in results.entries] == [("step 0 · replica 0", 0), ("step 0 · replica 1", 1)]
+    assert results.start.replica == 1
