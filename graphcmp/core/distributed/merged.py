@@ -334,6 +334,25 @@ def _merge_side(side: str, root: str | os.PathLike[str], ranks: dict[int, Path],
         raise LayoutContradiction(f"{root}: --{side}-layout contradicts the dump: {err}") from err
 
 
+def _reached_by_communication(found: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Replicas' first divergences in execution order -> (origins, spread).
+
+    A replica whose first divergence is a communication call after another replica had diverged (the
+    data-parallel gradient all_reduce sums every replica's gradient) was reached by that error: it is
+    spread, not an origin of its own.
+    """
+    if len(found) < 2:
+        return found, []
+    first, origins, spread = found[0], found[:1], []
+    for f in found[1:]:
+        if str(f.get("node", "")).startswith("Distributed."):
+            spread.append({"rank": f.get("rank"), "via": f.get("node"), "from_rank": first.get("rank"),
+                           "from_node": first.get("node")})
+        else:
+            origins.append(f)
+    return origins, spread
+
+
 def _pair_replicas(npu: list[MergedStep], bench: list[MergedStep]) -> list[tuple[MergedStep, MergedStep]]:
     """Data-parallel replica r of one job with replica r of the other.
 
@@ -412,7 +431,8 @@ def merged_analysis(entries: list[dict[str, Any]]) -> dict[str, Any]:
         # replicas run the same calls: the one that diverged earliest in execution order comes first
         found.sort(key=lambda f: (f.get("position") if f.get("position") is not None else 1 << 62,
                                   f.get("replica", 0)))
-        steps[str(step)] = {"links": 0, "linked_calls": 0, "unlinked_calls": [], "origins": found, "spread": []}
+        found, spread = _reached_by_communication(found)
+        steps[str(step)] = {"links": 0, "linked_calls": 0, "unlinked_calls": [], "origins": found, "spread": spread}
         if found and not origins:
             origins = found
     return {"origin": origins[0] if origins else None, "origins": origins, "steps": steps}

@@ -153,3 +153,21 @@ def test_the_viewer_lists_every_replica_and_opens_on_the_bad_one(jobs, tmp_path)
     results = open_results([tmp_path / "out"])
     assert [(e.title, e.replica) for e in results.entries] == [("step 0 · replica 0", 0), ("step 0 · replica 1", 1)]
     assert results.start.replica == 1
+
+
+def test_a_replica_reached_through_the_gradient_all_reduce_is_spread_not_an_origin():
+    from graphcmp.core.distributed.merged import merged_analysis
+
+    def entry(replica, node, position, rank):
+        return {"step": 0, "replica": replica, "error": None,
+                "first": {"node": node, "position": position, "rank": rank}}
+
+    analysis = merged_analysis([entry(0, "Distributed.all_reduce.32.forward", 902, 0),
+                                entry(1, "Tensor.__mul__.28.forward", 130, 3)])
+    assert [(o["node"], o["rank"], o["replica"]) for o in analysis["origins"]] == [
+        ("Tensor.__mul__.28.forward", 3, 1)]
+    assert analysis["steps"]["0"]["spread"] == [{"rank": 0, "via": "Distributed.all_reduce.32.forward",
+                                                 "from_rank": 3, "from_node": "Tensor.__mul__.28.forward"}]
+    # a computation of its own on another replica is an origin of its own
+    both = merged_analysis([entry(0, "Tensor.t.4.forward", 200, 1), entry(1, "Tensor.__mul__.28.forward", 130, 3)])
+    assert [o["rank"] for o in both["origins"]] == [3, 1] and both["steps"]["0"]["spread"] == []
