@@ -48,9 +48,12 @@ class Entry:
     rank: int | None
     source: str
     sidecar: str = ""
+    replica: int | None = None  # the data-parallel replica of a merged run, when a job has several
 
     @property
     def title(self) -> str:
+        if self.replica is not None:
+            return f"step {'-' if self.step is None else self.step} · replica {self.replica}"
         if self.step is None and self.rank is None:
             return Path(self.source).name or self.source
         return f"step {'-' if self.step is None else self.step} · rank {'-' if self.rank is None else self.rank}"
@@ -87,6 +90,9 @@ class ResultSet:
         else the first."""
         origin = (self.job.analysis.get("origin") or {}) if self.job is not None else {}
         found = self.find(origin.get("step"), origin.get("rank")) if origin else None
+        if found is None and origin.get("replica") is not None:  # a merged job's replica holding the origin
+            found = next((e for e in self.entries if e.step == origin.get("step")
+                          and e.replica == origin["replica"]), None)
         return found or self.default
 
     def entry(self, key: str | None) -> Entry:
@@ -182,8 +188,9 @@ def load_entry(entry: Entry) -> Document:
 
 def _folder_entries(folder: Path) -> tuple[list[Entry], Any]:
     results, doc = folder_results(folder)
-    entries = [Entry(f"s{_key(r.step)}r{_key(r.rank)}" if (r.step, r.rank) != (None, None) else r.path.name,
-                     r.step, r.rank, str(r.path), str(sidecar_path(r.path))) for r in results]
+    entries = [Entry(f"s{_key(r.step)}r{_key(r.rank)}" + (f"d{r.replica}" if r.replica is not None else "")
+                     if (r.step, r.rank) != (None, None) else r.path.name,
+                     r.step, r.rank, str(r.path), str(sidecar_path(r.path)), r.replica) for r in results]
     return entries, doc
 
 

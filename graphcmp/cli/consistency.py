@@ -2,7 +2,8 @@
 
 Values that must be equal on several ranks (replicated tensors of a tensor-parallel group, collective
 outputs, both ends of a send/receive, data-parallel parameters) are compared; a rank holding another
-value is reported, first disagreement first. Exit 0 when every rank agrees, 1 when one does not.
+value is reported, first disagreement first. Exit 0 when every rank agrees, 1 when one does not or when
+nothing could be checked (inconclusive: a single rank), 2 on bad input (a stated layout the dump contradicts).
 """
 
 from __future__ import annotations
@@ -34,4 +35,4 @@ def handle(args: argparse.Namespace) -> int:
     spec = parse_layout(args.layout) if args.layout else None
     result = check_job(args.root, spec=spec, workers=args.workers, scheduler=args.scheduler)
     emit(result, render_consistency({**result, "shown": args.show}), args.json)
-    return 1 if result["bad_ranks"] else 0
+    return 0 if result["verdict"] == "agree" else 1

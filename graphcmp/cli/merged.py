@@ -43,7 +43,7 @@ def wants_merge(args: argparse.Namespace) -> str | None:
 def handle_merged(args: argparse.Namespace, reason: str) -> int:
     from graphcmp.core.distributed.batch import batch_summary
     from graphcmp.core.distributed.merged import MergeOptions, run_merged
-    from graphcmp.core.distributed.topology import LayoutError
+    from graphcmp.core.distributed.topology import LayoutContradiction, LayoutError
 
     out = "results" if args.output is None else args.output
     checked_folder(out, [args.npu, args.bench, *input_files(args)])
@@ -55,6 +55,8 @@ def handle_merged(args: argparse.Namespace, reason: str) -> int:
         index = run_merged(args.npu, args.bench, out, options=options, workers=args.workers,
                            scheduler=args.scheduler,
                            progress=None if quiet else (lambda text: print(f"graphcmp: {text}", file=sys.stderr)))
+    except LayoutContradiction:
+        raise  # a stated layout the dump contradicts is bad input (exit 2), not a job to compare rank by rank
     except LayoutError as err:
         print(f"graphcmp: cannot merge the ranks: {err}", file=sys.stderr)
         return handle_batch(args)

@@ -138,6 +138,8 @@ def render_batch(summary: dict[str, Any]) -> str:
     lines = []
     for run in summary["runs"]:
         where = f"step {run['step']} " + ("merged" if run.get("merged") else f"rank {run['rank']}")
+        if "replica" in run:
+            where += f" (data-parallel replica {run['replica']}: ranks {','.join(map(str, run.get('ranks') or ()))})"
         if run["error"]:
             lines.append(f"{where}: failed: {run['error']}")
             continue
@@ -182,7 +184,7 @@ def render_consistency(result: dict[str, Any]) -> str:
         checked = step["checked"]
         lines.append(f"step {step['step']}: {checked['replicated']} replicated tensors, {checked['collectives']} "
                      f"collective outputs, {checked['p2p']} send/receive pairs, {checked['dp']} data-parallel "
-                     "parameters checked")
+                     f"parameters, {checked.get('dp_tensors', 0)} other data-parallel tensors checked")
         for finding in step["findings"][: result.get("shown", 20)]:
             lines.append(f"  rank {finding['rank']} differs from rank {finding['reference']} ({finding['check']}): "
                          f"{finding['node']} {finding['tensor']} — {finding['detail']}")
@@ -190,9 +192,13 @@ def render_consistency(result: dict[str, Any]) -> str:
         if hidden > 0:
             lines.append(f"  ... {hidden} more")
     bad = result["bad_ranks"]
-    lines.append("no rank disagrees with the others" if not bad else
-                 f"first disagreement: rank {bad[0]['rank']} at {bad[0]['node']} {bad[0]['tensor']}"
-                 + (f" (parameter {bad[0]['parameter']})" if bad[0].get("parameter") else ""))
+    if bad:
+        lines.append(f"first disagreement: rank {bad[0]['rank']} at {bad[0]['node']} {bad[0]['tensor']}"
+                     + (f" (parameter {bad[0]['parameter']})" if bad[0].get("parameter") else ""))
+    elif result.get("verdict", "agree") == "agree":
+        lines.append("no rank disagrees with the others")
+    if result.get("reason"):
+        lines.append(f"verdict: {result['reason']}")
     return "\n".join(lines)
 
 

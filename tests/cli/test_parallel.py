@@ -56,6 +56,37 @@ def test_bad_layout_statement_is_a_one_line_error(tmp_path, capsys):
     assert code == 2 and "tp must be a positive integer" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("layout, message", [
+    ("tp=3", "layout tp=3 pp=1 dp=1 needs ranks 0..2, the job has 2 rank(s) (0, 1)"),
+    ("tp=1", "gives the TP groups [0] [1], but the ranks' all_reduce calls inside modules use [0,1]"),
+])
+def test_a_stated_layout_the_dump_contradicts_is_exit_2_naming_the_input(tmp_path, capsys, layout, message):
+    out = tmp_path / "r"
+    code = main(["compare", str(PARALLEL / "tp2_desync"), str(PARALLEL / "tp1"), "-o", str(out), "-q",
+                 "--npu-layout", layout])
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and captured.out == ""
+    assert lines[0].startswith(f"graphcmp: error: {PARALLEL / 'tp2_desync'}: --npu-layout contradicts the dump: ")
+    assert message in lines[0] and "cannot merge the ranks" not in captured.err
+    assert not out.exists()  # nothing written
+
+
+def test_consistency_takes_the_layout_and_refuses_one_the_dump_contradicts(capsys):
+    assert main(["consistency", str(PARALLEL / "tp2_desync"), "--layout", "tp=2"]) == 1
+    capsys.readouterr()
+    assert main(["consistency", str(PARALLEL / "tp2_desync"), "--layout", "tp=1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"graphcmp: error: {PARALLEL / 'tp2_desync'}: --layout contradicts the dump: ")
+
+
+def test_consistency_that_checked_nothing_is_inconclusive(capsys):
+    assert main(["consistency", str(PARALLEL / "tp1")]) == 1
+    assert "verdict: inconclusive: nothing to check" in capsys.readouterr().out
+    assert main(["consistency", str(PARALLEL / "tp1"), "--json"]) == 1
+    assert _json(capsys)["verdict"] == "inconclusive"
+
+
 def test_a_job_that_cannot_be_merged_is_compared_rank_by_rank(tmp_path, capsys):
     job = tmp_path / "three"
     for rank in (0, 1, 2):

@@ -545,7 +545,9 @@ def batch_summary(index: dict[str, Any]) -> dict[str, Any]:
     runs = []
     for entry in index["runs"]:
         row: dict[str, Any] = {"step": entry["step"], "rank": entry["rank"], "file": entry["file"],
-                               "error": entry.get("error"), **({"merged": True} if entry.get("merged") else {})}
+                               "error": entry.get("error"), **({"merged": True} if entry.get("merged") else {}),
+                               **({"replica": entry["replica"], "ranks": entry.get("ranks")}
+                                  if "replica" in entry else {})}
         if entry.get("error") is None:
             summary = entry["summary"]
             calls = len(entry["comm"])

@@ -9,7 +9,11 @@ Within one run of a job, some values must be bit-identical on several ranks:
   group (the k-th call of an op on a group is one collective);
 * the two ends of a **send/receive** (the k-th send from a to b carries what the k-th receive on b from a
   got);
-* **parameters** of data-parallel replicas (ranks of the same TP position and pipeline stage).
+* **parameters** of data-parallel replicas (ranks of the same TP position and pipeline stage);
+* **every other tensor** of data-parallel replicas, where three or more replicas and a strict majority
+  of them hold the same value: replicas fed different data hold different activations everywhere (no
+  majority, nothing reported), replicas fed the same data hold the same values, and the one that does
+  not is a bad card.
 
 A rank that holds another value than the others is reported: with three or more ranks the majority
 is the reference, with two the lower rank. A rank whose *split* shard is wrong (a perturbed slice of a
@@ -27,8 +31,15 @@ from typing import Any
 import numpy as np
 
 from graphcmp.core.distributed.merge import job_steps, read_step
-from graphcmp.core.distributed.topology import LayoutSpec, ParallelLayout, comm_records, detect_layout
-from graphcmp.core.distributed.tp_merge import merge_tensor_parallel
+from graphcmp.core.distributed.topology import (
+    LayoutContradiction,
+    LayoutError,
+    LayoutSpec,
+    ParallelLayout,
+    comm_records,
+    detect_layout,
+)
+from graphcmp.core.distributed.tp_merge import _align, merge_tensor_parallel
 from graphcmp.core.records import STAT_NAMES, DumpGraph, NodeKind, Role
 from graphcmp.core.shards import REPLICATED
 
@@ -73,13 +84,14 @@ def check_consistency(graphs: Mapping[int, DumpGraph], layout: ParallelLayout | 
     """
     layout = layout or detect_layout(graphs)
     findings: list[Disagreement] = []
-    checked = Counter({"replicated": 0, "collectives": 0, "p2p": 0, "dp": 0})
+    checked = Counter({"replicated": 0, "collectives": 0, "p2p": 0, "dp": 0, "dp_tensors": 0})
     for group in layout.tp_groups:
         if len(group) > 1 and all(r in graphs for r in group):
             findings.extend(_replicated(graphs, group, layout.stage(group[0]), checked))
     findings.extend(_collectives(graphs, layout, checked))
     findings.extend(_p2p(graphs, layout, checked))
     findings.extend(_dp_parameters(graphs, layout, checked))
+    findings.extend(_dp_tensors(graphs, layout, checked))
     unique = {(f.rank, f.node, f.tensor): f for f in reversed(findings)}
     ordered = sorted(unique.values(), key=lambda f: (f.stage, f.position, _ROLE_ORDER.get(_role_of(f.tensor), 9),
                                                       f.rank))
@@ -186,9 +198,14 @@ def _tensor(graph: DumpGraph, row: int, role: int, slot: str) -> tuple[np.ndarra
 
 
 def _p2p(graphs: Mapping[int, DumpGraph], layout: ParallelLayout, checked: Counter) -> list[Disagreement]:
-    """What the k-th send from a to b carried is what the k-th receive on b from a got."""
+    """What the k-th send from a to b carried is what the k-th receive on b from a got.
+
+    An asynchronous receive (``irecv``) may be recorded before its transfer completed, holding the
+    buffer's earlier content. Its records are trusted only when at least one of them holds what was
+    sent; when none does, they are not checked (a blocking ``recv`` is always checked).
+    """
     sends: dict[tuple[int, int, int], tuple[DumpGraph, int]] = {}
-    recvs: dict[tuple[int, int, int], tuple[DumpGraph, int]] = {}
+    recvs: dict[tuple[int, int, int], tuple[DumpGraph, int, str]] = {}
     for rank, graph in graphs.items():
         counts: Counter = Counter()
         for call in comm_records(graph):
@@ -198,21 +215,29 @@ def _p2p(graphs: Mapping[int, DumpGraph], layout: ParallelLayout, checked: Count
                 pair = (rank, peer) if kind == "send" else (peer, rank)
                 key = (*pair, counts[(kind, pair)])
                 counts[(kind, pair)] += 1
-                (sends if kind == "send" else recvs)[key] = (graph, call.row)
-    out = []
+                if kind == "send":
+                    sends[key] = (graph, call.row)
+                else:
+                    recvs[key] = (graph, call.row, call.op)
+    pending: list[tuple[str, Disagreement]] = []
+    matched_async = 0
     for key in sorted(sends.keys() & recvs.keys()):
-        (s_graph, s_row), (r_graph, r_row) = sends[key], recvs[key]
+        (s_graph, s_row), (r_graph, r_row, op) = sends[key], recvs[key]
         sent = _tensor(s_graph, s_row, Role.INPUT, "0")
         got = _tensor(r_graph, r_row, Role.OUTPUT, "0")
         if sent is None or got is None:
             continue
-        checked["p2p"] += 1
         values = [(key[0], sent[0], sent[1]), (key[1], got[0], got[1])]
-        if _odd_ones(values):
-            detail = _differences(got[0], got[1], sent[0], sent[1])
-            out.append(Disagreement("p2p", key[1], key[0], r_graph.nodes.ids[r_row], "output.0",
-                                    f"received other values than rank {key[0]} sent ({detail})", None,
-                                    layout.stage(key[1]), r_row))
+        if not _odd_ones(values):
+            checked["p2p"] += 1
+            matched_async += op == "irecv"
+            continue
+        detail = _differences(got[0], got[1], sent[0], sent[1])
+        pending.append((op, Disagreement("p2p", key[1], key[0], r_graph.nodes.ids[r_row], "output.0",
+                                         f"received other values than rank {key[0]} sent ({detail})", None,
+                                         layout.stage(key[1]), r_row)))
+    out = [f for op, f in pending if op != "irecv" or matched_async]
+    checked["p2p"] += len(out)
     return out
 
 
@@ -257,6 +282,61 @@ def _same_parameters(graphs: Mapping[int, DumpGraph], ranks: list[int], stage: i
     return out
 
 
+def _dp_tensors(graphs: Mapping[int, DumpGraph], layout: ParallelLayout, checked: Counter) -> list[Disagreement]:
+    """Every tensor of three or more data-parallel replicas that a strict majority of them holds alike.
+
+    Only a value most replicas share bit for bit says what the others should hold: replicas fed
+    different data agree on no activation, and nothing is reported for them.
+    """
+    replicas = layout.replicas()
+    if len(replicas) < 3:
+        return []
+    out = []
+    for stage in range(layout.pp):
+        for position in range(len(replicas[0][stage])):
+            ranks = [rep[stage][position] for rep in replicas if stage < len(rep) and position < len(rep[stage])]
+            ranks = [r for r in ranks if r in graphs]
+            if len(ranks) >= 3:
+                out.extend(_majority_tensors(graphs, ranks, stage, checked))
+    return out
+
+
+def _majority_tensors(graphs: Mapping[int, DumpGraph], ranks: list[int], stage: int,
+                      checked: Counter) -> list[Disagreement]:
+    runs = [(r, graphs[r]) for r in ranks]
+    try:
+        pos = _align(runs)
+    except LayoutError:
+        return []  # the replicas made other calls: nothing lines up to compare
+    ref = graphs[ranks[0]]
+    t = ref.tensors
+    stats = np.stack([graphs[r].tensors.stats[p] for r, p in zip(ranks, pos)])  # (rank, tensor, stat)
+    present = np.stack([graphs[r].tensors.present[p] for r, p in zip(ranks, pos)])
+    values = np.where(present, stats, np.inf)  # an absent statistic compares as itself
+    nan = np.isnan(values)
+    same = ((values[:, None] == values[None, :]) | (nan[:, None] & nan[None, :])).all(axis=3)  # (a, b, tensor)
+    votes = same.sum(axis=1)  # per rank and tensor: the ranks holding its value (itself included)
+    best = votes.argmax(axis=0)
+    comm = np.fromiter((node_id.startswith("Distributed.") for node_id in ref.nodes.ids), bool, len(ref.nodes))
+    # parameters: `_dp_parameters`; collectives (a reduce's root holds the sum, the others not): `_collectives`
+    tensor = t.has_shape() & (t.role != Role.PARAM) & ~comm[t.node]
+    majority = votes.max(axis=0) * 2 > len(ranks)
+    checked["dp_tensors"] += int(np.count_nonzero(tensor & majority))
+    odd = tensor & majority & (votes.min(axis=0) < votes.max(axis=0))
+    out = []
+    for k in np.flatnonzero(odd).tolist():
+        reference = int(best[k])
+        node_row = int(t.node[k])
+        for i, rank in enumerate(ranks):
+            if not same[i, reference, k]:
+                detail = _differences(stats[i, k], present[i, k], stats[reference, k], present[reference, k])
+                out.append(Disagreement("dp replica", rank, ranks[reference], ref.nodes.ids[node_row],
+                                        _tensor_name(t.role[k], t.slot[k]), detail,
+                                        _parameter(ref.nodes.ids[node_row], int(t.role[k]), t.slot[k]), stage,
+                                        node_row))
+    return out
+
+
 def check_job(root: str | os.PathLike[str], *, spec: LayoutSpec | None = None, workers: int | None = None,
               scheduler: str | None = None) -> dict[str, Any]:
     """`check_consistency` on every step of a job root, with the ranks that disagree, first one first.
@@ -264,14 +344,18 @@ def check_job(root: str | os.PathLike[str], *, spec: LayoutSpec | None = None, w
     Returns
     -------
     dict
-        ``layout`` (of the first step), ``steps`` (``step``, ``checked``, ``findings`` each) and
+        ``layout`` (of the first step), ``steps`` (``step``, ``checked``, ``findings`` each),
         ``bad_ranks``: per rank that differs, its count of disagreements and its first one, ordered by
-        the step and execution position of that first one.
+        the step and execution position of that first one; ``checked`` (values compared in all),
+        ``verdict`` (differ, agree, or inconclusive when nothing was checked) and ``reason`` (one line).
     """
     steps, layout = [], None
     for step, ranks in job_steps(root).items():
         graphs = read_step(ranks, workers=workers, scheduler=scheduler)
-        step_layout = detect_layout(graphs, spec)
+        try:
+            step_layout = detect_layout(graphs, spec)
+        except LayoutContradiction as err:
+            raise LayoutContradiction(f"{root}: --layout contradicts the dump: {err}") from err
         layout = layout or step_layout
         steps.append({"step": step, **check_consistency(graphs, step_layout)})
     bad: dict[int, dict[str, Any]] = {}
@@ -279,4 +363,15 @@ def check_job(root: str | os.PathLike[str], *, spec: LayoutSpec | None = None, w
         for finding in result["findings"]:
             entry = bad.setdefault(finding["rank"], {**finding, "step": result["step"], "count": 0})
             entry["count"] += 1
-    return {"layout": layout.to_dict() if layout else None, "steps": steps, "bad_ranks": list(bad.values())}
+    checked = sum(sum(result["checked"].values()) for result in steps)
+    if bad:
+        first = next(iter(bad.values()))
+        verdict, reason = "differ", f"differ: rank {first['rank']} disagrees with rank {first['reference']}"
+    elif not checked:
+        verdict, reason = "inconclusive", ("inconclusive: nothing to check (no value the job's ranks must hold "
+                                           "alike: a single rank, or ranks that share no group); compare the job "
+                                           "with a baseline instead")
+    else:
+        verdict, reason = "agree", f"agree: {checked} values every rank holding them holds alike"
+    return {"layout": layout.to_dict() if layout else None, "steps": steps, "bad_ranks": list(bad.values()),
+            "checked": checked, "verdict": verdict, "reason": reason}

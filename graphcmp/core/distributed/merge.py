@@ -25,7 +25,8 @@ from graphcmp.core.readers import read_graph
 from graphcmp.core.records import DumpGraph, RunInfo
 from graphcmp.core.shards import node_provenance
 
-__all__ = ["MergedStep", "comm_signature", "job_steps", "layout_relative", "merge_reason", "merge_runs", "read_step"]
+__all__ = ["MergedStep", "comm_signature", "job_steps", "layout_relative", "merge_reason", "merge_replicas",
+           "merge_runs", "read_step"]
 
 Reader = Callable[[str], DumpGraph]
 _COMM_ID = re.compile(rb'"Distributed\.([A-Za-z_]\w*)\.\d+\.(?:forward|backward)"')
@@ -38,6 +39,7 @@ class MergedStep:
     step: int | None
     graph: DumpGraph
     layout: ParallelLayout
+    replica: int = 0  # which data-parallel replica (0: the one holding the lowest rank)
 
 
 def job_steps(root: str | os.PathLike[str]) -> dict[int | None, dict[int, Path]]:
@@ -64,8 +66,8 @@ def read_step(ranks: Mapping[int, Path], *, workers: int | None = None, schedule
 
 
 def merge_runs(graphs: Mapping[int, DumpGraph], *, spec: LayoutSpec | None = None, path: str = "",
-               step: int | None = None) -> MergedStep:
-    """Merge the runs of one step (by rank) into one logical run.
+               step: int | None = None, replica: int = 0) -> MergedStep:
+    """Merge the runs of one step (by rank) into one logical run: one data-parallel replica.
 
     Parameters
     ----------
@@ -77,6 +79,8 @@ def merge_runs(graphs: Mapping[int, DumpGraph], *, spec: LayoutSpec | None = Non
         What the merged run's `RunInfo.path` names (the step folder).
     step : int, optional
         The step number.
+    replica : int
+        Which data-parallel replica (`ParallelLayout.replicas` order; 0 holds the lowest rank).
 
     Raises
     ------
@@ -86,18 +90,42 @@ def merge_runs(graphs: Mapping[int, DumpGraph], *, spec: LayoutSpec | None = Non
     if not graphs:
         raise DumpFormatError(f"{path}: no rank folder to merge")
     layout = detect_layout(graphs, spec)
-    replica = layout.replicas()[0]
+    replicas = layout.replicas()
+    if not 0 <= replica < len(replicas):
+        raise LayoutError(f"{path}: no data-parallel replica {replica} (the job has {len(replicas)})")
+    return _merge_replica(graphs, layout, replica, path, step)
+
+
+def merge_replicas(graphs: Mapping[int, DumpGraph], *, spec: LayoutSpec | None = None, path: str = "",
+                   step: int | None = None) -> list[MergedStep]:
+    """Every data-parallel replica of one step, each merged into one logical run (`merge_runs`), in replica order.
+
+    Raises
+    ------
+    LayoutError
+        If the layout cannot be merged (the message names the ranks and nodes).
+    """
+    if not graphs:
+        raise DumpFormatError(f"{path}: no rank folder to merge")
+    layout = detect_layout(graphs, spec)
+    return [_merge_replica(graphs, layout, index, path, step) for index in range(len(layout.replicas()))]
+
+
+def _merge_replica(graphs: Mapping[int, DumpGraph], layout: ParallelLayout, index: int, path: str,
+                   step: int | None) -> MergedStep:
+    replica = layout.replicas()[index]
     stages = []
     for stage, group in enumerate(replica):
         missing = [r for r in group if r not in graphs]
         if missing:
             raise LayoutError(f"{path}: ranks {missing} of stage {stage} have no dump")
         stages.append(StageRun(stage, tuple(group), merge_tensor_parallel([(r, graphs[r]) for r in group])))
-    first = graphs[min(graphs)].info
-    missing_lines = tuple(f"rank {rank}: {line}" for rank, g in sorted(graphs.items()) for line in g.info.missing)
+    held = sorted(r for group in replica for r in group)
+    first = graphs[held[0]].info
+    missing_lines = tuple(f"rank {rank}: {line}" for rank in held for line in graphs[rank].info.missing)
     info = RunInfo(path=path or first.path, format=first.format, framework=first.framework, task=first.task,
                    level=first.level, rank=None, step=step, missing=missing_lines)
-    return MergedStep(step, layout_relative(stitch_stages(stages, layout.pp, info), layout), layout)
+    return MergedStep(step, layout_relative(stitch_stages(stages, layout.pp, info), layout), layout, index)
 
 
 def layout_relative(graph: DumpGraph, layout: ParallelLayout) -> DumpGraph:

@@ -28,8 +28,8 @@ import numpy as np
 from graphcmp._version import __version__
 from graphcmp.core.compare import compare_graphs
 from graphcmp.core.distributed.batch import _heat_rows
-from graphcmp.core.distributed.merge import MergedStep, job_steps, merge_runs, read_step
-from graphcmp.core.distributed.topology import LayoutSpec
+from graphcmp.core.distributed.merge import MergedStep, job_steps, merge_replicas, read_step
+from graphcmp.core.distributed.topology import LayoutContradiction, LayoutSpec
 from graphcmp.core.distributed.tp_merge import parse_shape
 from graphcmp.core.errors import DumpFormatError, GraphcmpError, OutputError
 from graphcmp.core.jsonio import dumps_strict, sanitize_floats
@@ -273,23 +273,23 @@ def run_merged(
     if not pairs:
         raise DumpFormatError(f"{npu_root} / {bench_root}: no step is on both sides (npu steps "
                               f"{sorted(map(str, npu_steps))}, bench steps {sorted(map(str, bench_steps))})")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise OutputError(f"{out}: cannot create the results folder ({err.strerror})") from err
     entries, layouts = [], {}
+    unpaired: dict[str, list[str]] = {"npu": [], "bench": []}  # replicas the other job has no counterpart of
     for n_step, b_step in pairs:
         say = progress or (lambda _text: None)
         say(f"merging npu step {n_step}")
-        npu = merge_runs(read_step(npu_steps[n_step], workers=workers, scheduler=scheduler),
-                         spec=options.npu_layout, path=_folder(npu_steps[n_step], npu_root), step=n_step)
+        npu = _merge_side("npu", npu_root, npu_steps[n_step], n_step, options.npu_layout, workers, scheduler)
         say(f"merging bench step {b_step}")
-        bench = merge_runs(read_step(bench_steps[b_step], workers=workers, scheduler=scheduler),
-                           spec=options.bench_layout, path=_folder(bench_steps[b_step], bench_root), step=b_step)
-        layouts.setdefault("npu", npu.layout.to_dict())
-        layouts.setdefault("bench", bench.layout.to_dict())
-        say(f"comparing step {n_step}")
-        entries.append(_compare_step(npu, bench, out, options))
+        bench = _merge_side("bench", bench_root, bench_steps[b_step], b_step, options.bench_layout, workers, scheduler)
+        if not entries:  # the first step merged: its layouts hold, so the results have a folder to go to
+            _make_folder(out)
+        layouts.setdefault("npu", npu[0].layout.to_dict())
+        layouts.setdefault("bench", bench[0].layout.to_dict())
+        for side, replicas in (("npu", npu), ("bench", bench)):
+            unpaired[side].extend(_replica_label(r) for r in replicas[1:] if len(npu) != len(bench))
+        for n_rep, b_rep in _pair_replicas(npu, bench):
+            say(f"comparing step {n_step}" + (f" replica {n_rep.replica}" if len(npu) > 1 else ""))
+            entries.append(_compare_step(n_rep, b_rep, out, options, several=len(npu) > 1 or len(bench) > 1))
     index = sanitize_floats({
         "format": "graphcmp.batch",
         "schema_version": 1,
@@ -298,8 +298,9 @@ def run_merged(
         "options": {"fuzzy": options.fuzzy, "thresholds_file": options.thresholds_file, "tensors": options.tensors,
                     "rules": list(options.rules), "merged": True},
         "layouts": layouts,
-        "missing": {"npu_only": [f"step{s}" for s in npu_steps if s not in {p[0] for p in pairs}],
-                    "bench_only": [f"step{s}" for s in bench_steps if s not in {p[1] for p in pairs}]},
+        "missing": {"npu_only": [f"step{s}" for s in npu_steps if s not in {p[0] for p in pairs}] + unpaired["npu"],
+                    "bench_only": [f"step{s}" for s in bench_steps if s not in {p[1] for p in pairs}]
+                    + unpaired["bench"]},
         "runs": entries,
         "analysis": merged_analysis(entries),
     })
@@ -316,16 +317,77 @@ def _pair_steps(npu: dict, bench: dict) -> list[tuple[Any, Any]]:
     return []
 
 
+def _make_folder(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"{out}: cannot create the results folder ({err.strerror})") from err
+
+
+def _merge_side(side: str, root: str | os.PathLike[str], ranks: dict[int, Path], step: Any,
+                spec: LayoutSpec | None, workers: int | None, scheduler: str | None) -> list[MergedStep]:
+    """Every data-parallel replica of one job's step, merged; a stated layout the dump contradicts names the input."""
+    try:
+        return merge_replicas(read_step(ranks, workers=workers, scheduler=scheduler), spec=spec,
+                              path=_folder(ranks, root), step=step)
+    except LayoutContradiction as err:
+        raise LayoutContradiction(f"{root}: --{side}-layout contradicts the dump: {err}") from err
+
+
+def _reached_by_communication(found: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Replicas' first divergences in execution order -> (origins, spread).
+
+    A replica whose first divergence is a communication call after another replica had diverged (the
+    data-parallel gradient all_reduce sums every replica's gradient) was reached by that error: it is
+    spread, not an origin of its own.
+    """
+    if len(found) < 2:
+        return found, []
+    first, origins, spread = found[0], found[:1], []
+    for f in found[1:]:
+        if str(f.get("node", "")).startswith("Distributed."):
+            spread.append({"rank": f.get("rank"), "via": f.get("node"), "from_rank": first.get("rank"),
+                           "from_node": first.get("node")})
+        else:
+            origins.append(f)
+    return origins, spread
+
+
+def _pair_replicas(npu: list[MergedStep], bench: list[MergedStep]) -> list[tuple[MergedStep, MergedStep]]:
+    """Data-parallel replica r of one job with replica r of the other.
+
+    Two jobs with as many replicas ran the same data on replica r (the data-parallel rank picks the
+    samples), so each replica is compared: a bad card on any replica shows. With other counts only the
+    first replicas are paired (the others saw other data); the others are listed as not compared, which
+    leaves the job inconclusive unless it differs (`graphcmp consistency` checks them against each other).
+    """
+    if len(npu) == len(bench):
+        return list(zip(npu, bench))
+    return [(npu[0], bench[0])]
+
+
+def _replica_label(replica: MergedStep) -> str:
+    """``step0 data-parallel replica 1 (ranks 2,3)``: a replica the other job has no counterpart of."""
+    ranks = sorted(r for group in replica.layout.replicas()[replica.replica] for r in group)
+    step = f"step{replica.step}" if replica.step is not None else "the step"
+    return f"{step} data-parallel replica {replica.replica} (ranks {','.join(map(str, ranks))})"
+
+
 def _folder(ranks: dict[int, Path], root: str | os.PathLike[str]) -> str:
     paths = list(ranks.values())
     return str(paths[0].parent) if len(paths) > 1 else str(root)
 
 
-def _compare_step(npu: MergedStep, bench: MergedStep, out: Path, options: MergeOptions) -> dict[str, Any]:
-    label = f"step{npu.step}_merged" if npu.step is not None else "merged"
+def _compare_step(npu: MergedStep, bench: MergedStep, out: Path, options: MergeOptions, *,
+                  several: bool = False) -> dict[str, Any]:
+    label = (f"step{npu.step}" if npu.step is not None else "") + (f"_replica{npu.replica}" if several else "")
+    label = f"{label}_merged".lstrip("_")
     entry: dict[str, Any] = {"step": npu.step, "rank": None, "merged": True, "npu": npu.graph.info.path,
                              "bench": bench.graph.info.path, "file": f"{label}.json",
                              "layouts": {"npu": npu.layout.describe(), "bench": bench.layout.describe()}}
+    if several:
+        entry["replica"] = npu.replica
+        entry["ranks"] = sorted(r for group in npu.layout.replicas()[npu.replica] for r in group)
     try:
         thresholds = load_thresholds(options.thresholds_file) if options.thresholds_file else None
         matchers = matchers_from_specs([*options.rules, "exact", *(["fuzzy"] if options.fuzzy else [])]) \
@@ -357,11 +419,20 @@ def merged_analysis(entries: list[dict[str, Any]]) -> dict[str, Any]:
     """
     steps: dict[str, Any] = {}
     origins: list[dict[str, Any]] = []
-    for entry in sorted(entries, key=lambda e: -1 if e["step"] is None else e["step"]):
-        first = entry.get("first") if entry.get("error") is None else None
-        found = [{**first, "step": entry["step"]}] if first else []
-        steps[str(entry["step"])] = {"links": 0, "linked_calls": 0, "unlinked_calls": [], "origins": found,
-                                     "spread": []}
+    by_step: dict[Any, list[dict[str, Any]]] = {}
+    for entry in entries:
+        by_step.setdefault(entry["step"], []).append(entry)
+    for step in sorted(by_step, key=lambda s: -1 if s is None else s):
+        found = []
+        for entry in by_step[step]:  # each data-parallel replica: its first divergence
+            first = entry.get("first") if entry.get("error") is None else None
+            if first:
+                found.append({**first, "step": step, **({"replica": entry["replica"]} if "replica" in entry else {})})
+        # replicas run the same calls: the one that diverged earliest in execution order comes first
+        found.sort(key=lambda f: (f.get("position") if f.get("position") is not None else 1 << 62,
+                                  f.get("replica", 0)))
+        found, spread = _reached_by_communication(found)
+        steps[str(step)] = {"links": 0, "linked_calls": 0, "unlinked_calls": [], "origins": found, "spread": spread}
         if found and not origins:
             origins = found
     return {"origin": origins[0] if origins else None, "origins": origins, "steps": steps}

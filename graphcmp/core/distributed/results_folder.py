@@ -26,11 +26,15 @@ _STEP_RANK = re.compile(r"^step(?P<step>\d+)_rank(?P<rank>\d+)\.(?:npz|json)$")
 
 @dataclass(frozen=True, slots=True)
 class FolderResult:
-    """One result file of a results folder, with the step and rank it holds (None: not known)."""
+    """One result file of a results folder, with the step and rank it holds (None: not known).
+
+    `replica` is the data-parallel replica of a merged run (None: not one of several).
+    """
 
     path: Path
     step: int | None
     rank: int | None
+    replica: int | None = None
 
 
 def folder_results(folder: str | os.PathLike[str]) -> tuple[list[FolderResult], Any]:
@@ -48,20 +52,22 @@ def folder_results(folder: str | os.PathLike[str]) -> tuple[list[FolderResult], 
     if doc is not None:
         items = _index_items(index, doc)
     else:
-        items = [(p.name, int(m["step"]), int(m["rank"])) for p in sorted(folder.iterdir())
+        items = [(p.name, int(m["step"]), int(m["rank"]), None) for p in sorted(folder.iterdir())
                  if (m := _STEP_RANK.match(p.name))]
     if not items:
         raise DumpFormatError(f"{folder}: no index.json and no step<K>_rank<N>.npz result files in the folder")
     root = folder.resolve()
     results = []
-    for name, step, rank in sorted(items, key=lambda i: (_none_first(i[1]), _none_first(i[2]), i[0])):
+    for name, step, rank, replica in sorted(items, key=lambda i: (_none_first(i[1]), _none_first(i[2]),
+                                                                   _none_first(i[3]), i[0])):
         path = (folder / name).resolve()
         if root not in path.parents:
             raise DumpFormatError(f"{index}: {name!r} is outside the results folder")
         if not path.is_file():
             raise DumpFormatError(f"{path}: listed result file not found")
-        results.append(FolderResult(path, step, rank))
-    if len({(r.step, r.rank) if (r.step, r.rank) != (None, None) else r.path for r in results}) != len(results):
+        results.append(FolderResult(path, step, rank, replica))
+    if len({(r.step, r.rank, r.replica) if (r.step, r.rank) != (None, None) else r.path for r in results}
+           ) != len(results):
         raise DumpFormatError(f"{folder}: two results have the same step and rank")
     return results, doc
 
@@ -70,7 +76,7 @@ def _none_first(v: int | None) -> tuple[int, int]:
     return (0, 0) if v is None else (1, v)
 
 
-def _index_items(index: Path, doc: Any) -> list[tuple[str, int | None, int | None]]:
+def _index_items(index: Path, doc: Any) -> list[tuple[str, int | None, int | None, int | None]]:
     items = doc.get("results", doc.get("runs")) if isinstance(doc, dict) else doc
     if not isinstance(items, list):
         raise DumpFormatError(f"{index}: expected a list of results (or {{\"results\": [...]}}, "
@@ -82,7 +88,9 @@ def _index_items(index: Path, doc: Any) -> list[tuple[str, int | None, int | Non
         name = item.get("file", item.get("path")) if isinstance(item, dict) else None
         if not isinstance(name, str):
             raise DumpFormatError(f"{index}: results[{k}] has no \"file\" name")
-        out.append((name, _int_or_none(item.get("step"), index, k), _int_or_none(item.get("rank"), index, k)))
+        replica = _int_or_none(item.get("replica"), index, k) if isinstance(item, dict) else None
+        out.append((name, _int_or_none(item.get("step"), index, k), _int_or_none(item.get("rank"), index, k),
+                    replica))
     return out
 
 

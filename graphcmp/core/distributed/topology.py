@@ -6,7 +6,8 @@ The layout is read from the communication calls the ranks recorded (msprobe writ
 * **TP groups**: the groups of the ``all_reduce`` calls made inside modules (a RowParallelLinear's
   forward, a ColumnParallelLinear's backward);
 * **PP groups**: ranks joined by top-level sends and receives, in stage order: a stage's first
-  communication receives the activation from the stage before it, the first stage starts by sending;
+  communication receives the activation from the stage before it, the first stage starts by sending
+  (ranks that all start by sending exchange data, as in a ring, and are no pipeline);
 * **VPP**: the model-chunk index msprobe puts in module ids of a model list (``Module.<chunk>.``);
 * **DP**: the rest: ranks of equal TP position and stage are replicas of one another.
 
@@ -29,6 +30,7 @@ from graphcmp.core.records import DumpGraph, NodeKind, Role
 
 __all__ = [
     "CommRecord",
+    "LayoutContradiction",
     "LayoutError",
     "LayoutSpec",
     "ParallelLayout",
@@ -53,6 +55,10 @@ _CHUNK = re.compile(r"^(Module|Cell)\.(\d+)\.")
 
 class LayoutError(GraphcmpError):
     """A parallel job whose ranks cannot be merged into one logical graph (or a bad layout statement)."""
+
+
+class LayoutContradiction(LayoutError):
+    """A stated layout the dump contradicts: other sizes than its ranks, or other groups than its calls record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +374,8 @@ def _pp_groups(records: Mapping[int, list[CommRecord]], ranks: tuple[int, ...]) 
         component = _component(rank, links)
         seen |= component
         heads = [r for r in component if previous.get(r) not in component]
+        if len(heads) == len(component):
+            continue  # every rank starts by sending (a ring or halo exchange): no stage waits for one before it
         if len(heads) != 1:
             raise LayoutError(f"ranks {sorted(component)}: cannot order the pipeline stages from their sends and "
                               "receives (no single first stage); state the layout with --npu-layout/--bench-layout")
@@ -402,7 +410,7 @@ def _stated(detected: ParallelLayout, spec: LayoutSpec) -> ParallelLayout:
                           "compare the job rank by rank")
     dp = spec.dp or max(world // max(tp * pp, 1), 1)
     if tp * pp * dp != world or detected.ranks != tuple(range(world)):
-        raise LayoutError(f"layout tp={tp} pp={pp} dp={dp} needs ranks 0..{tp * pp * dp - 1}, the job has "
+        raise LayoutContradiction(f"layout tp={tp} pp={pp} dp={dp} needs ranks 0..{tp * pp * dp - 1}, the job has "
                           f"{world} rank(s) ({', '.join(map(str, detected.ranks))})")
     sizes = {"tp": tp, "cp": 1, "ep": 1, "dp": dp, "pp": pp}
     dims = spec.order.split("-")
@@ -418,10 +426,30 @@ def _stated(detected: ParallelLayout, spec: LayoutSpec) -> ParallelLayout:
 
     tp_groups = groups("tp")
     pp_groups = groups("pp") if pp > 1 else ()
+    _check_recorded(detected, spec, tp_groups, pp_groups, f"tp={tp} pp={pp} dp={dp}")
     notes = []
-    if detected.tp_groups != tp_groups and detected.tp > 1:
-        recorded = " ".join("[" + ",".join(map(str, g)) + "]" for g in detected.tp_groups)
-        notes.append(f"stated TP groups differ from the recorded ones ({recorded})")
-    if detected.pp_groups and set(map(frozenset, detected.pp_groups)) != set(map(frozenset, pp_groups)):
-        notes.append("stated PP groups differ from the ranks that send to each other")
+    if tp > 1 and detected.tp == 1:
+        notes.append("no rank records a tensor-parallel all_reduce inside a module: the TP groups are as stated")
     return ParallelLayout(detected.ranks, tp_groups, pp_groups, spec.vpp or detected.vpp, "stated", tuple(notes))
+
+
+def _check_recorded(detected: ParallelLayout, spec: LayoutSpec, tp_groups: tuple[tuple[int, ...], ...],
+                    pp_groups: tuple[tuple[int, ...], ...], sizes: str) -> None:
+    """Raise `LayoutContradiction` where the stated groups are not those the communication calls record.
+
+    The recorded groups are facts of the run (the ranks that reduced together inside a module, the
+    ranks that sent to each other); a statement can fill in what is not recorded, never contradict it.
+    """
+    def shown(groups: tuple[tuple[int, ...], ...]) -> str:
+        text = " ".join("[" + ",".join(map(str, g)) + "]" for g in groups[:4])
+        return text + (" ..." if len(groups) > 4 else "")
+
+    if detected.tp > 1 and set(detected.tp_groups) != set(tp_groups):
+        raise LayoutContradiction(f"stated layout {sizes} (order {spec.order}) gives the TP groups {shown(tp_groups)}, "
+                                  f"but the ranks' all_reduce calls inside modules use {shown(detected.tp_groups)}")
+    if detected.pp_groups and set(map(frozenset, detected.pp_groups)) != set(map(frozenset, pp_groups)):
+        raise LayoutContradiction(f"stated layout {sizes} (order {spec.order}) gives the PP groups "
+                                  f"{shown(pp_groups) or 'none'}, but the ranks that send to each other are "
+                                  f"{shown(detected.pp_groups)}")
+    if spec.vpp is not None and detected.vpp > 1 and spec.vpp != detected.vpp:
+        raise LayoutContradiction(f"stated vpp={spec.vpp}, but the module ids name {detected.vpp} model chunks")

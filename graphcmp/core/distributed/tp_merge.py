@@ -272,6 +272,7 @@ def _classify(ref: DumpGraph, runs: Sequence[tuple[int, DumpGraph]], pos: list[n
     lin_of, p_of_row = _contexts(ref, linears)
     partial_of = _partials(ref, runs, pos, reduces, kind)
     _structural(ref, linears, kind, dim)
+    _outer_parameter_slices(ref, kind, dim)
     fp = _fingerprints(t)
     known: dict[int, tuple[int, int, tuple[int, ...] | None]] = {}
     for k in np.flatnonzero(kind != _UNSET).tolist():
@@ -416,6 +417,71 @@ def _structural(ref: DumpGraph, linears: dict[str, _Linear], kind: np.ndarray, d
                         kind[k], dim[k] = SPLIT, lin.weight_dim
                     elif rule == "first" and dims and dims[0] == lin.p:
                         kind[k], dim[k] = SPLIT, 0
+
+
+def _outer_parameter_slices(ref: DumpGraph, kind: np.ndarray, dim: np.ndarray) -> None:
+    """Tensors of calls outside every module that hold a slice of a split parameter or its gradient.
+
+    Outside the model, a training loop works on the parameters themselves: a data-parallel gradient
+    ``all_reduce`` (over another group than the tensor-parallel one), the gradient's scaling, an optimizer
+    step. Each keeps the parameter's layout: a slice stays that slice. Which parameter a tensor carries is
+    told, in this order, by
+
+    * its local shape, when only split parameters have it (with one sliced dimension among them);
+    * the parameter or gradient record of this rank that holds the very same tensor (its statistics:
+      the all_reduce's input is the accumulated gradient msprobe recorded last);
+    * the call's first input, for an output of the same shape (an in-place or elementwise op on the slice).
+
+    Any other tensor is left to the default (replicated). No value is compared across ranks.
+    """
+    t = ref.tensors
+    outside = _outside_modules(ref)
+    rows = np.flatnonzero(outside[t.node] & (kind == _UNSET) & np.isin(t.role, (Role.INPUT, Role.OUTPUT)))
+    if not len(rows):
+        return
+    params = np.flatnonzero(np.isin(t.role, (Role.PARAM, Role.PARAM_GRAD)))
+    split_dims: dict[str, set[int]] = {}
+    other: set[str] = set()
+    fp = _fingerprints(t)
+    by_value: dict[int, set[tuple[int, int]]] = {}
+    for k in params.tolist():
+        split = kind[k] == SPLIT and dim[k] >= 0
+        if split:
+            split_dims.setdefault(t.shape[k], set()).add(int(dim[k]))
+        else:
+            other.add(t.shape[k])
+        if fp[k] >= 0:
+            by_value.setdefault(int(fp[k]), set()).add((SPLIT, int(dim[k])) if split else (REPLICATED, -1))
+    if not split_dims:
+        return
+    sliced = {shape: next(iter(dims)) for shape, dims in split_dims.items() if len(dims) == 1 and shape not in other}
+    first_input: dict[int, int] = {}
+    for k in rows.tolist():  # rows in node order, a call's inputs before its outputs
+        node, shape = int(t.node[k]), t.shape[k]
+        if t.role[k] == Role.INPUT and t.slot[k] == "0":
+            first_input[node] = k
+        found = sliced.get(shape)
+        if found is None and shape in split_dims:
+            same = by_value.get(int(fp[k]), set()) if fp[k] >= 0 else set()
+            found = next(iter(same))[1] if len(same) == 1 and next(iter(same))[0] == SPLIT else None
+            source = first_input.get(node)
+            if found is None and t.role[k] == Role.OUTPUT and source is not None and kind[source] == SPLIT \
+                    and t.shape[source] == shape:
+                found = int(dim[source])
+        if found is not None:
+            kind[k], dim[k] = SPLIT, found
+
+
+def _outside_modules(ref: DumpGraph) -> np.ndarray:
+    """Per node row: an API call no module call encloses."""
+    nodes = ref.nodes
+    n = len(nodes)
+    inside = np.zeros(n, bool)
+    is_module = nodes.kind == NodeKind.MODULE
+    for row in range(1, n):  # parents come before their children
+        parent = int(nodes.parent[row])
+        inside[row] = parent > 0 and (bool(is_module[parent]) or bool(inside[parent]))
+    return ~inside & (nodes.kind == NodeKind.API)
 
 
 def _role_rule(lin: _Linear, call: str, role: int, slot: str) -> object:

@@ -78,3 +78,66 @@ def test_shared_desync_names_rank_1_and_the_layernorm_weight():
 @pytest.mark.parametrize("job", ["tp2", "tp2_perturb", "tp2pp2", "pp2_perturb"])
 def test_shared_jobs_without_desync_agree(job):
     assert check_job(shared(f"msprobe/dumps/parallel/{job}"), workers=1)["bad_ranks"] == []
+
+
+def test_a_single_rank_checks_nothing_and_is_inconclusive():
+    result = check_job(PARALLEL / "tp1", workers=1)
+    assert result["checked"] == 0 and result["bad_ranks"] == []
+    assert result["verdict"] == "inconclusive" and result["reason"].startswith("inconclusive: nothing to check")
+
+
+def test_a_clean_job_agrees_with_what_it_checked():
+    result = check_job(PARALLEL / "tp2pp2", workers=1)
+    assert result["verdict"] == "agree" and result["checked"] > 0
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("job", ["baseline", "perturb_rank2"])
+def test_a_data_parallel_job_with_a_ring_of_sends_is_no_pipeline(job):
+    """dist4: four data-parallel ranks that each isend to the next and irecv from the one before (a ring).
+
+    Every rank starts by sending, so no stage waits for another: no pipeline. The irecv records hold the
+    buffer before the transfer (none matches what was sent), so they are not checked. Each rank ran its own
+    data (rank 2 of perturb_rank2 other tokens than the baseline's rank 2, but no less its own than the others'),
+    so only the collectives and parameters can disagree, and none does.
+    """
+    result = check_job(shared(f"msprobe/dumps/dist4/statistics/{job}"), workers=1)
+    assert result["layout"]["pp_groups"] == [] and result["layout"]["dp"] == 4
+    assert [s["checked"]["p2p"] for s in result["steps"]] == [0, 0]
+    assert all(s["checked"]["collectives"] > 0 and s["checked"]["dp"] > 0 for s in result["steps"])
+    assert result["verdict"] == "agree"
+
+
+def _three_replicas(tmp_path):
+    """tp1 as three data-parallel replicas fed the same data (no communication: the layout is stated)."""
+    for rank in range(3):
+        shutil.copytree(PARALLEL / "tp1" / "step0" / "rank0", tmp_path / "step0" / f"rank{rank}")
+    return tmp_path
+
+
+def test_replicas_fed_the_same_data_name_the_one_that_departs(tmp_path):
+    from graphcmp.core.distributed.topology import parse_layout
+
+    job = _three_replicas(tmp_path)
+    dump_file = job / "step0" / "rank2" / "dump.json"
+    dump = json.loads(dump_file.read_text())
+    dump["data"]["Functional.layer_norm.2.forward"]["output"][0]["Max"] += 0.25
+    dump_file.write_text(json.dumps(dump))
+    result = check_job(job, spec=parse_layout("tp=1,dp=3"), workers=1)
+    first = result["bad_ranks"][0]
+    assert (first["check"], first["rank"], first["node"], first["tensor"]) == (
+        "dp replica", 2, "Functional.layer_norm.2.forward", "output.0")
+    assert result["steps"][0]["checked"]["dp_tensors"] > 0 and result["verdict"] == "differ"
+
+
+def test_replicas_fed_different_data_report_nothing_for_their_activations(tmp_path):
+    from graphcmp.core.distributed.topology import parse_layout
+
+    job = _three_replicas(tmp_path)
+    for rank in (1, 2):  # every replica's own data: the same activation differs on each
+        dump_file = job / "step0" / f"rank{rank}" / "dump.json"
+        dump = json.loads(dump_file.read_text())
+        dump["data"]["Functional.layer_norm.2.forward"]["output"][0]["Max"] += 0.25 * rank
+        dump_file.write_text(json.dumps(dump))
+    result = check_job(job, spec=parse_layout("tp=1,dp=3"), workers=1)
+    assert result["bad_ranks"] == []

@@ -6,6 +6,7 @@ import pytest
 
 from graphcmp.core.distributed.merge import job_steps, read_step
 from graphcmp.core.distributed.topology import (
+    LayoutContradiction,
     LayoutError,
     LayoutSpec,
     comm_records,
@@ -55,12 +56,22 @@ def test_a_single_rank_is_its_own_group():
     assert (layout.tp_groups, layout.pp_groups, layout.dp) == (((0,),), (), 1)
 
 
-def test_stated_layout_gives_megatron_groups_and_notes_disagreement(tp2pp2):
-    assert detect_layout(tp2pp2, parse_layout("tp=2,pp=2")).tp_groups == ((0, 1), (2, 3))
-    other = detect_layout(tp2pp2, parse_layout("tp=2,pp=2,order=pp-tp-cp-ep-dp"))
-    assert other.source == "stated"
-    assert other.tp_groups == ((0, 2), (1, 3)) and other.pp_groups == ((0, 1), (2, 3))
-    assert any("TP groups differ" in note for note in other.notes)
+def test_stated_layout_gives_megatron_groups(tp2pp2):
+    stated = detect_layout(tp2pp2, parse_layout("tp=2,pp=2"))
+    assert stated.source == "stated" and stated.tp_groups == ((0, 1), (2, 3))
+    assert set(map(frozenset, stated.pp_groups)) == {frozenset({0, 2}), frozenset({1, 3})}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("tp=2,pp=2,order=pp-tp-cp-ep-dp", r"TP groups \[0,2\] \[1,3\], but the ranks' all_reduce calls inside "
+                                       r"modules use \[0,1\] \[2,3\]"),
+    ("tp=1,pp=2", r"TP groups \[0\] \[1\] \[2\] \[3\], but"),
+    ("tp=2,pp=1", r"PP groups none, but the ranks that send to each other are \[0,2\] \[1,3\]"),
+    ("tp=3", r"needs ranks 0\.\.5, the job has 4"),
+])
+def test_a_stated_layout_the_recorded_groups_contradict(tp2pp2, text, message):
+    with pytest.raises(LayoutContradiction, match=message):
+        detect_layout(tp2pp2, parse_layout(text))
 
 
 @pytest.mark.parametrize("text, message", [
