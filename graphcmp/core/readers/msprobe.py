@@ -229,7 +229,8 @@ def _read_part(path: Path, missing: list[str], *, required: bool = False, data: 
     if data is None and not path.is_file() and not required:
         missing.append(f"{path.name}: file not found")
         return {}
-    loaded = read_json(path, flat_keys=path.name == CONSTRUCT_FILE, data=data)
+    loaded = read_json(path, flat_keys=path.name == CONSTRUCT_FILE, unique_keys=path.name != CONSTRUCT_FILE,
+                       data=data)
     if loaded.truncated:
         missing.append(loaded.truncated)
     if not isinstance(loaded.value, dict):
