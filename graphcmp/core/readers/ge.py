@@ -32,6 +32,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.inputs import read_input
 from graphcmp.core.readers.proto_gen import ge_ir_pb2, ge_onnx_pb2
+from graphcmp.core.readers.wire import opens_message
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
 __all__ = ["ATTR_NAMES", "GeGraph", "GeOp", "decode_ge", "parse_ge", "read_ge", "sniff"]
@@ -97,7 +98,13 @@ def sniff(path: str | os.PathLike[str]) -> bool:
         return b"op {" in head and b"type:" in head
     if form == "onnx":
         return b'op_type: "ge:' in head
+    if not opens_message(head, None if file.name.endswith(".gz") else file.stat().st_size, _MODEL_FIELDS):
+        return False  # decided from the first bytes: a large file of anything else is never read whole
     return _binary_model(file) is not None
+
+
+_MODEL_FIELDS = {(1, 2), (2, 0), (3, 2), (7, 2), (11, 2)}
+"""(field number, wire type) of `ModelDef`'s fields: name, version, custom_version, graph, attr."""
 
 
 def read_ge(path: str | os.PathLike[str]) -> DumpGraph:

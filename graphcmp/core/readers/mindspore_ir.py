@@ -30,6 +30,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.inputs import read_input
 from graphcmp.core.readers.proto_gen import anf_ir_pb2
+from graphcmp.core.readers.wire import opens_message
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
 __all__ = ["IrNode", "add_ir_node", "add_scopes", "ir_cut_short", "parse_ir_nodes", "parse_mindspore_ir",
@@ -79,7 +80,13 @@ def sniff(path: str | os.PathLike[str]) -> bool:
         return False
     if head.startswith(b"# IR entry") or (head.startswith(b"%") and b"Actor" in head):
         return True
-    return _text_free(head) and _decode_pb(read_input(file, gunzip=False)) is not None
+    if not (_text_free(head) and opens_message(head, file.stat().st_size, _MODEL_FIELDS)):
+        return False  # decided from the first bytes: a large file of anything else is never read whole
+    return _decode_pb(read_input(file, gunzip=False)) is not None
+
+
+_MODEL_FIELDS = {(1, 0), (2, 2), (3, 0), (4, 2)}
+"""(field number, wire type) of anf_ir's `ModelProto` fields: ir_version, domain, model_version, graph."""
 
 
 def read_mindspore_ir(path: str | os.PathLike[str]) -> DumpGraph:
