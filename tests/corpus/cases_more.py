@@ -192,11 +192,13 @@ def _all_ids_numbers(doc: dict) -> None:
 
 
 _register("result_ids", {
-    "node_ids_numbers_export_vis_db": _result_case(_all_ids_numbers, "vis-db", "field npu.nodes.id holds 0 (row 0)"),
-    "node_ids_numbers_info": _result_case(_all_ids_numbers, "info", "field npu.nodes.id holds 0 (row 0)"),
+    "node_ids_numbers_export_vis_db": _result_case(_all_ids_numbers, "vis-db",
+                                                   "field npu.nodes.id holds an integer, expected strings"),
+    "node_ids_numbers_info": _result_case(_all_ids_numbers, "info", "field npu.nodes.id holds an integer"),
     "node_id_a_number_diverge": _result_case(lambda d: _set_id(d, "bench", 3, 176), "diverge",
-                                             "field bench.nodes.id holds 176 (row 3)"),
-    "node_id_null_export_vis": _result_case(lambda d: _set_id(d, "npu", 2, None), "vis", "field npu.nodes.id"),
+                                             "field bench.nodes.id holds 176 (row 3), expected strings"),
+    "node_id_null_export_vis": _result_case(lambda d: _set_id(d, "npu", 2, None), "vis",
+                                            "field npu.nodes.id holds None (row 2)"),
 })
 
 
@@ -268,7 +270,8 @@ def case_result_json_node_id_twice(root: Path) -> Spec:
     def twice(doc: dict) -> None:
         doc["npu"]["nodes"]["id"][4] = doc["npu"]["nodes"]["id"][3]
     bad = _result_json(root, twice)
-    return Spec(["diverge", str(bad)], "error", "field npu.nodes.id holds", [bad])
+    return Spec(["diverge", str(bad)], "error", "field npu.nodes.id holds 'Tensor.__add__.0.forward' "
+                                              "twice (rows 3 and 4)", [bad])
 
 
 @case("duplicate_keys")
@@ -280,10 +283,10 @@ def case_npz_result_node_id_twice(root: Path) -> Spec:
     doc = read_npz(npz_result(root))
     ids = [str(v) for v in np.asarray(doc["bench"]["nodes"]["id"]).tolist()]
     ids[6] = ids[5]
-    doc["bench"]["nodes"]["id"] = np.array(ids)
+    doc["bench"]["nodes"]["id"] = ids
     bad = root / "bad.npz"
     write_npz(bad, doc)
-    return Spec(["info", str(bad)], "error", "field bench.nodes.id holds", [bad])
+    return Spec(["info", str(bad)], "error", "field bench.nodes.id holds", [bad])  # twice (rows 5 and 6)
 
 
 # --- inputs that lose or invent something: said in the notes, inconclusive ----------------------------------

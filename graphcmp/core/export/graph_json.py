@@ -95,7 +95,7 @@ def _run_info(f: Fields) -> RunInfo:
 
 
 def _node_table(f: Fields) -> NodeTable:
-    ids = f.strings("id")
+    ids = f.unique_strings("id")
     n = len(ids)
     attrs = f.items("attrs", default=[])
     if attrs and len(attrs) != n:
