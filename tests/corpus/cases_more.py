@@ -129,12 +129,14 @@ def _npu_node(doc: dict, node: str = "Tensor.__add__.0.forward") -> dict:
 
 
 _VIS_TYPES = {
-    "vis_subnodes_an_object": (lambda d: _npu_node(d, "DefaultModel").update(subnodes={"a": 1}), "subnodes"),
-    "vis_link_an_object": (lambda d: _npu_node(d).update(matched_node_link={"a": 1}), "matched_node_link"),
-    "vis_micro_steps_text": (lambda d: d.update(MicroSteps="many"), "MicroSteps is 'many'"),
-    "vis_upnode_a_list": (lambda d: _npu_node(d).update(upnode=["x"]), "upnode"),
-    "vis_node_type_text": (lambda d: _npu_node(d).update(node_type="api"), "node_type"),
-    "vis_stack_info_a_number": (lambda d: _npu_node(d).update(stack_info=5), "stack_info"),
+    "vis_subnodes_an_object": (lambda d: _npu_node(d, "DefaultModel").update(subnodes={"a": 1}),
+                               "NPU: node 'DefaultModel': subnodes is an object, expected a list of node names"),
+    "vis_link_an_object": (lambda d: _npu_node(d).update(matched_node_link={"a": 1}),
+                           "node 'Tensor.__add__.0.forward': matched_node_link is an object"),
+    "vis_micro_steps_text": (lambda d: d.update(MicroSteps="many"),
+                             "bad.vis: MicroSteps holds 'many', expected a whole number"),
+    "vis_node_type_text": (lambda d: _npu_node(d).update(node_type="api"), "node_type is text, expected a whole"),
+    "vis_stack_info_a_number": (lambda d: _npu_node(d).update(stack_info=5), "stack_info is a number (5)"),
 }
 
 
@@ -146,13 +148,15 @@ _register("vis_types", {name: _vis_case(*what) for name, what in _VIS_TYPES.item
 
 _NODE = "NPU_0_0_Functional.embedding.0.forward"
 _VIS_DB_TYPES = {
-    "vis_db_micro_steps_text": ("UPDATE tb_config SET micro_steps = 'many'", (), "micro_steps holds 'many'"),
+    "vis_db_micro_steps_text": ("UPDATE tb_config SET micro_steps = 'many'", (),
+                                "tb_config column micro_steps holds 'many', expected a whole number"),
     "vis_db_link_an_object": ("UPDATE tb_nodes SET matched_node_link = '{\"a\": 1}' WHERE id = ?", (_NODE,),
                               "matched_node_link"),
     "vis_db_sub_nodes_of_objects": ("UPDATE tb_nodes SET sub_nodes = '[{\"a\": 1}]' WHERE id = ?",
-                                    ("NPU_0_0_Module.embedding.Embedding.forward.0",), "sub_nodes"),
+                                    ("NPU_0_0_Module.embedding.Embedding.forward.0",),
+                                    "node 'Module.embedding.Embedding.forward.0': subnodes holds an object"),
     "vis_db_link_of_objects": ("UPDATE tb_nodes SET matched_node_link = '[{\"a\": 1}]' WHERE id = ?", (_NODE,),
-                               "matched_node_link"),
+                               "matched_node_link holds an object, expected a list of node names"),
 }
 
 
@@ -296,7 +300,8 @@ def case_build_a_dump_with_empty_data(root: Path) -> Spec:
     run = root / "npu"
     run.mkdir()
     (run / "dump.json").write_text('{"task": "statistics", "level": "L1", "data": {}}')
-    return Spec(["build", str(run), "-o", str(root / "run.json")], "error", "dump.json: \"data\" holds no call", [run])
+    return Spec(["build", str(run), "-o", str(root / "run.json")], "ok", "missing: dump.json: \"data\" holds no call",
+                [run])
 
 
 @case("empty_data")
@@ -304,7 +309,9 @@ def case_compare_a_dump_with_empty_data(root: Path) -> Spec:
     run = root / "npu"
     run.mkdir()
     (run / "dump.json").write_text('{"task": "statistics", "level": "L1", "data": {}}')
-    return Spec(compare(run, BASELINE, root / "cmp.npz"), "error", "dump.json: \"data\" holds no call", [run])
+    return Spec(compare(run, BASELINE, root / "cmp.npz"), "inconclusive",
+                "missing (npu): dump.json: \"data\" holds no call",
+                [run])
 
 
 @case("invented_parents")
@@ -313,7 +320,8 @@ def case_parent_named_nowhere(root: Path) -> Spec:
         parents[EMBEDDING] = "Module.nowhere.Foo.forward.0"
     run = damaged_dump(root, construct=nowhere)
     return Spec(compare(BASELINE, run, root / "cmp.npz"), "inconclusive",
-                "added parent 'Module.nowhere.Foo.forward.0' that construct.json names but lists nowhere", [run])
+                "verdict: inconclusive: the bench run is incomplete: construct.json: parent "
+                "'Module.nowhere.Foo.forward.0' named but not listed; added at top level, without data", [run])
 
 
 @case("invented_parents")
@@ -321,8 +329,9 @@ def case_parent_named_nowhere_in_build(root: Path) -> Spec:
     def nowhere(parents: dict) -> None:
         parents[EMBEDDING] = "Module.nowhere.Foo.forward.0"
     run = damaged_dump(root, construct=nowhere)
-    return Spec(["build", str(run), "-o", str(root / "run.json")], "ok", "added parent 'Module.nowhere.Foo.forward.0'",
-                [run])
+    return Spec(["build", str(run), "-o", str(root / "run.json")], "ok",
+                "missing: construct.json: parent 'Module.nowhere.Foo.forward.0' named but not listed; added at top "
+                "level, without data", [run])
 
 
 def _ge_ops_twice(root: Path, times: int = 2) -> Path:
@@ -379,7 +388,7 @@ def case_vis_node_data_a_list(root: Path) -> Spec:
         for node in doc["NPU"]["node"].values():
             node["input_data"] = list(node.get("input_data", {}).values())
     path = _vis(root, listed)
-    return Spec(["info", str(path)], "error", "input_data", [path])
+    return Spec(["info", str(path)], "error", "input_data is a list, expected an object of tensor records", [path])
 
 
 @case("vis_silent")
@@ -388,7 +397,7 @@ def case_vis_garbage_match_links(root: Path) -> Spec:
         for k, node in enumerate(doc["NPU"]["node"].values()):
             node["matched_node_link"] = [f"nowhere.{k}"]
     path = _vis(root, garbage)
-    return Spec(["compare", str(path), "-o", str(root / "cmp.npz"), "-q"], "inconclusive",
+    return Spec(["info", str(path)], "inconclusive",
                 "links to a bench node the file does not hold", [path])
 
 

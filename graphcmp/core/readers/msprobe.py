@@ -304,6 +304,9 @@ def _add_nodes(
     structure = _structure(construct or {}, data, source)
     builder.add_nodes(*structure.columns)
     notes.extend(structure.notes)
+    if not data:  # a dump of nothing: said, so that the run is never taken for a whole one
+        notes.append(f"{DUMP_FILE}: \"data\" holds no call (msprobe recorded nothing: was the dump stopped before "
+                     "the first step?)")
     if add_tensors is not None:
         add_tensors(builder)
     _attach_stacks(builder, stack or {}, source, notes)

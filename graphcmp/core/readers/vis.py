@@ -407,7 +407,8 @@ def _db_document(conn: sqlite3.Connection, key: VisGraphKey, source: str, *, ten
     doc: dict[str, Any] = {
         "ToolTip": cfg.get("tool_tip") or "",
         "Colors": _json_text(cfg.get("node_colors"), {}, f"{source}: tb_config column node_colors"),
-        "MicroSteps": cfg.get("micro_steps") or 1, "task": cfg.get("task") or "",
+        "MicroSteps": micro_steps(cfg.get("micro_steps"), f"{source}: tb_config column micro_steps"),
+        "task": cfg.get("task") or "",
         "OverflowCheck": bool(cfg.get("overflow_check")),
     }
     sides = {}
@@ -516,7 +517,8 @@ def parse_vis(doc: Mapping[str, Any], *, source: str = "<memory>", key: VisGraph
         raise DumpFormatError(f"{source}: not a msprobe .vis document (no \"NPU\"/\"Bench\" and no \"node\")")
     tool_tip = doc.get("ToolTip") or ""
     return VisDocument(
-        npu=npu, bench=bench, links=links, key=key, task=task, micro_steps=int(doc.get("MicroSteps") or 1),
+        npu=npu, bench=bench, links=links, key=key, task=task,
+        micro_steps=micro_steps(doc.get("MicroSteps"), f"{source}: MicroSteps"),
         overflow_check=bool(doc.get("OverflowCheck")), colors=colors,
         tool_tip=tool_tip if isinstance(tool_tip, str) else orjson.dumps(tool_tip).decode(),
         precision_index=precision, overflow_level=overflow,
@@ -583,6 +585,43 @@ def _record(node: Any, node_id: str, where: str) -> Mapping[str, Any]:
     return node
 
 
+_FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "node_type": ((int,), "a whole number (msprobe's node type code)"),
+    "micro_step_id": ((int,), "a whole number"),
+    "subnodes": ((list,), "a list of node names"),
+    "matched_node_link": ((list,), "a list of node names"),
+    "stack_info": ((list,), "a list of stack frames (text)"),
+    "input_data": ((dict,), "an object of tensor records"),
+    "output_data": ((dict,), "an object of tensor records"),
+}
+"""The fields of a node record graphcmp reads, and the type each must have when present and not null."""
+
+_LISTS_OF_TEXT = ("subnodes", "matched_node_link", "stack_info")
+
+
+def _check_fields(record: Mapping[str, Any], node_id: str, where: str) -> None:
+    """Refuse a node record whose fields are of another type than msprobe writes (a name list that is an object,
+    node data that is a list): read anyway, they would drop the node's data or links without a word."""
+    for key, (types, expected) in _FIELD_TYPES.items():
+        value = record.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, types) or isinstance(value, bool):
+            raise DumpFormatError(f"{where}: node {node_id!r}: {key} is {_kind_name(value)}, expected {expected}")
+        if key in _LISTS_OF_TEXT and (odd := next((v for v in value if not isinstance(v, str)), None)) is not None:
+            raise DumpFormatError(f"{where}: node {node_id!r}: {key} holds {_kind_name(odd)}, expected "
+                                  f"{expected}")
+
+
+def micro_steps(value: Any, where: str) -> int:
+    """The number of micro-steps a document declares (absent or null: 1), a whole number of at least 1."""
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DumpFormatError(f"{where} holds {value!r}, expected a whole number of micro-steps")
+    return value or 1
+
+
 def _data(record: Mapping[str, Any]) -> Mapping[str, Any]:
     data = record.get("data")
     return data if isinstance(data, Mapping) else {}
@@ -602,13 +641,16 @@ def _preorder(nodes: Mapping[str, Any], root: str, where: str) -> tuple[list[str
         row = len(order)
         order.append(node_id)
         parent.append(up)
-        kids = _record(nodes[node_id], node_id, where).get("subnodes") or []
+        record = _record(nodes[node_id], node_id, where)
+        _check_fields(record, node_id, where)
+        kids = record.get("subnodes") or []
         for kid in reversed(kids):
             if kid not in nodes:
                 raise DumpFormatError(f"{where}: node {node_id!r} lists sub-node {kid!r}, which is not in the file")
             todo.append((kid, row))
     stray = [n for n in nodes if n not in seen]
     for node_id in stray:  # not reachable from the root: shown at top level
+        _check_fields(_record(nodes[node_id], node_id, where), node_id, where)
         seen.add(node_id)
         order.append(node_id)
         parent.append(0)
