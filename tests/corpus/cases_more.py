@@ -397,8 +397,9 @@ def case_vis_garbage_match_links(root: Path) -> Spec:
         for k, node in enumerate(doc["NPU"]["node"].values()):
             node["matched_node_link"] = [f"nowhere.{k}"]
     path = _vis(root, garbage)
-    return Spec(["info", str(path)], "inconclusive",
-                "links to a bench node the file does not hold", [path])
+    return Spec(["diverge", str(path)], "inconclusive",
+                "the npu run is incomplete: matched_node_link of 160 npu node(s) links to a bench node the file does "
+                "not hold (first: 'DefaultModel' -> 'nowhere.0')", [path])
 
 
 @case("vis_silent")

@@ -18,6 +18,7 @@ delegates. A `.vis.db` holds one graph pair per (step, rank): `list_vis_graphs` 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import math
 import os
@@ -376,6 +377,8 @@ def _check_tables(conn: sqlite3.Connection, source: str) -> None:
 
 def _db_keys(conn: sqlite3.Connection, source: str) -> tuple[VisGraphKey, ...]:
     rows = _query(conn, "SELECT DISTINCT step, rank FROM tb_nodes ORDER BY step, rank", (), source)
+    if not rows:  # a file of no graph: never "0 graphs" read as a clean result
+        raise DumpFormatError(f"{source}: tb_nodes holds no node, so the file holds no graph")
     return tuple(VisGraphKey(_db_int(r, "step", source), _db_int(r, "rank", source)) for r in rows)
 
 
@@ -511,6 +514,8 @@ def parse_vis(doc: Mapping[str, Any], *, source: str = "<memory>", key: VisGraph
         npu, precision, overflow = _side(doc["NPU"], "NPU", source, key, task, colors)
         bench, _, _ = _side(doc["Bench"], "Bench", source, key, task, ())
         links = _links(npu.nodes.ids, doc["NPU"]["node"], doc["Bench"]["node"])
+        if lost := _lost_links(npu.nodes.ids, doc["NPU"]["node"], doc["Bench"]["node"]):
+            npu = dataclasses.replace(npu, info=dataclasses.replace(npu.info, missing=(*npu.info.missing, lost)))
     elif "node" in doc:
         npu, precision, overflow = _side(doc, "graph", source, key, task, colors)
     else:
@@ -548,6 +553,18 @@ def _links(npu_order: Sequence[str], npu_nodes: Mapping[str, Any], bench_nodes: 
             links[node_id] = link[-1]
             taken.add(link[-1])
     return links
+
+
+def _lost_links(npu_order: Sequence[str], npu_nodes: Mapping[str, Any], bench_nodes: Mapping[str, Any]) -> str:
+    """A note on the npu nodes whose ``matched_node_link`` names a bench node the file does not hold ("" if none):
+    msprobe linked them, the link leads nowhere, so they are left unmatched."""
+    lost = [(node_id, link[-1]) for node_id in npu_order
+            if (link := npu_nodes[node_id].get("matched_node_link")) and link[-1] not in bench_nodes]
+    if not lost:
+        return ""
+    node_id, target = lost[0]
+    return (f"matched_node_link of {len(lost)} npu node(s) links to a bench node the file does not hold (first: "
+            f"{node_id!r} -> {target!r}); those links were dropped and the nodes left unmatched")
 
 
 def _nodes(graph: Any, side: str, source: str) -> Mapping[str, Any]:
