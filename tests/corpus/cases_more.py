@@ -122,6 +122,15 @@ def _deep_scopes(depth: int) -> Callable[[Path], Spec]:
 _register("ir_nesting", {f"ir_scopes_{d}_deep": _deep_scopes(d) for d in (3000, 30_000)})
 
 
+@case("ir_nesting")
+def case_ir_scopes_999_deep_are_read(root: Path) -> Spec:  # within MAX_SCOPE_DEPTH: read, compared to itself
+    source = IR / "13_optimize_0566.ir"
+    path = root / source.name
+    scope = "/".join(f"s{k}-Cell" for k in range(998))
+    path.write_text(source.read_text().replace("(Default/", f"(Default/{scope}/"))
+    return Spec(compare(path, path, root / "cmp.npz"), "ok", "verdict: agree", [path])
+
+
 # --- .vis / .vis.db fields of the wrong type --------------------------------------------------------------
 
 def _npu_node(doc: dict, node: str = "Tensor.__add__.0.forward") -> dict:
