@@ -344,20 +344,31 @@ def case_parent_named_nowhere_in_build(root: Path) -> Spec:
 
 
 def _ge_ops_twice(root: Path, times: int = 2) -> Path:
+    """The GE graph with its op blocks repeated (the graph's attributes and the model's after them)."""
     text = GE_TEXT.read_text()
     first = text.index("\n  op {\n") + 1
-    end = text.rindex("\n}")
-    ops = text[first:end + 1]
+    end = text.index("\n  attr {\n", text.rindex("\n  op {\n")) + 1  # the graph's own attributes follow its ops
     path = root / "ge_proto_00056_Build.txt"
-    path.write_text(text[:first] + ops * times + text[end + 1:])
+    path.write_text(text[:first] + text[first:end] * times + text[end:])
     return path
+
+
+@case("ge_duplicates")
+def case_ge_graph_twice(root: Path) -> Spec:
+    text = GE_TEXT.read_text()
+    graph = text[: text.index("\n}\n") + 3]  # the first graph block (the model's attributes follow it)
+    path = root / "ge_proto_00056_Build.txt"
+    path.write_text(graph + text)
+    return Spec(compare(path, GE_TEXT, root / "cmp.npz"), "error",
+                "graph name 'ge_default_20200909152235_1' is used 2 times", [path])
 
 
 @case("ge_duplicates")
 def case_ge_every_op_named_twice(root: Path) -> Spec:
     path = _ge_ops_twice(root)
     return Spec(compare(path, GE_TEXT, root / "cmp.npz"), "error",
-                "op name 'GatherV2' is used twice", [path])
+                "graph 'ge_default_20200909152235_1': op name '_arg_Placeholder_0_0_0_arg' is used 2 times (and 4 "
+                "other name(s))", [path])
 
 
 @case("ge_duplicates")
@@ -367,7 +378,7 @@ def case_ge_every_op_named_twice_json(root: Path) -> Spec:
     doc["graph"][0]["op"] = doc["graph"][0]["op"] * 2
     path = root / "model.json"
     path.write_text(json.dumps(doc))
-    return Spec(compare(path, ATC_JSON, root / "cmp.npz"), "error", "is used twice", [path])
+    return Spec(compare(path, ATC_JSON, root / "cmp.npz"), "error", "is used 2 times", [path])
 
 
 def _ir_cut(fraction: float, kind: str) -> Callable[[Path], Spec]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,6 +170,13 @@ def parse_ge(
     """
     if not graphs or not any(graph.ops for graph in graphs):
         raise DumpFormatError(f"{source}: the GE model has no ops")
+    names = Counter(graph.name for graph in graphs)
+    if len(names) != len(graphs):
+        twice = next(name for name, n in names.items() if n > 1)
+        raise DumpFormatError(f"{source}: graph name {twice!r} is used {names[twice]} times; GE names each graph "
+                              "of a model once (ops name the subgraphs they call)")
+    for graph in graphs:
+        _check_unique_names(graph, source)
     layout = _Layout(graphs)
     builder = HierarchyBuilder()
     notes = list(missing)
@@ -185,6 +193,18 @@ def parse_ge(
     _add_descs(builder, graphs, layout)
     info = RunInfo(path=source, format="ge", framework="ge", task="structure", missing=tuple(notes))
     return builder.build(info, group_apis=False)
+
+
+def _check_unique_names(graph: GeGraph, source: str) -> None:
+    """Refuse a graph that names two ops alike: inputs name the op they read (``x:0``), so which one an input
+    means is unknown, and keeping one would drop the other without a word."""
+    counts = Counter(op.name for op in graph.ops)
+    if len(counts) == len(graph.ops):
+        return
+    twice = [name for name, n in counts.items() if n > 1]
+    more = f" (and {len(twice) - 1} other name(s))" if len(twice) > 1 else ""
+    raise DumpFormatError(f"{source}: graph {graph.name!r}: op name {twice[0]!r} is used {counts[twice[0]]} "
+                          f"times{more}; GE names each op of a graph once (inputs name the op they read)")
 
 
 class _Layout:
