@@ -32,6 +32,7 @@ __all__ = [
     "JsonLoad",
     "LayoutMismatch",
     "MemberChunks",
+    "check_json_opening",
     "dumps_strict",
     "gc_paused",
     "load_json",
@@ -95,7 +96,7 @@ def read_json(path: str | os.PathLike[str], *, salvage: bool = True, flat_keys: 
     if data is None:
         try:
             with open_regular(path) as f:  # never a FIFO or a device: a read that could block or never end
-                _check_opening(f.read(_SNIFF_BYTES), path)  # not JSON: said before the whole file is read
+                check_json_opening(f.read(_SNIFF_BYTES), path)  # not JSON: said before the whole file is read
                 f.seek(0)
                 data = f.read()
         except OSError as err:
@@ -118,7 +119,7 @@ _SNIFF_BYTES = 1 << 16
 _OPENERS = b"{[\"-0123456789tfn"
 
 
-def _check_opening(head: bytes, path: Path) -> None:
+def check_json_opening(head: bytes, path: str | os.PathLike[str]) -> None:
     """Refuse a file whose first bytes cannot open JSON (after whitespace and a UTF-8 byte order mark), from a
     bounded prefix: a gigabyte of zeros is refused without being read."""
     rest = head.removeprefix(b"\xef\xbb\xbf").lstrip(_WS.encode())
@@ -128,8 +129,14 @@ def _check_opening(head: bytes, path: Path) -> None:
         raise DumpFormatError(f"{path}: not JSON (its first {_SNIFF_BYTES} bytes are all whitespace)")
 
 
+_REPEAT_SCAN_BYTES = 64 << 20
+"""Largest file `top_level_repeats` parses a second time (with a hook on every object) when its layout does not
+show its top-level keys: msprobe writes indent=1, where they are counted for free, and compact JSON is checked by
+length; a file of another layout larger than this is not checked (a second parse would double the read's peak)."""
+
+
 def top_level_repeats(data: bytes, value: Any) -> list[str]:
-    """Keys the top-level object of JSON `data` (parsed as `value`) holds more than once: a parser keeps the last
+    r"""Keys the top-level object of JSON `data` (parsed as `value`) holds more than once: a parser keeps the last
     of two silently. Cheap when there are none: the keys of `value` are looked up in the text at the object's
     own indent (msprobe's ``indent=1``: one space), else the text is parsed again with a hook on every object
     (small files only: the caller's dump.json header and flat files).
@@ -143,6 +150,8 @@ def top_level_repeats(data: bytes, value: Any) -> list[str]:
         return []
     if data[:3] == b'{\n "' and data.count(b'\n "') == len(value):  # indent=1: one line opens each top-level key
         return []
+    if _members_fill(data, len(value)) or len(data) > _REPEAT_SCAN_BYTES:
+        return []  # compact JSON the members fill exactly; or too large to parse twice within memory bounds
     return repeated_keys(data)
 
 

@@ -251,6 +251,22 @@ def case_gigabyte_of_zeros_named_dump_json(root: Path) -> Spec:
     return Spec(compare(run, BASELINE, root / "cmp.npz"), "error", "dump.json: not JSON", [run])
 
 
+def _zeros_info(name: str, says: str) -> Callable[[Path], Spec]:
+    def make(root: Path) -> Spec:
+        path = root / name
+        with path.open("wb") as f:
+            f.truncate(1 << 30)
+        return Spec(["info", str(path)], "error", says, [path])
+    return make
+
+
+_register("unknown_big", {
+    "gigabyte_of_zeros_named_compare_vis": _zeros_info("compare.vis", "compare.vis: not JSON"),
+    "gigabyte_of_zeros_named_cmp_json": _zeros_info("cmp.json", "cmp.json: not JSON"),
+    "gigabyte_of_zeros_named_cmp_npz": _zeros_info("cmp.npz", "cmp.npz"),
+})
+
+
 # --- duplicate keys ---------------------------------------------------------------------------------------------
 
 def _data_twice(text: str) -> str:

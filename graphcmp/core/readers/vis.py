@@ -37,7 +37,7 @@ import orjson
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import GROUP_PREFIX, rebuild_graph
 from graphcmp.core.inputs import copy_inflated, read_input, regular_file
-from graphcmp.core.jsonio import load_json
+from graphcmp.core.jsonio import check_json_opening, load_json
 from graphcmp.core.readers.detect import VIS_SUFFIXES
 from graphcmp.core.readers.msprobe_schema import FILE_KEY, SCALAR_TYPES, STAT_KEYS, file_name
 from graphcmp.core.readers.naming import parse_node_ids
@@ -307,6 +307,7 @@ def _is_db(path: Path) -> bool:
 
 def _read_bytes(path: Path) -> bytes:
     try:
+        check_json_opening(read_input(path, limit=1 << 16, gunzip=path.suffix == ".gz"), path)  # before it all
         return read_input(path, gunzip=path.suffix == ".gz")  # inflating is bounded: no compression bomb
     except (OSError, EOFError) as err:
         raise DumpFormatError(f"{path}: cannot read ({err})") from err
