@@ -2,7 +2,7 @@
 
 The result is one file: the npz container (columns, opened in a moment) unless ``-o`` names a
 ``.json`` file, which gets the annotated JSON document (docs/format.md; `graphcmp export --to json`
-turns one into the other); ``-o`` with another ending is refused.
+turns one into the other); ``-o`` with another suffix (``out.txt``) is refused.
 
 When NPU or BENCH is a step/rank layout (``stepK/rankN``), every run is compared and ``-o`` names a
 folder: one result per (step, rank) plus ``index.json``. When the two jobs are laid out differently
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 from contextlib import nullcontext
+from pathlib import Path
 
 from graphcmp.cli.batch import add_batch_options, handle_batch
 from graphcmp.cli.mapping_options import add_mapping_options, input_files, matchers_from_args, render_rule_report
@@ -58,8 +59,9 @@ RESULT_SUFFIXES = (".npz", ".json")
 
 
 def _check_suffix(output: str) -> None:
-    """Refuse an -o that names neither result format (``out.txt`` would hold an npz under a text name)."""
-    if not output.lower().endswith(RESULT_SUFFIXES):
+    """Refuse an -o whose suffix names neither result format (``out.txt`` would hold an npz under a text name); a
+    name without a suffix gets the npz container, as graphcmp's readers tell it by its first bytes."""
+    if Path(output).suffix and not output.lower().endswith(RESULT_SUFFIXES):
         raise OutputError(f"{output}: -o names a result file ending in .npz or .json (.npz: the columns, opened in "
                           "a moment; .json: the annotated JSON document), e.g. -o cmp.npz")
 
@@ -72,8 +74,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.format is None:  # a path that holds no run is the problem to name, before any about -o
         for run in (args.npu, args.bench):
             detect_format(run)
+    checked_output(args.output, [args.npu, args.bench, *input_files(args)])  # naming an input: said first
     _check_suffix(args.output)
-    checked_output(args.output, [args.npu, args.bench, *input_files(args)])
     thresholds = load_thresholds(args.thresholds) if args.thresholds else None
     matchers = matchers_from_args(args)
     with stages(3, "compare", quiet=args.quiet) as bar:
