@@ -33,6 +33,7 @@ from graphcmp.core.texts import CodedTexts, TextCodes
 __all__ = [
     "EXECUTION_ATTRS",
     "GROUP_PREFIX",
+    "MAX_DEPTH",
     "MIN_GROUP_RUN",
     "ROOT_ID",
     "HierarchyBuilder",
@@ -41,6 +42,7 @@ __all__ = [
     "levels",
     "rebuild_graph",
     "subtree_rows",
+    "too_deep",
 ]
 
 ROOT_ID = "DefaultModel"
@@ -237,6 +239,9 @@ class HierarchyBuilder:
         if (stuck := np.flatnonzero(top != root)).size:
             raise GraphCycleError(f"{info.path}: parent links form a cycle through {self._ids[stuck[0]]!r}; "
                                   "a node cannot contain itself")
+        if (deep := too_deep(depth)) is not None:
+            raise DumpFormatError(f"{info.path}: node {self._ids[deep]!r} lies {int(depth[deep])} levels deep; "
+                                  f"no run's calls nest deeper than {MAX_DEPTH} (the file is damaged or crafted)")
         start = _subtree_min(np.array(self._seq), parent, depth)
         siblings = _sibling_order(parent, start, root)
         if group_apis:
@@ -488,6 +493,25 @@ def _inherit_group_micro_steps(micro: np.ndarray, kind: np.ndarray, parent: np.n
         kids = np.flatnonzero(parent == row)
         if len(kids):
             micro[row] = micro[kids[0]]
+
+
+MAX_DEPTH = 1024
+"""Deepest level a node of a run may lie at (the root is level 0). A level is a call inside a call (a module in a
+module, a Cell in a Cell, a scope in a scope), a Python call each, and Python stops at 1000 nested calls by default;
+the rest leaves room for the levels graphcmp adds (the root, groups). Bounded, because what shows a node with its
+path (msprobe's `.vis` links, Model Explorer's namespaces, the viewer's breadcrumbs) grows with depth squared: a
+chain of 20,000 modules would take gigabytes to write."""
+
+
+def too_deep(depth: np.ndarray) -> int | None:
+    """The first row lying deeper than `MAX_DEPTH` (None when none does).
+
+    >>> too_deep(np.array([0, 1, 2])), too_deep(np.array([0, MAX_DEPTH + 1]))
+    (None, 1)
+    """
+    if not depth.size or int(depth.max()) <= MAX_DEPTH:
+        return None
+    return int(np.argmax(depth > MAX_DEPTH))
 
 
 def depths(parent: np.ndarray) -> np.ndarray:

@@ -92,6 +92,42 @@ def _stack(root: Path, text: str | bytes, says: str) -> Spec:
     return Spec(compare(BASELINE, run, root / "cmp.npz"), "error", says, [run])
 
 
+def _module_chain(depth: int) -> Callable[[dict], None]:
+    """construct.json with the embedding call under a chain of `depth` modules, each the parent of the next."""
+    def change(parents: dict) -> None:
+        chain = [f"Module.m{k}.M.forward.0" for k in range(depth)]
+        parents.update(zip(chain, [None, *chain[:-1]]))
+        parents[EMBEDDING] = chain[-1]
+    return change
+
+
+@case("dump_nesting")
+def case_modules_nested_20000_deep(root: Path) -> Spec:
+    run = damaged_dump(root, construct=_module_chain(20_000))
+    return Spec(compare(BASELINE, run, root / "cmp.npz"), "error",
+                "levels deep; no run's calls nest deeper than 1024", [run])
+
+
+@case("dump_nesting")
+def case_modules_nested_1000_deep_are_read(root: Path) -> Spec:  # within MAX_DEPTH: read and compared
+    run = damaged_dump(root, construct=_module_chain(1000))
+    return Spec(compare(run, run, root / "cmp.npz"), "ok", "verdict: agree", [run])
+
+
+@case("dump_nesting")
+def case_vis_subnodes_nested_3000_deep(root: Path) -> Spec:
+    def chain(doc: dict) -> None:
+        nodes = doc["NPU"]["node"]
+        names = [f"Module.m{k}.M.forward.0" for k in range(3000)]
+        top = nodes["DefaultModel"]
+        for k, name in enumerate(names):
+            nodes[name] = {"node_type": 0, "subnodes": [names[k + 1]] if k + 1 < len(names) else top["subnodes"],
+                           "matched_node_link": []}
+        top["subnodes"] = [names[0]]
+    path = _vis(root, chain)
+    return Spec(["info", str(path)], "error", "NPU: node 'Module.m1024.M.forward.0' lies 1025 levels deep", [path])
+
+
 # --- numbers beyond float64 in statistics ---------------------------------------------------------------
 
 def _number(value: str, says: str, compact: bool = False) -> Callable[[Path], Spec]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from graphcmp.core.export.columns import encode_floats, pack_bits
 from graphcmp.core.fields import Fields
-from graphcmp.core.hierarchy import _jump_to_roots, rebuild_graph
+from graphcmp.core.hierarchy import MAX_DEPTH, _jump_to_roots, rebuild_graph, too_deep
 from graphcmp.core.records import Direction, DumpGraph, EdgeTable, NodeKind, NodeTable, Role, RunInfo, TensorTable
 from graphcmp.core.shards import ShardTable
 
@@ -112,9 +112,12 @@ def _parents(f: Fields, n: int) -> np.ndarray:
     """Parent rows: each a row of the graph or -1, and a tree (a cycle would loop every walk up to the root)."""
     parent = f.rows("parent", n, n)
     if n:
-        _, top = _jump_to_roots(parent)
+        depth, top = _jump_to_roots(parent)
         if (looped := np.flatnonzero(parent[top] >= 0)).size:
             raise f.error("parent", f"forms a cycle through row {looped[0]}; a node cannot contain itself")
+        if (deep := too_deep(depth)) is not None:
+            raise f.error("parent", f"puts row {deep} {int(depth[deep])} levels deep, deeper than any run nests "
+                                    f"({MAX_DEPTH})")
     return parent
 
 

@@ -35,7 +35,7 @@ import numpy as np
 import orjson
 
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.hierarchy import GROUP_PREFIX, rebuild_graph
+from graphcmp.core.hierarchy import GROUP_PREFIX, MAX_DEPTH, depths, rebuild_graph, too_deep
 from graphcmp.core.inputs import copy_inflated, read_input, regular_file
 from graphcmp.core.jsonio import check_json_opening, load_json
 from graphcmp.core.readers.detect import VIS_SUFFIXES
@@ -586,6 +586,10 @@ def _side(
 ) -> tuple[DumpGraph, np.ndarray, tuple[str, ...]]:
     nodes = _nodes(graph, side, source)
     order, parent, notes = _preorder(nodes, _root(graph, nodes, f"{source}: {side}"), f"{source}: {side}")
+    depth = depths(np.asarray(parent, np.int64))
+    if (deep := too_deep(depth)) is not None:
+        raise DumpFormatError(f"{source}: {side}: node {order[deep]!r} lies {int(depth[deep])} levels deep; no run's "
+                              f"calls nest deeper than {MAX_DEPTH}")
     records = [_record(nodes[node_id], node_id, f"{source}: {side}") for node_id in order]
     precision = np.array([_float(_data(r).get("precision_index")) for r in records], np.float64)
     overflow = tuple(str(_data(r).get("overflow_level") or "") for r in records)
