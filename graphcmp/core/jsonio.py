@@ -584,10 +584,10 @@ def _loads_or_mismatch(data: bytes) -> Any:
         pass
     if text_fault(data) is not None:
         raise LayoutMismatch("a chunk holds text that is not UTF-8")  # the whole-file read reports where
-    if _HUGE.search(data):
-        raise LayoutMismatch("a chunk may hold a number beyond float64")  # the whole-file read says which
     try:
-        return json.loads(data.decode("utf-8", errors="replace"))
+        return _decoder(data, "a chunk").decode(data.decode("utf-8", errors="replace"))
+    except DumpFormatError as err:  # a number beyond float64: the whole-file read says where
+        raise LayoutMismatch(str(err)) from err
     except json.JSONDecodeError as err:
         raise LayoutMismatch(f"a chunk is not valid JSON ({err.msg})") from err
     except RecursionError as err:
