@@ -572,11 +572,12 @@ def subtree_rows(parent: np.ndarray) -> np.ndarray:
 
 def rebuild_graph(
     info: RunInfo, nodes: NodeTable, tensors: TensorTable, stacks: tuple[tuple[str, ...], ...],
-    edges: EdgeTable | None = None,
+    edges: EdgeTable | None = None, *, rows: dict[str, int] | None = None,
 ) -> DumpGraph:
-    """A `DumpGraph` from columns already in execution order (as saved in a document)."""
+    """A `DumpGraph` from columns already in execution order (as saved in a document); `rows`: the row of each node
+    id, when the caller made it (else made on first use)."""
     edges = EdgeTable.empty() if edges is None else edges
-    return DumpGraph(info=info, nodes=nodes, tensors=tensors, stacks=stacks, edges=edges)  # rows on first use
+    return DumpGraph(info=info, nodes=nodes, tensors=tensors, stacks=stacks, edges=edges, _rows=rows or {})
 
 
 EXECUTION_ATTRS = ("exec_order", "id")
