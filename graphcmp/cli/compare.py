@@ -2,7 +2,7 @@
 
 The result is one file: the npz container (columns, opened in a moment) unless ``-o`` names a
 ``.json`` file, which gets the annotated JSON document (docs/format.md; `graphcmp export --to json`
-turns one into the other).
+turns one into the other); ``-o`` with another suffix (``out.txt``) is refused.
 
 When NPU or BENCH is a step/rank layout (``stepK/rankN``), every run is compared and ``-o`` names a
 folder: one result per (step, rank) plus ``index.json``. When the two jobs are laid out differently
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 from contextlib import nullcontext
+from pathlib import Path
 
 from graphcmp.cli.batch import add_batch_options, handle_batch
 from graphcmp.cli.mapping_options import add_mapping_options, input_files, matchers_from_args, render_rule_report
@@ -24,7 +25,7 @@ from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
 from graphcmp.cli.render import render_first_divergence, render_outcome, render_summary
 from graphcmp.core.distributed.layout import discover_runs, is_batch_root
-from graphcmp.core.errors import DumpFormatError, GraphcmpError
+from graphcmp.core.errors import DumpFormatError, GraphcmpError, OutputError
 from graphcmp.core.outputs import checked_output
 from graphcmp.core.readers.detect import detect_format, read_graph
 from graphcmp.core.readers.pair import read_pair, side_by_side
@@ -36,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("compare", help="compare an npu run with its bench run", description=__doc__)
     parser.add_argument("npu", help="the run under test (msprobe rank folder, graph file ...)")
     parser.add_argument("bench", help="the baseline run")
-    parser.add_argument("-o", "--output", help="output file (default: cmp.npz; a .json name writes the JSON "
+    parser.add_argument("-o", "--output", help="output file ending in .npz (default: cmp.npz) or .json (the JSON "
                         "document), or folder for a step/rank layout (default: results)")
     parser.add_argument("--fuzzy", action=argparse.BooleanOptionalAction, default=True,
                         help="align calls in order inside matched modules where exact call counters disagree (an "
@@ -63,6 +64,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=handle)
 
 
+RESULT_SUFFIXES = (".npz", ".json")
+"""What -o of one comparison may end with: the npz container or the JSON document."""
+
+
+def _check_suffix(output: str) -> None:
+    """Refuse an -o whose suffix names neither result format (``out.txt`` would hold an npz under a text name); a
+    name without a suffix gets the npz container, as graphcmp's readers tell it by its first bytes."""
+    if Path(output).suffix and not output.lower().endswith(RESULT_SUFFIXES):
+        raise OutputError(f"{output}: -o names a result file ending in .npz or .json (.npz: the columns, opened in "
+                          "a moment; .json: the annotated JSON document), e.g. -o cmp.npz")
+
+
 def handle(args: argparse.Namespace) -> int:
     golden = _is_golden(args)
     if args.reference:
@@ -74,8 +87,12 @@ def handle(args: argparse.Namespace) -> int:
         reason = wants_merge(args)
         return handle_merged(args, reason) if reason else handle_batch(args)
     args.output = "cmp.npz" if args.output is None else args.output
+    if args.format is None:  # a path that holds no run is the problem to name, before any about -o
+        for run in (args.npu, args.bench):
+            detect_format(run)
     checked_output(args.output, [args.npu, args.bench, *([args.reference] if args.reference else []),
                                  *input_files(args), *([args.fusion_rule] if args.fusion_rule else [])])
+    _check_suffix(args.output)
     thresholds = load_thresholds(args.thresholds) if args.thresholds else None
     matchers = matchers_from_args(args)
     with stages(3, "compare", quiet=args.quiet) as bar:

@@ -1,6 +1,6 @@
 """Entry point: subcommand dispatch, the exit-code contract, and one-line errors for bad input.
 
-Exit codes: 0 all pass; 1 divergence or invalid values found (as ``diff`` does); 2 bad input
+Exit codes: 0 all pass; 1 divergence or invalid values found (as ``diff`` does); 2 bad input or usage
 (`GraphcmpError`, one line on stderr); anything else is a bug and keeps its traceback.
 
 Command modules import the core's heavier parts (comparison, report, exporters) inside their
@@ -12,21 +12,57 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import threading
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from graphcmp._version import __version__
 from graphcmp.cli import build, compare, consistency, demo, diverge, export, info, serve
-from graphcmp.core.errors import GraphcmpError
+from graphcmp.core.errors import GraphcmpError, one_line
 
-__all__ = ["main", "run"]
+__all__ = ["EXIT_CODES", "main", "run"]
 
 COMMANDS = (build, compare, info, diverge, consistency, export, serve, demo)
 
+EXIT_CODES = """exit codes:
+  0  done; for a comparison: the runs agree
+  1  the runs differ, or too little was compared to say (inconclusive)
+  2  bad input or usage (one line on stderr naming the file or option)"""
+"""The exit-code contract, shown at the end of every command's --help."""
+
+_MARKUP = re.compile(r"``([^`]+)``|`([^`]+)`")
+
+
+def plain(text: str | None) -> str | None:
+    """Help text without the docstrings' reStructuredText markup (````-o````, ```x```): what a terminal shows.
+
+    >>> plain("unless ``-o`` names a `.json` file")
+    'unless -o names a .json file'
+    """
+    return _MARKUP.sub(lambda m: m.group(1) or m.group(2), text) if text else text
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with plain help text, the exit codes at the end of every help, and a usage error in one line
+    (``graphcmp: error: compare: ...; see graphcmp compare --help``) instead of the whole usage block. Its
+    subcommand parsers are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["description"] = plain(kwargs.get("description"))
+        kwargs.setdefault("epilog", EXIT_CODES)
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)  # the docstrings' paragraphs
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("graphcmp").strip()
+        where = f"{command}: " if command else ""
+        self.exit(2, f"graphcmp: error: {where}{one_line(message)}; see {self.prog} --help\n")
+
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="graphcmp",
         description="Find where a model's numerics diverge between an NPU run and its baseline.",
     )
@@ -44,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except GraphcmpError as err:
-        print(f"graphcmp: error: {err}", file=sys.stderr)
+        print(f"graphcmp: error: {one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("graphcmp: interrupted", file=sys.stderr)

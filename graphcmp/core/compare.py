@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphcmp._version import __version__
 from graphcmp.core.dataflow import communication_calls, earliest_producers, forward_twins
+from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.judge import judge
 from graphcmp.core.matching import ChildMatcher, RuleMatcher, default_matchers, match_graphs
 from graphcmp.core.matching.given import GivenMatcher, GivenMatches
@@ -22,7 +23,7 @@ from graphcmp.core.noise import noise_model
 from graphcmp.core.outcome import job_outcome
 from graphcmp.core.overflow import overflow_levels
 from graphcmp.core.pairing import TensorMetricsFn, pair_metrics, pair_tensors
-from graphcmp.core.readers.detect import VIS_SUFFIXES, read_graph
+from graphcmp.core.readers.detect import VIS_SUFFIXES, detect_format, read_graph
 from graphcmp.core.readers.pair import read_pair
 from graphcmp.core.records import DumpGraph
 from graphcmp.core.reference import reference_growth
@@ -171,11 +172,23 @@ def load_document(path: str | os.PathLike[str]) -> CompareReport | DumpGraph:
     DumpFormatError
         If the file is missing, damaged, or not one of these.
     """
+    if os.path.isdir(path):
+        raise DumpFormatError(_folder_is_no_result(path))
     if str(path).endswith(VIS_SUFFIXES):
         from graphcmp.core.readers.vis import read_vis  # see tests/test_layers.py: LAZY_IMPORTS
 
         return compare_vis(read_vis(path))
     return load_saved(path)
+
+
+def _folder_is_no_result(path: str | os.PathLike[str]) -> str:
+    """What to say of a folder given where a result belongs: a dump folder (what compare reads), or neither."""
+    try:
+        kind = f"a dump folder ({detect_format(path)})"
+    except DumpFormatError:
+        kind = "a folder without a result (no index.json of a job)"
+    return (f"{path}: is {kind}; this command takes a result file or a results folder, which "
+            "graphcmp compare NPU BENCH -o cmp.npz writes")
 
 
 def load_documents(path: str | os.PathLike[str]) -> Iterator[CompareReport | DumpGraph]:

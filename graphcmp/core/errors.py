@@ -15,6 +15,7 @@ __all__ = [
     "MappingError",
     "OutputError",
     "RuleError",
+    "one_line",
 ]
 
 
@@ -44,3 +45,16 @@ class GraphCycleError(GraphcmpError):
 
 class InternalError(Exception):
     """A graphcmp bug: an invariant that should always hold did not."""
+
+
+def one_line(text: str) -> str:
+    r"""`text` with every character that is not printable (newlines, tabs, terminal controls, lone surrogates)
+    written as its escape: a message quoting a damaged file's bytes stays one line.
+
+    >>> one_line("a\nb\x1b[2J\udcff")
+    'a\\nb\\x1b[2J\\udcff'
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+                   for c in text)

@@ -158,6 +158,33 @@ is the file damaged? rerun graphcmp to rewrite it
             raise self.error(key, f"holds {_type_name(values[0])}, expected strings")
         return self._checked(key, values if type(values) is CodedTexts else tuple(values), length, 1)
 
+    def id_column(self, key: str, length: int | None = None) -> tuple[tuple[str, ...], dict[str, int]]:
+        """`strings` whose every value is a string and differs from the others (a run's node ids: given an id twice,
+        a lookup would find one of two nodes, and an id that is a number would index nothing), with the row of each
+        (what a run looks its ids up in: made here once, it costs the check nothing).
+
+        >>> Fields({"id": ["a", "b"]}, "cmp.json").id_column("id")
+        (('a', 'b'), {'a': 0, 'b': 1})
+        >>> Fields({"id": ["a", "b", "a"]}, "cmp.json").id_column("id")
+        Traceback (most recent call last):
+        ...
+        graphcmp.core.errors.DumpFormatError: cmp.json: field id holds 'a' twice (rows 0 and 2), expected each \
+value once; is the file damaged? rerun graphcmp to rewrite it
+        """
+        values = self.strings(key, length)
+        if type(values) is not CodedTexts and not all(type(v) is str for v in values):
+            row = next(k for k, v in enumerate(values) if type(v) is not str)
+            raise self.error(key, f"holds {values[row]!r} (row {row}), expected strings")
+        rows = dict(zip(values, range(len(values))))
+        if len(rows) != len(values):
+            first: dict[str, int] = {}
+            for row, value in enumerate(values):
+                if value in first:
+                    raise self.error(key, f"holds {value!r} twice (rows {first[value]} and {row}), expected each "
+                                          "value once")
+                first[value] = row
+        return values, rows
+
     def floats(self, key: str, length: int | None = None, width: int | None = None) -> np.ndarray:
         """A float column written by `encode_floats` (``{"values", "special"}``), (length, width) when given."""
         column = self.child(key)

@@ -33,6 +33,7 @@ from graphcmp.core.texts import CodedTexts, TextCodes
 __all__ = [
     "EXECUTION_ATTRS",
     "GROUP_PREFIX",
+    "MAX_DEPTH",
     "MIN_GROUP_RUN",
     "ROOT_ID",
     "HierarchyBuilder",
@@ -41,6 +42,7 @@ __all__ = [
     "levels",
     "rebuild_graph",
     "subtree_rows",
+    "too_deep",
 ]
 
 ROOT_ID = "DefaultModel"
@@ -237,6 +239,9 @@ class HierarchyBuilder:
         if (stuck := np.flatnonzero(top != root)).size:
             raise GraphCycleError(f"{info.path}: parent links form a cycle through {self._ids[stuck[0]]!r}; "
                                   "a node cannot contain itself")
+        if (deep := too_deep(depth)) is not None:
+            raise DumpFormatError(f"{info.path}: node {self._ids[deep]!r} lies {int(depth[deep])} levels deep; "
+                                  f"no run's calls nest deeper than {MAX_DEPTH} (the file is damaged or crafted)")
         start = _subtree_min(np.array(self._seq), parent, depth)
         siblings = _sibling_order(parent, start, root)
         if group_apis:
@@ -507,6 +512,25 @@ def _inherit_group_micro_steps(micro: np.ndarray, kind: np.ndarray, parent: np.n
             micro[row] = micro[kids[0]]
 
 
+MAX_DEPTH = 1024
+"""Deepest level a node of a run may lie at (the root is level 0). A level is a call inside a call (a module in a
+module, a Cell in a Cell, a scope in a scope), a Python call each, and Python stops at 1000 nested calls by default;
+the rest leaves room for the levels graphcmp adds (the root, groups). Bounded, because what shows a node with its
+path (msprobe's `.vis` links, Model Explorer's namespaces, the viewer's breadcrumbs) grows with depth squared: a
+chain of 20,000 modules would take gigabytes to write."""
+
+
+def too_deep(depth: np.ndarray) -> int | None:
+    """The first row lying deeper than `MAX_DEPTH` (None when none does).
+
+    >>> too_deep(np.array([0, 1, 2])), too_deep(np.array([0, MAX_DEPTH + 1]))
+    (None, 1)
+    """
+    if not depth.size or int(depth.max()) <= MAX_DEPTH:
+        return None
+    return int(np.argmax(depth > MAX_DEPTH))
+
+
 def depths(parent: np.ndarray) -> np.ndarray:
     """Depth of every row (a root, whose parent is -1, is 0), in log(depth) numpy passes.
 
@@ -565,11 +589,12 @@ def subtree_rows(parent: np.ndarray) -> np.ndarray:
 
 def rebuild_graph(
     info: RunInfo, nodes: NodeTable, tensors: TensorTable, stacks: tuple[tuple[str, ...], ...],
-    edges: EdgeTable | None = None,
+    edges: EdgeTable | None = None, *, rows: dict[str, int] | None = None,
 ) -> DumpGraph:
-    """A `DumpGraph` from columns already in execution order (as saved in a document)."""
+    """A `DumpGraph` from columns already in execution order (as saved in a document); `rows`: the row of each node
+    id, when the caller made it (else made on first use)."""
     edges = EdgeTable.empty() if edges is None else edges
-    return DumpGraph(info=info, nodes=nodes, tensors=tensors, stacks=stacks, edges=edges)  # rows on first use
+    return DumpGraph(info=info, nodes=nodes, tensors=tensors, stacks=stacks, edges=edges, _rows=rows or {})
 
 
 EXECUTION_ATTRS = ("exec_order", "id")

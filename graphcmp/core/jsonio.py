@@ -25,13 +25,14 @@ import msgspec
 import numpy as np
 import orjson
 
-from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.errors import DumpFormatError, one_line
 from graphcmp.core.inputs import open_regular
 
 __all__ = [
     "JsonLoad",
     "LayoutMismatch",
     "MemberChunks",
+    "check_json_opening",
     "dumps_strict",
     "gc_paused",
     "load_json",
@@ -40,6 +41,7 @@ __all__ = [
     "repeated_keys",
     "sanitize_floats",
     "text_fault",
+    "top_level_repeats",
 ]
 
 _DECODER = json.JSONDecoder()
@@ -77,11 +79,12 @@ class JsonLoad:
 
 
 def read_json(path: str | os.PathLike[str], *, salvage: bool = True, flat_keys: bool = False,
-              data: bytes | None = None) -> JsonLoad:
+              unique_keys: bool = False, data: bytes | None = None) -> JsonLoad:
     """Read a JSON file, tolerating bare NaN/Infinity and (with `salvage`) a truncated end.
 
     `flat_keys`: the file is one object of ``key: string or null`` members (construct.json), whose keys must
-    be unique: a parser keeps the last of two silently. `data`: the file's bytes, when the caller has read them.
+    be unique: a parser keeps the last of two silently. `unique_keys`: the top-level object's keys must be
+    unique (dump.json, stack.json). `data`: the file's bytes, when the caller has read them.
 
     Raises
     ------
@@ -93,6 +96,8 @@ def read_json(path: str | os.PathLike[str], *, salvage: bool = True, flat_keys: 
     if data is None:
         try:
             with open_regular(path) as f:  # never a FIFO or a device: a read that could block or never end
+                check_json_opening(f.read(_SNIFF_BYTES), path)  # not JSON: said before the whole file is read
+                f.seek(0)
                 data = f.read()
         except OSError as err:
             raise DumpFormatError(f"{path}: cannot read ({err.strerror})") from err
@@ -104,7 +109,50 @@ def read_json(path: str | os.PathLike[str], *, salvage: bool = True, flat_keys: 
         raise DumpFormatError(f"{path}: {twice[0]!r} is a key {'twice' if len(twice) == 1 else 'more than once'}"
                               f"{f' (and {len(twice) - 1} other key(s) too)' if len(twice) > 1 else ''}; "
                               "each node may be listed once (a JSON parser would keep the last silently)")
+    if unique_keys and (twice := top_level_repeats(data, loaded.value)):
+        raise DumpFormatError(f"{path}: {twice[0]!r} is a key twice at the top level; a JSON parser would keep "
+                              "the last silently, so which one holds the run is unknown")
     return loaded
+
+
+_SNIFF_BYTES = 1 << 16
+_OPENERS = b"{[\"-0123456789tfn"
+
+
+def check_json_opening(head: bytes, path: str | os.PathLike[str]) -> None:
+    """Refuse a file whose first bytes cannot open JSON (after whitespace and a UTF-8 byte order mark), from a
+    bounded prefix: a gigabyte of zeros is refused without being read."""
+    rest = head.removeprefix(b"\xef\xbb\xbf").lstrip(_WS.encode())
+    if rest and rest[:1] not in [bytes([c]) for c in _OPENERS]:
+        raise DumpFormatError(f"{path}: not JSON (it starts with bytes {rest[:8].hex(' ')})")
+    if not rest and len(head) == _SNIFF_BYTES:
+        raise DumpFormatError(f"{path}: not JSON (its first {_SNIFF_BYTES} bytes are all whitespace)")
+
+
+_REPEAT_SCAN_BYTES = 64 << 20
+"""Largest file `top_level_repeats` parses a second time (with a hook on every object) when its layout does not
+show its top-level keys: msprobe writes indent=1, where they are counted for free, and compact JSON is checked by
+length; a file of another layout larger than this is not checked (a second parse would double the read's peak)."""
+
+
+def top_level_repeats(data: bytes, value: Any) -> list[str]:
+    r"""Keys the top-level object of JSON `data` (parsed as `value`) holds more than once: a parser keeps the last
+    of two silently. Cheap when there are none: the keys of `value` are looked up in the text at the object's
+    own indent (msprobe's ``indent=1``: one space), else the text is parsed again with a hook on every object
+    (small files only: the caller's dump.json header and flat files).
+
+    >>> top_level_repeats(b'{\n "data": {"a": 1},\n "data": {}\n}', {"data": {}})
+    ['data']
+    >>> top_level_repeats(b'{\n "task": "x",\n "data": {"task": 1}\n}', {"task": "x", "data": {"task": 1}})
+    []
+    """
+    if not isinstance(value, dict):
+        return []
+    if data[:3] == b'{\n "' and data.count(b'\n "') == len(value):  # indent=1: one line opens each top-level key
+        return []
+    if _members_fill(data, len(value)) or len(data) > _REPEAT_SCAN_BYTES:
+        return []  # compact JSON the members fill exactly; or too large to parse twice within memory bounds
+    return repeated_keys(data)
 
 
 def repeated_keys(data: bytes) -> list[str]:
@@ -141,7 +189,7 @@ def load_json(data: bytes, source: str, *, salvage: bool = True) -> JsonLoad:
         If the bytes are empty, not JSON (and nothing can be salvaged), nested deeper than the parsers
         follow (orjson stops at 1024 levels), or hold a number too long to read.
     """
-    if not data.strip():
+    if not data or data.isspace():  # no copy: strip() of a large file would double it
         raise DumpFormatError(f"{source}: file is empty")
     try:
         with gc_paused():
@@ -150,12 +198,12 @@ def load_json(data: bytes, source: str, *, salvage: bool = True) -> JsonLoad:
         pass
     text = _text(data, source)
     try:
-        return JsonLoad(json.loads(text))
+        return JsonLoad(_decoder(data, source).decode(text))
     except json.JSONDecodeError as err:
         if not salvage:
             raise DumpFormatError(f"{source}: not valid JSON ({err.msg} at line {err.lineno})") from err
         try:
-            return _salvage(text, source, err)
+            return _salvage(text, source, err, _decoder(data, source))
         except RecursionError as deep:
             raise DumpFormatError(f"{source}: not valid JSON ({err.msg} at line {err.lineno}), "
                                   "and nested too deeply to salvage") from deep
@@ -165,18 +213,57 @@ def load_json(data: bytes, source: str, *, salvage: bool = True) -> JsonLoad:
         raise DumpFormatError(f"{source}: not readable JSON ({err})") from err
 
 
-def _salvage(text: str, source: str, err: json.JSONDecodeError) -> JsonLoad:
+_HUGE = re.compile(rb"[0-9]{300}|[eE]\+?0*[0-9]{3}")
+"""Where a number may lie beyond float64 (above 1.8e308): 300 digits in a row, or an exponent of three digits."""
+
+_FLOAT64_DIGITS = 309  # an integer of more digits is beyond float64's largest finite value
+
+
+class _NumberDecoder(json.JSONDecoder):
+    """The standard library's decoder refusing numbers beyond float64 (``1e400`` would read as infinity, a
+    400-digit integer as a value no statistic column holds), naming the number and its line."""
+
+    def __init__(self, data: bytes, source: str) -> None:
+        self.data, self.source = data, source
+        super().__init__(parse_float=self._float, parse_int=self._int)
+
+    def _float(self, token: str) -> float:
+        value = float(token)
+        if math.isinf(value):
+            raise self._beyond(token, token)
+        return value
+
+    def _int(self, token: str) -> int:
+        digits = len(token.lstrip("-"))
+        if digits > _FLOAT64_DIGITS:
+            raise self._beyond(token, f"an integer of {digits} digits")
+        return int(token)
+
+    def _beyond(self, token: str, what: str) -> DumpFormatError:
+        at = self.data.find(token[:64].encode())
+        lines = self.data.count(b"\n", 0, at) + 1
+        line = f" line {lines}:" if at >= 0 else ""
+        return DumpFormatError(f"{self.source}:{line} {what} is beyond float64 (largest 1.8e308); "
+                               "the file is damaged")
+
+
+def _decoder(data: bytes, source: str) -> json.JSONDecoder:
+    """The standard library's decoder for `data`: with number checks when a number may lie beyond float64."""
+    return _NumberDecoder(data, source) if _HUGE.search(data) else _DECODER
+
+
+def _salvage(text: str, source: str, err: json.JSONDecodeError, decoder: json.JSONDecoder = _DECODER) -> JsonLoad:
     pos = _skip_ws(text, 0)
     if pos >= len(text) or text[pos] != "{":
         raise DumpFormatError(f"{source}: not valid JSON ({err.msg} at line {err.lineno})") from err
-    value, complete, kept = _partial_object(text, pos)
+    value, complete, kept = _partial_object(text, pos, decoder)
     if complete:  # the damage is somewhere we did not look into: report the original error
         raise DumpFormatError(f"{source}: not valid JSON ({err.msg} at line {err.lineno})") from err
     line = text.count("\n", 0, err.pos) + 1
     return JsonLoad(value, f"{source}: file ends early at line {line}; kept {kept} complete entries")
 
 
-def _partial_object(text: str, pos: int) -> tuple[dict[str, Any], bool, int]:
+def _partial_object(text: str, pos: int, decoder: json.JSONDecoder) -> tuple[dict[str, Any], bool, int]:
     """Parse the object at `pos` entry by entry; descend into the last, incomplete object value.
 
     Returns the entries read, whether the object was complete, and how many entries were kept.
@@ -185,14 +272,14 @@ def _partial_object(text: str, pos: int) -> tuple[dict[str, Any], bool, int]:
     kept = 0
     pos = _skip_ws(text, pos + 1)
     while pos < len(text) and text[pos] != "}":
-        key, pos = _decode_at(text, pos)
+        key, pos = _decode_at(text, pos, decoder)
         pos = _skip_ws(text, pos) if key is not None else pos
         if key is None or pos >= len(text) or text[pos] != ":":
             return out, False, kept
         start = _skip_ws(text, pos + 1)
-        value, pos = _decode_at(text, start)
+        value, pos = _decode_at(text, start, decoder)
         if value is None and start < len(text) and text[start] == "{":
-            out[key], _, inner_kept = _partial_object(text, start)
+            out[key], _, inner_kept = _partial_object(text, start, decoder)
             return out, False, kept + inner_kept
         if value is None and pos == start:
             return out, False, kept
@@ -204,10 +291,10 @@ def _partial_object(text: str, pos: int) -> tuple[dict[str, Any], bool, int]:
     return out, pos < len(text), kept
 
 
-def _decode_at(text: str, pos: int) -> tuple[Any, int]:
+def _decode_at(text: str, pos: int, decoder: json.JSONDecoder) -> tuple[Any, int]:
     """Decode one JSON value at `pos`; (None, pos) when it is cut short or malformed."""
     try:
-        return _DECODER.raw_decode(text, pos)
+        return decoder.raw_decode(text, pos)
     except (json.JSONDecodeError, IndexError):
         return None, pos
 
@@ -353,6 +440,8 @@ class MemberChunks:
         rest = _loads_or_mismatch(head + b"}" + tail)
         if not isinstance(rest, dict) or rest.get(self.key) != {}:
             raise LayoutMismatch(f"{self.path}: {self.key!r} is not the one object the layout shows")
+        if top_level_repeats(head + b"}" + tail, rest):
+            raise LayoutMismatch(f"{self.path}: a top-level key twice")  # the whole-file read names it
         self.rest = rest
 
 
@@ -496,9 +585,13 @@ def _loads_or_mismatch(data: bytes) -> Any:
     if text_fault(data) is not None:
         raise LayoutMismatch("a chunk holds text that is not UTF-8")  # the whole-file read reports where
     try:
-        return json.loads(data.decode("utf-8", errors="replace"))
+        return _decoder(data, "a chunk").decode(data.decode("utf-8", errors="replace"))
+    except DumpFormatError as err:  # a number beyond float64: the whole-file read says where
+        raise LayoutMismatch(str(err)) from err
     except json.JSONDecodeError as err:
         raise LayoutMismatch(f"a chunk is not valid JSON ({err.msg})") from err
+    except RecursionError as err:
+        raise LayoutMismatch("a chunk is nested too deeply") from err  # the whole-file read says so
 
 
 _LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|"
@@ -541,7 +634,7 @@ def _text(data: bytes, source: str) -> str:
     at, what = fault
     begin = data.rfind(b'"', 0, at) + 1
     end = data.find(b'"', at)
-    near = data[begin: end if 0 <= end - at < 80 else at + 40].decode("utf-8", "backslashreplace")
+    near = one_line(data[begin: end if 0 <= end - at < 80 else at + 40].decode("utf-8", "backslashreplace"))
     line = data.count(b"\n", 0, at) + 1
     raise DumpFormatError(f"{source}: line {line}: {what} in \"{near}\"; "
                           "the file is damaged (names and values must be Unicode text)")

@@ -246,10 +246,16 @@ def _from_yaml(node: yaml.Node, source: str, seen: set[int], depth: int) -> Any:
                                "levels)")
     if isinstance(node, yaml.MappingNode):
         items = []
+        lines: dict[str, int] = {}
         for key, value in node.value:
             if not isinstance(key, yaml.ScalarNode):
                 raise MappingError(f"{source}:{key.start_mark.line + 1}: a key must be a name, not a list or mapping")
-            items.append((str(key.value), _from_yaml(value, source, seen, depth + 1), key.start_mark.line + 1))
+            name, key_line = str(key.value), key.start_mark.line + 1
+            if name in lines:  # YAML allows a key once per mapping; a parser would keep one of the two silently
+                raise MappingError(f"{source}:{key_line}: {name!r} is a key twice in one mapping (lines "
+                                   f"{lines[name]} and {key_line}); YAML allows each key once: merge the two")
+            lines[name] = key_line
+            items.append((name, _from_yaml(value, source, seen, depth + 1), key_line))
         return _Map(items, line)
     if isinstance(node, yaml.SequenceNode):
         return _Seq([(_from_yaml(v, source, seen, depth + 1), v.start_mark.line + 1) for v in node.value], line)

@@ -72,7 +72,7 @@ def test_demo_runs_on_bundled_samples(tmp_path, capsys):
     ("argv", "message"),
     [
         (["compare", "{missing}", "{bench}"], "no such file or folder"),
-        (["compare", "{empty}", "{bench}"], "unknown input format"),
+        (["compare", "{empty}", "{bench}"], "empty: holds no dump"),
         (["compare", "{truncated_construct}", "{bench}", "--thresholds", "{bad_toml}"], "not valid TOML"),
         (["info", "{bench}/dump.json"], "not a graphcmp"),
         (["info", "{missing}"], "file not found"),
@@ -136,3 +136,68 @@ def test_compare_side_by_side_writes_the_result_one_process_writes(perturb_pair,
     assert one["npu"].keys() == two["npu"].keys() and one["npu"]["nodes"]["id"] == two["npu"]["nodes"]["id"]
     assert one["summary"] == two["summary"] and one["analysis"] == two["analysis"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.npz", "two.npz"]
+
+
+@pytest.mark.parametrize("command", [None, "build", "compare", "info", "diverge", "consistency", "export", "serve",
+                                     "demo"])
+def test_help_is_plain_text_with_the_exit_codes(command, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main([command, "--help"] if command else ["--help"])
+    out = capsys.readouterr().out
+    assert stop.value.code == 0
+    assert "``" not in out and "`" not in out  # the docstrings' reStructuredText markup, as a terminal shows it
+    assert "exit codes:\n  0  done" in out and "\n  2  bad input or usage" in out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["compare", "x"], "graphcmp: error: compare: the following arguments are required: bench; "
+                       "see graphcmp compare --help"),
+    ([], "graphcmp: error: the following arguments are required: COMMAND; see graphcmp --help"),
+    (["export", "x.npz", "--to", "nope"], "graphcmp: error: export: argument --to: invalid choice: 'nope'"),
+])
+def test_a_usage_error_is_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2
+    assert len(err) == 1 and err[0].startswith(message), err
+
+
+def test_output_of_another_suffix_is_refused_before_anything_is_written(perturb_pair, tmp_path, capsys):
+    out = tmp_path / "out.txt"
+    assert main(["compare", str(perturb_pair[0]), str(perturb_pair[1]), "-o", str(out), "-q"]) == 2
+    assert f"{out}: -o names a result file ending in .npz or .json" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_compare_given_a_result_file_names_the_commands_that_open_it(perturb_pair, tmp_path, capsys):
+    for name, kind in (("cmp.npz", "npz"), ("cmp.json", "JSON")):
+        saved = tmp_path / name
+        assert main(["compare", str(perturb_pair[0]), str(perturb_pair[1]), "-o", str(saved), "-q"]) == 1
+        capsys.readouterr()
+        assert main(["compare", str(saved), str(perturb_pair[1]), "-o", str(tmp_path / "again.npz"), "-q"]) == 2
+        assert (f"{saved}: is a graphcmp result file ({kind}), "
+                "not a run; open it with graphcmp info, diverge or serve") in capsys.readouterr().err
+
+
+def test_a_folder_without_a_dump_is_named_before_the_output(perturb_pair, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["compare", str(empty), str(perturb_pair[1]), "-o", str(empty / "cmp.npz"), "-q"]) == 2
+    assert f"{empty}: holds no dump" in capsys.readouterr().err  # not that -o lies inside it
+
+
+@pytest.mark.parametrize("command", ["diverge", "info"])
+def test_a_dump_folder_where_a_result_belongs_says_what_is_expected(command, perturb_pair, capsys):
+    assert main([command, str(perturb_pair[1])]) == 2
+    assert (f"{perturb_pair[1]}: is a dump folder (msprobe); this command takes a result file or a results folder, "
+            "which graphcmp compare NPU BENCH -o cmp.npz writes") in capsys.readouterr().err
+
+
+def test_an_error_quoting_newlines_stays_one_line(tmp_path, capsys):
+    run = tmp_path / "npu"
+    run.mkdir()
+    (run / "dump.json").write_bytes(b'{"data": {"Functional.a\n\xff\n.0.forward": {}}}')
+    assert main(["build", str(run), "-o", str(tmp_path / "run.json"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bytes that are not UTF-8 (ff) in \"Functional.a\\n\\xff\\n.0.forward\"" in err[0], err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -133,9 +134,44 @@ def test_deep_nesting_is_a_format_error(data):
 def test_an_integer_too_long_to_read_is_a_format_error():
     from graphcmp.core.errors import DumpFormatError
 
-    with pytest.raises(DumpFormatError, match=r"x\.json: not readable JSON"):
+    with pytest.raises(DumpFormatError, match=r"x\.json: line 1: an integer of 5000 digits is beyond float64"):
         load_json(b"[" + b"9" * 5000 + b"]", "x.json")
-    assert load_json(b'{"n": 1' + b"0" * 400 + b"}", "x.json").value["n"] == 10**400
+    with pytest.raises(DumpFormatError, match=r"x\.json: line 2: an integer of 401 digits is beyond float64"):
+        load_json(b'{\n"n": 1' + b"0" * 400 + b"}", "x.json")  # no column holds it (float64 ends at 309 digits)
+    assert load_json(b'{"n": 1' + b"0" * 300 + b"}", "x.json").value["n"] == 1e300  # orjson: as a float
+
+
+@pytest.mark.parametrize("number", [b"1e400", b"-1e400", b"1E+0400", b"2.5e308"])
+def test_a_number_beyond_float64_is_a_format_error(number):
+    from graphcmp.core.errors import DumpFormatError
+
+    with pytest.raises(DumpFormatError, match=rf"x\.json: line 1: {re.escape(number.decode())} is beyond float64"):
+        load_json(b'{"Max": ' + number + b"}", "x.json")
+    assert load_json(b'{"Max": 1e300, "Min": 1e-400}', "x.json").value == {"Max": 1e300, "Min": 0.0}
+
+
+def test_a_file_that_cannot_open_json_is_refused_from_its_first_bytes(tmp_path):
+    from graphcmp.core.errors import DumpFormatError
+    from graphcmp.core.jsonio import read_json
+
+    path = tmp_path / "dump.json"
+    with path.open("wb") as f:
+        f.truncate(1 << 30)  # sparse: a gigabyte of zeros on no disk
+    with pytest.raises(DumpFormatError, match=r"dump\.json: not JSON \(it starts with bytes 00 00"):
+        read_json(path)
+
+
+def test_a_top_level_key_twice_is_refused_when_asked(tmp_path):
+    from graphcmp.core.errors import DumpFormatError
+    from graphcmp.core.jsonio import read_json
+
+    path = tmp_path / "dump.json"
+    path.write_text('{\n "data": {"a.0": {}},\n "task": "x",\n "data": {}\n}')
+    assert read_json(path).value == {"data": {}, "task": "x"}  # what a parser does
+    with pytest.raises(DumpFormatError, match=r"dump\.json: 'data' is a key twice at the top level"):
+        read_json(path, unique_keys=True)
+    path.write_text('{\n "task": "x",\n "data": {"task": {"task": 1}}\n}')  # a nested repeat of the name is fine
+    assert read_json(path, unique_keys=True).value["task"] == "x"
 
 
 def test_compact_members_are_accounted_for_by_length():

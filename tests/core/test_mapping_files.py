@@ -127,13 +127,25 @@ def test_malformed_csv_and_missing_file(tmp_path):
         load_layer_mapping(tmp_path / "nope.yaml")
 
 
-def test_repeated_keys_are_listed_and_the_first_wins(tmp_path):
+def test_a_yaml_key_twice_is_refused(tmp_path):
     path = tmp_path / "m.yaml"
-    path.write_text((DATA / "msprobe_gpt_mapping" / "mapping.yaml").read_text() + "  dense_h_to_4h: fc2\n")
+    text = (DATA / "msprobe_gpt_mapping" / "mapping.yaml").read_text()
+    path.write_text(text + "  dense_h_to_4h: fc2\n")  # YAML allows a key once per mapping
+    with pytest.raises(MappingError, match=r"m\.yaml:14: 'dense_h_to_4h' is a key twice in one mapping "
+                                           r"\(lines 12 and 14\)"):
+        load_layer_mapping(path)
+    path.write_text(text + "TopLayer:\n  x: y\n")
+    with pytest.raises(MappingError, match=r"m\.yaml:14: 'TopLayer' is a key twice in one mapping \(lines 4 and 14"):
+        load_layer_mapping(path)
+
+
+def test_repeated_keys_of_json_are_listed_and_the_first_wins(tmp_path):
+    path = tmp_path / "m.json"  # JSON allows a key twice: the first is used, and the repeat is said
+    path.write_text('{"FeedForward": {"dense_h_to_4h": "fc1",\n "dense_h_to_4h": "fc2"}}')
     rules = load_layer_mapping(path)
     assert [e.value for e in rules.entries if e.key == "dense_h_to_4h"] == ["fc1"]
-    assert rules.conflicts == (f"{path}:14: FeedForward: child 'dense_h_to_4h' repeats line 12; "
-                               "the first one (line 12) is used",)
+    assert rules.conflicts == (f"{path}:2: FeedForward: child 'dense_h_to_4h' repeats line 1; "
+                               "the first one (line 1) is used",)
 
 
 def test_manual_file_errors_name_the_line(tmp_path):

@@ -75,7 +75,9 @@ def test_a_dump_without_data_is_never_agreement(perturb_pair, empty_side):
     npu, bench = (empty, full) if empty_side == "npu" else (full, empty)
     outcome = report_outcome(compare_graphs(npu, bench))
     assert outcome.verdict == INCONCLUSIVE
-    assert outcome.reason == f"inconclusive: the {empty_side} run holds no node with data"
+    assert outcome.reason == (f"inconclusive: the {empty_side} run holds no node with data; the {empty_side} run is "
+                              "incomplete: dump.json: \"data\" holds no call (msprobe recorded nothing: was the dump "
+                              "stopped before the first step?)")
     assert outcome.hints == ()
 
 
@@ -170,3 +172,41 @@ def test_mindspore_against_pytorch_transformer_shared():
     report = compare_paths(shared(base.format("ms")), shared(base.format("pt")))
     outcome = report_outcome(report)
     assert outcome.verdict == INCONCLUSIVE and outcome.coverage.npu.matched < 0.05 * outcome.coverage.npu.nodes
+
+
+def test_an_invented_parent_makes_a_run_incomplete_though_all_it_holds_agrees(perturb_pair, tmp_path):
+    import json
+
+    run = tmp_path / "run"
+    shutil.copytree(perturb_pair[1], run)
+    parents = json.loads((run / "construct.json").read_text())
+    parents["Functional.embedding.0.forward"] = "Module.nowhere.Foo.forward.0"  # named, listed nowhere
+    (run / "construct.json").write_text(json.dumps(parents, indent=1))
+    outcome = report_outcome(compare_paths(perturb_pair[1], run))
+    assert outcome.verdict == INCONCLUSIVE
+    assert outcome.reason == ("inconclusive: the bench run is incomplete: construct.json: parent "
+                              "'Module.nowhere.Foo.forward.0' named but not listed; added at top level, without data")
+
+
+def test_msprobe_links_that_lead_nowhere_make_the_npu_run_incomplete():
+    from graphcmp.core.compare import compare_vis
+    from graphcmp.core.readers.vis import parse_vis
+
+    leaf = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": "[2]", "Max": "1.0", "Min": "0.0",
+            "Mean": "0.5", "Norm": "1.0", "data_name": "-1"}
+
+    def side(relu: str, link: list[str]) -> dict:
+        node = {"node_type": 1, "subnodes": [], "matched_node_link": link,
+                "output_data": {f"{relu}.output.0": leaf}, "input_data": {f"{relu}.input.0": leaf}}
+        root = {"node_type": 0, "subnodes": [relu], "matched_node_link": ["DefaultModel"]}
+        return {"root": "DefaultModel", "node": {"DefaultModel": root, relu: node}}
+
+    good = parse_vis({"NPU": side("Functional.relu.0.forward", ["Functional.relu.0.forward"]),
+                      "Bench": side("Functional.relu.0.forward", [])}, source="cmp.vis")
+    assert report_outcome(compare_vis(good)).verdict == AGREE
+    lost = parse_vis({"NPU": side("Functional.relu.0.forward", ["Functional.gelu.0.forward"]),
+                      "Bench": side("Functional.relu.0.forward", [])}, source="cmp.vis")
+    outcome = report_outcome(compare_vis(lost))
+    assert outcome.verdict == INCONCLUSIVE
+    assert ("the npu run is incomplete: matched_node_link of 1 npu node(s) links to a bench node the file does not "
+            "hold (first: 'Functional.relu.0.forward' -> 'Functional.gelu.0.forward')") in outcome.reason

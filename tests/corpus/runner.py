@@ -65,10 +65,10 @@ def run(argv: list[str], cwd: Path, *, timeout: float = TIME_LIMIT) -> Result:
         thread.start()
     _, status, usage = os.wait4(process.pid, 0)  # this child's own peak memory, not the test process's
     timer.cancel()
+    with contextlib.suppress(ProcessLookupError):  # a process it left behind holds the pipes open: end it first
+        os.killpg(process.pid, signal.SIGKILL)
     for reader in readers:
         reader.join()
     process.returncode = os.waitstatus_to_exitcode(status)
-    with contextlib.suppress(ProcessLookupError):  # a process it left behind
-        os.killpg(process.pid, signal.SIGKILL)
     return Result(None if killed.is_set() else process.returncode, streams["out"].decode("utf-8", "replace"),
                   streams["err"].decode("utf-8", "replace"), time.monotonic() - start, usage.ru_maxrss * 1024)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.corpus import cases_more  # noqa: F401  (its cases join CASES)
 from tests.corpus.cases import CASES, Case, Spec
 from tests.corpus.runner import MEMORY_LIMIT, TIME_LIMIT, Result, run
 
@@ -65,5 +66,9 @@ def test_case(case: Case, tmp_path: Path) -> None:
 def test_every_class_of_the_issue_has_cases() -> None:
     kinds = {c.kind for c in CASES}
     assert kinds == {"outputs", "bombs", "special", "nesting", "bigints", "thresholds", "atc_json", "truncation",
-                     "tensors", "honest", "dumps", "results"}
+                     "tensors", "honest", "dumps", "results",
+                     # issue 30
+                     "dump_nesting", "huge_numbers", "ir_nesting", "vis_types", "result_ids", "quoted_bytes",
+                     "unknown_big", "duplicate_keys", "empty_data", "invented_parents", "ge_duplicates", "ir_cut",
+                     "vis_silent", "cli"}
     assert len({c.name for c in CASES}) == len(CASES)

@@ -9,7 +9,7 @@ import numpy as np
 
 from graphcmp.core.export.columns import encode_floats, pack_bits
 from graphcmp.core.fields import Fields
-from graphcmp.core.hierarchy import _jump_to_roots, rebuild_graph
+from graphcmp.core.hierarchy import MAX_DEPTH, _jump_to_roots, rebuild_graph, too_deep
 from graphcmp.core.records import Direction, DumpGraph, EdgeTable, NodeKind, NodeTable, Role, RunInfo, TensorTable
 from graphcmp.core.shards import ShardTable
 
@@ -64,13 +64,13 @@ def graph_from_dict(doc: dict[str, Any], source: str = "<document>", path: str =
         If a field is missing, of the wrong type, or columns disagree in length (the message names the field).
     """
     f = Fields(doc, source, path)
-    nodes = _node_table(f.child("nodes"))
+    nodes, rows = _node_table(f.child("nodes"))
     tensors = _tensor_table(f.child("tensors"), len(nodes))
     stacks = tuple(_string_tuple(f, "stacks", s) for s in f.items("stacks", default=[]))
     f.child("nodes").rows("stack", len(nodes), len(stacks))  # each node's stack: a row of `stacks` or -1
     edges = _edge_table(f.child("edges"), len(nodes)) if f.has("edges") else None
     shards = _shard_table(f.child("shards"), len(tensors)) if f.has("shards") else None
-    graph = rebuild_graph(_run_info(f.child("info")), nodes, tensors, stacks, edges)
+    graph = rebuild_graph(_run_info(f.child("info")), nodes, tensors, stacks, edges, rows=rows)
     return graph if shards is None else replace(graph, shards=shards)
 
 
@@ -94,8 +94,9 @@ def _run_info(f: Fields) -> RunInfo:
     return RunInfo(**values)
 
 
-def _node_table(f: Fields) -> NodeTable:
-    ids = f.strings("id")
+def _node_table(f: Fields) -> tuple[NodeTable, dict[str, int]]:
+    """The node columns, and the row of each node id (ids checked: strings, each once)."""
+    ids, rows = f.id_column("id")
     n = len(ids)
     attrs = f.items("attrs", default=[])
     if attrs and len(attrs) != n:
@@ -105,16 +106,19 @@ def _node_table(f: Fields) -> NodeTable:
         direction=f.codes("direction", n, map(int, Direction)), micro_step=f.ints("micro_step", n, np.int16),
         stack=f.ints("stack", n), has_data=f.bools("has_data", n),
         attrs=tuple(tuple(_pair(f, "attrs", kv) for kv in _list(f, "attrs", a)) for a in attrs),
-    )
+    ), rows
 
 
 def _parents(f: Fields, n: int) -> np.ndarray:
     """Parent rows: each a row of the graph or -1, and a tree (a cycle would loop every walk up to the root)."""
     parent = f.rows("parent", n, n)
     if n:
-        _, top = _jump_to_roots(parent)
+        depth, top = _jump_to_roots(parent)
         if (looped := np.flatnonzero(parent[top] >= 0)).size:
             raise f.error("parent", f"forms a cycle through row {looped[0]}; a node cannot contain itself")
+        if (deep := too_deep(depth)) is not None:
+            raise f.error("parent", f"puts row {deep} {int(depth[deep])} levels deep, deeper than any run nests "
+                                    f"({MAX_DEPTH})")
     return parent
 
 

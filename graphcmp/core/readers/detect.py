@@ -10,7 +10,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.inputs import check_input, special_entries
 from graphcmp.core.records import DumpGraph
 
-__all__ = ["FORMATS", "VIS_SUFFIXES", "detect_format", "read_graph", "reader"]
+__all__ = ["FORMATS", "VIS_SUFFIXES", "detect_format", "read_graph", "reader", "saved_kind"]
 
 VIS_SUFFIXES = (".vis", ".vis.gz", ".vis.db", ".vis.db.gz")
 """File name endings of tb-graph-ascend files (msprobe gzips large ones): documents, read by `readers.vis`."""
@@ -47,9 +47,39 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     for name in FORMATS:
         if reader(name)[0](path):
             return name
+    if (document := saved_kind(path)) is not None:
+        raise DumpFormatError(f"{path}: is {document}, not a run; open it with graphcmp info, diverge or serve "
+                              "(graphcmp compare takes two runs: dump folders or graph files)")
+    if os.path.isdir(path):
+        raise DumpFormatError(f"{path}: holds no dump (no dump.json, kernel dump or graph file graphcmp reads); "
+                              "for msprobe, point at the rank folder that holds dump.json")
     known = ", ".join(FORMATS)
     raise DumpFormatError(f"{path}: unknown input format (known: {known}); "
                           "for msprobe, point at the rank folder that holds dump.json")
+
+
+_HEAD_BYTES = 4096
+
+
+def saved_kind(path: str | os.PathLike[str]) -> str | None:
+    """What a file that graphcmp or msprobe wrote as a result is ("a graphcmp result file", "a tb-graph-ascend
+    file"), from its name and first bytes; None for anything else (a folder, a run, an unknown file)."""
+    name = os.fspath(path)
+    if name.endswith(VIS_SUFFIXES):
+        return "a tb-graph-ascend file (msprobe's .vis/.vis.db)"
+    if not os.path.isfile(name):
+        return None
+    try:
+        with open(name, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+    except OSError:
+        return None
+    name_size = int.from_bytes(head[26:28], "little")  # a zip's first member: its name's length, then the name
+    if head.startswith(b"PK\x03\x04") and head[30: 30 + name_size].endswith((b".npy", b".json")):
+        return "a graphcmp result file (npz)"
+    if head.lstrip().startswith(b"{") and (b'"graphcmp.compare"' in head or b'"graphcmp.graph"' in head):
+        return "a graphcmp result file (JSON)"
+    return None
 
 
 def read_graph(path: str | os.PathLike[str], format: str | None = None) -> DumpGraph:

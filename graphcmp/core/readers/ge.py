@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.inputs import read_input
 from graphcmp.core.readers.proto_gen import ge_ir_pb2, ge_onnx_pb2
+from graphcmp.core.readers.wire import opens_message
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
 __all__ = ["ATTR_NAMES", "GeGraph", "GeOp", "decode_ge", "parse_ge", "read_ge", "sniff"]
@@ -97,7 +99,13 @@ def sniff(path: str | os.PathLike[str]) -> bool:
         return b"op {" in head and b"type:" in head
     if form == "onnx":
         return b'op_type: "ge:' in head
+    if not opens_message(head, None if file.name.endswith(".gz") else file.stat().st_size, _MODEL_FIELDS):
+        return False  # decided from the first bytes: a large file of anything else is never read whole
     return _binary_model(file) is not None
+
+
+_MODEL_FIELDS = {(1, 2), (2, 0), (3, 2), (7, 2), (11, 2)}
+"""(field number, wire type) of `ModelDef`'s fields: name, version, custom_version, graph, attr."""
 
 
 def read_ge(path: str | os.PathLike[str]) -> DumpGraph:
@@ -162,6 +170,13 @@ def parse_ge(
     """
     if not graphs or not any(graph.ops for graph in graphs):
         raise DumpFormatError(f"{source}: the GE model has no ops")
+    names = Counter(graph.name for graph in graphs)
+    if len(names) != len(graphs):
+        twice = next(name for name, n in names.items() if n > 1)
+        raise DumpFormatError(f"{source}: graph name {twice!r} is used {names[twice]} times; GE names each graph "
+                              "of a model once (ops name the subgraphs they call)")
+    for graph in graphs:
+        _check_unique_names(graph, source)
     layout = _Layout(graphs)
     builder = HierarchyBuilder()
     notes = list(missing)
@@ -178,6 +193,18 @@ def parse_ge(
     _add_descs(builder, graphs, layout)
     info = RunInfo(path=source, format="ge", framework="ge", task="structure", missing=tuple(notes))
     return builder.build(info, group_apis=False)
+
+
+def _check_unique_names(graph: GeGraph, source: str) -> None:
+    """Refuse a graph that names two ops alike: inputs name the op they read (``x:0``), so which one an input
+    means is unknown, and keeping one would drop the other without a word."""
+    counts = Counter(op.name for op in graph.ops)
+    if len(counts) == len(graph.ops):
+        return
+    twice = [name for name, n in counts.items() if n > 1]
+    more = f" (and {len(twice) - 1} other name(s))" if len(twice) > 1 else ""
+    raise DumpFormatError(f"{source}: graph {graph.name!r}: op name {twice[0]!r} is used {counts[twice[0]]} "
+                          f"times{more}; GE names each op of a graph once (inputs name the op they read)")
 
 
 class _Layout:

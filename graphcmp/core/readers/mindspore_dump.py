@@ -162,7 +162,7 @@ def parse_mindspore_dump(
             node = ir.get(name) or IrNode(name, _OP_SUFFIX.sub("", name.rpartition("/")[2]))
             node_id = prefix + name
             add_ir_node(builder, IrNode(node_id, node.op, stack=node.stack), seq,
-                        attrs=(("exec_order", str(seq)),))
+                        attrs=(("exec_order", str(seq)),), source=source)
             rows.extend((node_id, f) for f in joined.get(name, ()))
             seq += 1
         for src, dst in _kernel_edges(names, ir):

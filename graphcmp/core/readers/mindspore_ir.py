@@ -30,10 +30,11 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.inputs import read_input
 from graphcmp.core.readers.proto_gen import anf_ir_pb2
+from graphcmp.core.readers.wire import opens_message
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
-__all__ = ["IrNode", "add_ir_node", "add_scopes", "ir_cut_short", "parse_ir_nodes", "parse_mindspore_ir",
-           "parse_mindspore_pb", "read_mindspore_ir", "sniff"]
+__all__ = ["MAX_SCOPE_DEPTH", "IrNode", "add_ir_node", "add_scopes", "ir_cut_short", "parse_ir_nodes",
+           "parse_mindspore_ir", "parse_mindspore_pb", "read_mindspore_ir", "sniff"]
 
 BACKWARD_ROOT = "Gradients"
 
@@ -79,7 +80,13 @@ def sniff(path: str | os.PathLike[str]) -> bool:
         return False
     if head.startswith(b"# IR entry") or (head.startswith(b"%") and b"Actor" in head):
         return True
-    return _text_free(head) and _decode_pb(read_input(file, gunzip=False)) is not None
+    if not (_text_free(head) and opens_message(head, file.stat().st_size, _MODEL_FIELDS)):
+        return False  # decided from the first bytes: a large file of anything else is never read whole
+    return _decode_pb(read_input(file, gunzip=False)) is not None
+
+
+_MODEL_FIELDS = {(1, 0), (2, 2), (3, 0), (4, 2)}
+"""(field number, wire type) of anf_ir's `ModelProto` fields: ir_version, domain, model_version, graph."""
 
 
 def read_mindspore_ir(path: str | os.PathLike[str]) -> DumpGraph:
@@ -178,7 +185,13 @@ def parse_ir_nodes(text: str, *, source: str = "<memory>") -> list[IrNode]:
     return _cnode_nodes(lines, source)
 
 
-def add_scopes(builder: HierarchyBuilder, full_name: str, seq: float) -> str | None:
+MAX_SCOPE_DEPTH = 1000
+"""Deepest scope a node's full name may have. A scope level is a Cell called inside another Cell's construct, a
+Python call each, and Python stops at 1000 nested calls by default: a deeper scope is no model's (and each level
+adds a node whose id repeats the whole path above it, so 30,000 levels would take gigabytes)."""
+
+
+def add_scopes(builder: HierarchyBuilder, full_name: str, seq: float, *, source: str = "<memory>") -> str | None:
     """Add the module nodes of the scope of `full_name` (if missing); return the parent id of the node.
 
     >>> b = HierarchyBuilder()
@@ -186,21 +199,36 @@ def add_scopes(builder: HierarchyBuilder, full_name: str, seq: float) -> str | N
     'Gradients/Default/fc-Dense/Grad_MatMul'
     >>> "Gradients/Default" in b
     True
+
+    Raises
+    ------
+    DumpFormatError
+        If the scope is nested deeper than `MAX_SCOPE_DEPTH` levels.
     """
     scope = full_name.rpartition("/")[0]
     if not scope:
         return None
-    if scope not in builder:
-        parent = add_scopes(builder, scope, seq)
-        segment = scope.rpartition("/")[2]
-        builder.add_node(scope, NodeKind.MODULE, segment.rpartition("-")[2], _direction(scope), parent, seq,
+    if (depth := scope.count("/") + 1) > MAX_SCOPE_DEPTH:
+        raise DumpFormatError(f"{source}: node {full_name[:60] + '...'!r} has scopes nested deeper than "
+                              f"{MAX_SCOPE_DEPTH} levels ({depth}); no model nests its cells so deep")
+    missing: list[str] = []  # the scopes not in `builder` yet, innermost first: added outermost first
+    at = scope
+    while at and at not in builder:
+        missing.append(at)
+        at = at.rpartition("/")[0]
+    parent = at or None
+    for added in reversed(missing):
+        segment = added.rpartition("/")[2]
+        builder.add_node(added, NodeKind.MODULE, segment.rpartition("-")[2], _direction(added), parent, seq,
                          has_data=False)
+        parent = added
     return scope
 
 
-def add_ir_node(builder: HierarchyBuilder, node: IrNode, seq: float, *, attrs: Iterable[tuple[str, str]] = ()) -> None:
+def add_ir_node(builder: HierarchyBuilder, node: IrNode, seq: float, *, attrs: Iterable[tuple[str, str]] = (),
+                source: str = "<memory>") -> None:
     """Add one IR node (and its scope modules) to `builder`."""
-    parent = add_scopes(builder, node.full_name, seq)
+    parent = add_scopes(builder, node.full_name, seq, source=source)
     builder.add_node(node.full_name, NodeKind.API, node.op, _direction(node.full_name), parent, seq,
                      stack=node.stack or None, attrs=attrs)
 
@@ -208,7 +236,7 @@ def add_ir_node(builder: HierarchyBuilder, node: IrNode, seq: float, *, attrs: I
 def _build(nodes: Sequence[IrNode], source: str, missing: tuple[str, ...] = ()) -> DumpGraph:
     builder = HierarchyBuilder()
     for seq, node in enumerate(nodes):
-        add_ir_node(builder, node, seq)
+        add_ir_node(builder, node, seq, source=source)
     for node in nodes:
         for src in node.inputs:
             builder.add_edge(src, node.full_name)

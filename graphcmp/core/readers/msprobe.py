@@ -229,7 +229,8 @@ def _read_part(path: Path, missing: list[str], *, required: bool = False, data: 
     if data is None and not path.is_file() and not required:
         missing.append(f"{path.name}: file not found")
         return {}
-    loaded = read_json(path, flat_keys=path.name == CONSTRUCT_FILE, data=data)
+    loaded = read_json(path, flat_keys=path.name == CONSTRUCT_FILE, unique_keys=path.name != CONSTRUCT_FILE,
+                       data=data)
     if loaded.truncated:
         missing.append(loaded.truncated)
     if not isinstance(loaded.value, dict):
@@ -303,6 +304,9 @@ def _add_nodes(
     structure = _structure(construct or {}, data, source)
     builder.add_nodes(*structure.columns)
     notes.extend(structure.notes)
+    if not data:  # a dump of nothing: said, so that the run is never taken for a whole one
+        notes.append(f"{DUMP_FILE}: \"data\" holds no call (msprobe recorded nothing: was the dump stopped before "
+                     "the first step?)")
     if add_tensors is not None:
         add_tensors(builder)
     _attach_stacks(builder, stack or {}, source, notes)

@@ -81,6 +81,8 @@ def typed_records(text: bytes) -> dict[str, dict[str, Any]] | None:
         return _RECORDS.decode(text)
     except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):  # the last: bytes not UTF-8
         return None
+    except RecursionError:  # nested deeper than msgspec follows: the whole-file read says so in one line
+        return None
 
 
 def mixed_records(text: bytes) -> tuple[dict[str, Any], set[str]] | None:
@@ -90,7 +92,7 @@ def mixed_records(text: bytes) -> tuple[dict[str, Any], set[str]] | None:
     (bare NaN/Infinity)."""
     try:
         raw = _RAW_RECORDS.decode(text)
-    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
     records: dict[str, Any] = {}
     plain: set[str] = set()
@@ -98,9 +100,12 @@ def mixed_records(text: bytes) -> tuple[dict[str, Any], set[str]] | None:
         try:
             records[node_id] = _RECORD.decode(value)
         except msgspec.ValidationError:
-            records[node_id] = orjson.loads(bytes(value))
+            try:
+                records[node_id] = orjson.loads(bytes(value))
+            except orjson.JSONDecodeError:  # a number beyond float64, nesting beyond orjson's: read whole, said
+                return None
             plain.add(node_id)
-        except (msgspec.DecodeError, UnicodeDecodeError):
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             return None
     return records, plain
 

@@ -18,6 +18,7 @@ delegates. A `.vis.db` holds one graph pair per (step, rank): `list_vis_graphs` 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import math
 import os
@@ -34,9 +35,9 @@ import numpy as np
 import orjson
 
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.hierarchy import GROUP_PREFIX, rebuild_graph
+from graphcmp.core.hierarchy import GROUP_PREFIX, MAX_DEPTH, depths, rebuild_graph, too_deep
 from graphcmp.core.inputs import copy_inflated, read_input, regular_file
-from graphcmp.core.jsonio import load_json
+from graphcmp.core.jsonio import check_json_opening, load_json
 from graphcmp.core.readers.detect import VIS_SUFFIXES
 from graphcmp.core.readers.msprobe_schema import FILE_KEY, SCALAR_TYPES, STAT_KEYS, file_name
 from graphcmp.core.readers.naming import parse_node_ids
@@ -306,6 +307,7 @@ def _is_db(path: Path) -> bool:
 
 def _read_bytes(path: Path) -> bytes:
     try:
+        check_json_opening(read_input(path, limit=1 << 16, gunzip=path.suffix == ".gz"), path)  # before it all
         return read_input(path, gunzip=path.suffix == ".gz")  # inflating is bounded: no compression bomb
     except (OSError, EOFError) as err:
         raise DumpFormatError(f"{path}: cannot read ({err})") from err
@@ -376,6 +378,8 @@ def _check_tables(conn: sqlite3.Connection, source: str) -> None:
 
 def _db_keys(conn: sqlite3.Connection, source: str) -> tuple[VisGraphKey, ...]:
     rows = _query(conn, "SELECT DISTINCT step, rank FROM tb_nodes ORDER BY step, rank", (), source)
+    if not rows:  # a file of no graph: never "0 graphs" read as a clean result
+        raise DumpFormatError(f"{source}: tb_nodes holds no node, so the file holds no graph")
     return tuple(VisGraphKey(_db_int(r, "step", source), _db_int(r, "rank", source)) for r in rows)
 
 
@@ -407,7 +411,8 @@ def _db_document(conn: sqlite3.Connection, key: VisGraphKey, source: str, *, ten
     doc: dict[str, Any] = {
         "ToolTip": cfg.get("tool_tip") or "",
         "Colors": _json_text(cfg.get("node_colors"), {}, f"{source}: tb_config column node_colors"),
-        "MicroSteps": cfg.get("micro_steps") or 1, "task": cfg.get("task") or "",
+        "MicroSteps": micro_steps(cfg.get("micro_steps"), f"{source}: tb_config column micro_steps"),
+        "task": cfg.get("task") or "",
         "OverflowCheck": bool(cfg.get("overflow_check")),
     }
     sides = {}
@@ -510,13 +515,16 @@ def parse_vis(doc: Mapping[str, Any], *, source: str = "<memory>", key: VisGraph
         npu, precision, overflow = _side(doc["NPU"], "NPU", source, key, task, colors)
         bench, _, _ = _side(doc["Bench"], "Bench", source, key, task, ())
         links = _links(npu.nodes.ids, doc["NPU"]["node"], doc["Bench"]["node"])
+        if lost := _lost_links(npu.nodes.ids, doc["NPU"]["node"], doc["Bench"]["node"]):
+            npu = dataclasses.replace(npu, info=dataclasses.replace(npu.info, missing=(*npu.info.missing, lost)))
     elif "node" in doc:
         npu, precision, overflow = _side(doc, "graph", source, key, task, colors)
     else:
         raise DumpFormatError(f"{source}: not a msprobe .vis document (no \"NPU\"/\"Bench\" and no \"node\")")
     tool_tip = doc.get("ToolTip") or ""
     return VisDocument(
-        npu=npu, bench=bench, links=links, key=key, task=task, micro_steps=int(doc.get("MicroSteps") or 1),
+        npu=npu, bench=bench, links=links, key=key, task=task,
+        micro_steps=micro_steps(doc.get("MicroSteps"), f"{source}: MicroSteps"),
         overflow_check=bool(doc.get("OverflowCheck")), colors=colors,
         tool_tip=tool_tip if isinstance(tool_tip, str) else orjson.dumps(tool_tip).decode(),
         precision_index=precision, overflow_level=overflow,
@@ -548,6 +556,18 @@ def _links(npu_order: Sequence[str], npu_nodes: Mapping[str, Any], bench_nodes: 
     return links
 
 
+def _lost_links(npu_order: Sequence[str], npu_nodes: Mapping[str, Any], bench_nodes: Mapping[str, Any]) -> str:
+    """A note on the npu nodes whose ``matched_node_link`` names a bench node the file does not hold ("" if none):
+    msprobe linked them, the link leads nowhere, so they are left unmatched."""
+    lost = [(node_id, link[-1]) for node_id in npu_order
+            if (link := npu_nodes[node_id].get("matched_node_link")) and link[-1] not in bench_nodes]
+    if not lost:
+        return ""
+    node_id, target = lost[0]
+    return (f"matched_node_link of {len(lost)} npu node(s) links to a bench node the file does not hold (first: "
+            f"{node_id!r} -> {target!r}); those links were dropped and the nodes left unmatched")
+
+
 def _nodes(graph: Any, side: str, source: str) -> Mapping[str, Any]:
     if not isinstance(graph, Mapping) or not isinstance(graph.get("node"), Mapping):
         raise DumpFormatError(f"{source}: {side}: no \"node\" object")
@@ -566,6 +586,10 @@ def _side(
 ) -> tuple[DumpGraph, np.ndarray, tuple[str, ...]]:
     nodes = _nodes(graph, side, source)
     order, parent, notes = _preorder(nodes, _root(graph, nodes, f"{source}: {side}"), f"{source}: {side}")
+    depth = depths(np.asarray(parent, np.int64))
+    if (deep := too_deep(depth)) is not None:
+        raise DumpFormatError(f"{source}: {side}: node {order[deep]!r} lies {int(depth[deep])} levels deep; no run's "
+                              f"calls nest deeper than {MAX_DEPTH}")
     records = [_record(nodes[node_id], node_id, f"{source}: {side}") for node_id in order]
     precision = np.array([_float(_data(r).get("precision_index")) for r in records], np.float64)
     overflow = tuple(str(_data(r).get("overflow_level") or "") for r in records)
@@ -581,6 +605,43 @@ def _record(node: Any, node_id: str, where: str) -> Mapping[str, Any]:
     if not isinstance(node, Mapping):
         raise DumpFormatError(f"{where}: node {node_id!r} is a {type(node).__name__}, expected an object")
     return node
+
+
+_FIELD_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "node_type": ((int,), "a whole number (msprobe's node type code)"),
+    "micro_step_id": ((int,), "a whole number"),
+    "subnodes": ((list,), "a list of node names"),
+    "matched_node_link": ((list,), "a list of node names"),
+    "stack_info": ((list,), "a list of stack frames (text)"),
+    "input_data": ((dict,), "an object of tensor records"),
+    "output_data": ((dict,), "an object of tensor records"),
+}
+"""The fields of a node record graphcmp reads, and the type each must have when present and not null."""
+
+_LISTS_OF_TEXT = ("subnodes", "matched_node_link", "stack_info")
+
+
+def _check_fields(record: Mapping[str, Any], node_id: str, where: str) -> None:
+    """Refuse a node record whose fields are of another type than msprobe writes (a name list that is an object,
+    node data that is a list): read anyway, they would drop the node's data or links without a word."""
+    for key, (types, expected) in _FIELD_TYPES.items():
+        value = record.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, types) or isinstance(value, bool):
+            raise DumpFormatError(f"{where}: node {node_id!r}: {key} is {_kind_name(value)}, expected {expected}")
+        if key in _LISTS_OF_TEXT and (odd := next((v for v in value if not isinstance(v, str)), None)) is not None:
+            raise DumpFormatError(f"{where}: node {node_id!r}: {key} holds {_kind_name(odd)}, expected "
+                                  f"{expected}")
+
+
+def micro_steps(value: Any, where: str) -> int:
+    """The number of micro-steps a document declares (absent or null: 1), a whole number of at least 1."""
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DumpFormatError(f"{where} holds {value!r}, expected a whole number of micro-steps")
+    return value or 1
 
 
 def _data(record: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -602,13 +663,16 @@ def _preorder(nodes: Mapping[str, Any], root: str, where: str) -> tuple[list[str
         row = len(order)
         order.append(node_id)
         parent.append(up)
-        kids = _record(nodes[node_id], node_id, where).get("subnodes") or []
+        record = _record(nodes[node_id], node_id, where)
+        _check_fields(record, node_id, where)
+        kids = record.get("subnodes") or []
         for kid in reversed(kids):
             if kid not in nodes:
                 raise DumpFormatError(f"{where}: node {node_id!r} lists sub-node {kid!r}, which is not in the file")
             todo.append((kid, row))
     stray = [n for n in nodes if n not in seen]
     for node_id in stray:  # not reachable from the root: shown at top level
+        _check_fields(_record(nodes[node_id], node_id, where), node_id, where)
         seen.add(node_id)
         order.append(node_id)
         parent.append(0)
