@@ -181,6 +181,7 @@ def _go(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewStat
     if results.job is not None and start.key != state.result:
         node = (results.job.analysis.get("origin") or {}).get("node")
         fresh = replace(ViewState(), result=start.key, sync=state.sync, metric=state.metric, bins=state.bins,
+                        query=state.query, filters=state.filters,
                         selected=("npu", node) if isinstance(node, str) else None).with_frame(state)
         return initial(viewer, fresh, at_origin=True)
     model = viewer.model(state.result)

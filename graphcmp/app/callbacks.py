@@ -168,7 +168,7 @@ def jump_search(viewer: Viewer, state: ViewState, trigger: Any, click: dict | No
     if entry is None or not isinstance(node, str):
         return None
     fresh = ViewState(result=entry.key, selected=("npu", node), sync=state.sync, metric=state.metric,
-                      bins=state.bins).with_frame(state)
+                      bins=state.bins, query=state.query, filters=state.filters).with_frame(state)
     return fresh.to_query()
 
 
