@@ -290,13 +290,27 @@ def _chart_click(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) ->
     return state
 
 
+def _table_click(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    """A cell of the table view clicked: select the node of that row's npu tensor (the row's ``row_id``)."""
+    cells = inputs.get("table_click")
+    if not isinstance(cells, list):
+        raise MalformedInput("table_click")
+    model = viewer.model(state.result)
+    tensors = model.graphs["npu"].tensors
+    for cell in cells:
+        tensor = cell.get("row_id") if isinstance(cell, dict) else None
+        if isinstance(tensor, int) and not isinstance(tensor, bool) and 0 <= tensor < len(tensors):
+            return select(state, model, "npu", int(tensors.node[tensor]))
+    return state
+
+
 ACTIONS: dict[str, Action] = {
     "tap_npu": _tap("npu"), "tap_bench": _tap("bench"), "collapse": _collapse,
     "prev": _step_hit(-1), "next": _step_hit(1), "hit": _pick_hit, "finding": _finding, "go": _go,
     "query": _search, "filters": _search, "metric": _metric, "bins": _bins, "sync": _sync, "micro": _micro,
     "step": _switch_result, "rank": _switch_result,
     "toggle_sidebar": _toggle_sidebar, "toggle_bottom": _toggle_bottom, "sizes": _sizes, "tab": _tab,
-    "chart_click": _chart_click,
+    "chart_click": _chart_click, "table_click": _table_click,
 }
 """Trigger name -> action; the names are those of the main callback's inputs (`callbacks.TRIGGERS`, `CONTROLS`)."""
 

@@ -27,6 +27,7 @@ from graphcmp.app.job import NO_RANK, TREND_METRICS, column_node
 from graphcmp.app.page import PANE_IDS
 from graphcmp.app.state import TABS, ViewState, as_index
 from graphcmp.app.svg import pane_svg
+from graphcmp.app.table import table_columns, table_page
 from graphcmp.app.viewer import Viewer
 from graphcmp.app.views import VIEWS, Turn, job_outputs, show
 
@@ -39,6 +40,7 @@ TRIGGERS = {
     "collapse": Input("collapse", "n_clicks"), "manual": Input("manual-done", "data"), "go": Input("go", "n_clicks"),
     "toggle_sidebar": Input("toggle-sidebar", "n_clicks"), "toggle_bottom": Input("toggle-bottom", "n_clicks"),
     "sizes": Input("sizes", "data"), "chart_click": Input({"type": "chart", "index": ALL}, "clickData"),
+    "table_click": Input({"type": "ctable", "index": ALL}, "active_cell"),
 }
 """Inputs of the view callback that act once (a click, a pick); names are the keys of `actions.ACTIONS`."""
 
@@ -76,6 +78,7 @@ OUTPUTS = {  # text first: the page applies outputs in this order, so the hit li
               **{f"{tab}_box": Output(tab, "style") for tab in TABS}},
     "chart": {"chart": Output("chart", "children")},
     "op": {"op": Output("op", "children")},
+    "table": {"table": Output("table", "children")},
 }
 assert OUTPUTS.keys() == VIEWS.keys()
 """Every property the view callback may set, by concern (`views.VIEWS` fills each) and name."""
@@ -106,6 +109,7 @@ def register_callbacks(app: Dash, viewer: Viewer) -> None:
     if viewer.results.job is not None:
         _register_job(app, viewer)
     _register_exports(app, viewer)
+    _register_table(app, viewer)
     app.clientside_callback(
         "function(focus) { return window.graphcmpFocus ? window.graphcmpFocus(focus) : null; }",
         Output("focus-done", "data"), Input("focus", "data"))
@@ -207,6 +211,32 @@ def _register_job(app: Dash, viewer: Viewer) -> None:
         click = trend if trigger == "job-trend" else heat
         target = jump_search(viewer, ViewState.from_query(search), trigger, click)
         return {"url": target if target is not None else no_update}
+
+
+def _register_table(app: Dash, viewer: Viewer) -> None:
+    """The table view's pages: sorted and filtered on the server over the whole table (`app.table`)."""
+    table = {"type": "ctable", "index": ALL}
+
+    @app.callback(output={"data": Output(table, "data"), "pages": Output(table, "page_count"),
+                          "note": Output("tab-note", "children", allow_duplicate=True)},
+                  inputs={"page": Input(table, "page_current"), "sort": Input(table, "sort_by"),
+                          "query": Input(table, "filter_query")},
+                  state={"search": State("url", "search")}, prevent_initial_call=True)
+    def table_view(page: Any, sort: Any, query: Any, search: str | None) -> dict[str, Any]:
+        state = checked(viewer, ViewState.from_query(search))
+        model = viewer.model(state.result)
+        n = len(page) if isinstance(page, list) else 0
+        if not model.paired or not n:
+            return {"data": [no_update] * n, "pages": [no_update] * n, "note": no_update}
+        cols = table_columns(model)
+        data, pages, shown = table_page(cols, _first(page), _first(sort), _first(query))
+        note = f"{shown:,} of {len(cols.table):,} rows" if shown != len(cols.table) else f"{shown:,} rows"
+        return {"data": [data] * n, "pages": [pages] * n, "note": note}
+
+
+def _first(values: Any) -> Any:
+    """The value of the one component of a pattern input (ALL), None when there is none."""
+    return values[0] if isinstance(values, list) and values else None
 
 
 def _register_exports(app: Dash, viewer: Viewer) -> None:

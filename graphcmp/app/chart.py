@@ -1,9 +1,12 @@
 """The error chart: each compared call's output error over execution order, on a log scale, with the noise its
 precision allows drawn behind it and the origins marked (MindStudio's precision scatter, with the noise model).
 
-The points are the noise model's compared leaf calls (`NoiseModel.leaves`, in execution order), their output error
-(`output_error`) and the error the model allows them (``G (in + u sqrt(n) + l)``, `NoiseModel.allowed` over all
-of them at once). A run of more than `MAX_POINTS` calls is drawn by its envelope: per bucket of consecutive calls
+The points are the noise model's compared leaf calls (`NoiseModel.leaves`, in execution order) and their output
+error (`output_error`); the band is the error rounding alone allows each call: the model's allowance
+``G (in + u sqrt(n) + l)`` (`NoiseModel.allowed`) with its inputs' error ``in`` capped at the run's noise level
+(`NoiseModel.noise_level`, the largest error before the first origin), that is, what the call would show if its
+inputs carried noise only. Calls within the noise sit in the band; an origin and what it contaminated stand
+above it. A run of more than `MAX_POINTS` calls is drawn by its envelope: per bucket of consecutive calls
 the one of the largest error, plus every origin and the selected call, so the jump at the first divergence and
 every origin survive whatever the size; the band is the largest allowance per bucket. Clicking a point selects
 its call (``customdata`` is its npu row).
@@ -85,8 +88,9 @@ def _series(model: ViewModel, limit: int) -> ErrorSeries:
     noise = model.report.noise
     leaves = noise.leaves
     error = noise.output_error[leaves].astype(np.float64)
-    allowed = noise.growth_limit[leaves] * (noise.input_error[leaves] + noise.unit[leaves]
-                                            * np.sqrt(noise.reduction[leaves]) + LIBRARY_ERROR)
+    inputs = np.minimum(noise.input_error[leaves], noise.noise_level)  # inputs that carry noise only
+    allowed = noise.growth_limit[leaves] * (inputs + noise.unit[leaves] * np.sqrt(noise.reduction[leaves])
+                                            + LIBRARY_ERROR)
     allowed = np.where(np.isfinite(allowed), allowed, np.nan)
     role = noise.role[leaves]
     n = len(leaves)

@@ -23,6 +23,7 @@ from graphcmp.app.model import SIDES, ViewModel
 from graphcmp.app.page import FILTER_LABELS, TAB_LABELS
 from graphcmp.app.single_op import op_panel
 from graphcmp.app.state import FILTERS, TABS, ViewState, selected_rows
+from graphcmp.app.table import table_columns, table_component
 from graphcmp.app.viewer import Rendered, Viewer
 from graphcmp.core.judge import STATUS_NAMES
 
@@ -206,6 +207,8 @@ def _usable_tabs(turn: Turn) -> dict[str, str]:
         out["chart"] = _chart_note(turn)
     if _op_pair(turn) is not None:
         out["op"] = ""
+    if model.paired:
+        out["table"] = "msprobe's compare result, one row per npu tensor: sort and filter in the header, click a cell"
     return out
 
 
@@ -257,10 +260,21 @@ def single_op(turn: Turn) -> dict[str, Any]:
     return {"op": op_panel(turn.model, *pair)}
 
 
+def table(turn: Turn) -> dict[str, Any]:
+    """The table view (only while its tab is shown; made again when the result changes)."""
+    s = turn.state
+    if s.tab != "table" or not s.bottom or not turn.changed("tab", "bottom", "result"):
+        return {"table": []} if turn.first else {}
+    if not turn.model.paired:
+        return {"table": html.Div("a single run has no compared tensors", className="hint")}
+    return {"table": table_component(table_columns(turn.model))}
+
+
 VIEWS: dict[str, Callable[[Turn], dict[str, Any]]] = {
     "page": page, "banner": banner, "hits": hit_list, "match": match_block, "details": details, "panes": panes,
     "sidebar": sidebar,
     "controls": controls, "values": control_values, "frame": frame, "chart": chart, "op": single_op,
+    "table": table,
 }
 """Concern -> its view; the concerns and output names are those of `callbacks.OUTPUTS`."""
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from graphcmp.app.job import short_column
+from graphcmp.app.results import Entry, ResultSet
 from graphcmp.app.model import ViewModel
 from graphcmp.core.compare import compare_paths
 from graphcmp.core.elementwise import elementwise
@@ -176,7 +177,7 @@ def test_labels_put_the_op_type_first_and_edges_carry_their_tensor(browser, tf_u
 def test_ge_graph_shows_op_types(browser, tmp_path):  # noqa: F811
     path = shared("formats/ge/samples/oam-tools/complie_path/ge_proto_00000062_Build.txt.gz")
     graph = read_graph(path)
-    server = _server([str(path)])
+    server = _server((), ResultSet([Entry("0", None, None, str(path))], lambda _e: graph))
     try:
         v = _page(browser, server.url + "?sel=npu:conv1conv1_relu")
         row = graph.row("conv1conv1_relu")
@@ -197,7 +198,7 @@ def _chart(v: Viewer) -> dict:
     return v.page.evaluate(f"(() => {{ const g = {CHART}; return {{data: g.data.map(t => ({{name: t.name || '', "
                            "x: Array.from(t.x || []), y: Array.from(t.y || []), fill: t.fill || '', "
                            "customdata: Array.from(t.customdata || [])})), ytype: g.layout.yaxis.type, "
-                           "title: g.layout.title.text}}; })()")
+                           "title: g.layout.title.text}; })()")
 
 
 def test_error_chart_marks_the_origin_and_opens_a_clicked_call(browser, tf_url, tf_report):  # noqa: F811
@@ -241,7 +242,7 @@ def test_error_chart_per_rank_of_a_job(browser, dist4_results):  # noqa: F811
         first = _chart(v)
         assert "rank 2" in first["title"]  # the job opens on the origin's rank
         v.page.click("#rank")
-        v.page.click("#rank >> text='0'")
+        v.page.get_by_role("option", name="0", exact=True).click()  # the rank selector
         v.wait(f"{CHART} && {CHART}.layout.title.text.includes('rank 0')", timeout=30000)
         other = _chart(v)
         origins = [t for t in other["data"] if t["name"].startswith("origin")]
@@ -362,14 +363,16 @@ def test_badges_follow_the_roles(browser, tmp_path):  # noqa: F811
 @pytest.mark.shared
 def test_a_single_run_offers_only_the_filters_and_legend_that_apply(browser):  # noqa: F811
     path = shared("formats/ge/samples/oam-tools/complie_path/ge_proto_00000062_Build.txt.gz")
-    server = _server([str(path)])
+    graph = read_graph(path)
+    server = _server((), ResultSet([Entry("0", None, None, str(path))], lambda _e: graph))
     try:
         v = _page(browser, server.url)
         v.wait("document.querySelector('#legend') && document.querySelector('#legend').innerText.length > 0")
         filters = v.page.eval_on_selector_all("#filters input", "xs => xs.map(x => x.value)")
         assert not {"error", "warning", "pass", "skip", "unmatched", "only-npu", "only-bench", "renamed"} & set(filters)
         legend = v.text("#legend")
-        assert "origin" not in legend and "only in this run" not in legend
+        assert "the origin itself" not in legend and "contamination path" not in legend
+        assert "only in this run" not in legend
         assert "fused op" in legend  # ResNet's fused convolutions are drawn
         tabs = v.page.eval_on_selector_all("#tab input", "xs => xs.filter(x => !x.disabled).map(x => x.value)")
         assert tabs == ["details"]  # no chart, no single op and no table without a comparison
