@@ -4,9 +4,9 @@ The rows are those of `graphcmp.core.export.table.compare_table` (the CSV / xlsx
 tensor in execution order, msprobe's columns for the task mode, then graphcmp's verdict, role, margin, cause
 and call site), made once per result and kept with its view model. The browser holds one page of `PAGE_SIZE`
 rows: sorting (``sort_by``) and filtering (``filter_query``, the DataTable's syntax: ``{Verdict} = error &&
-{MaxRelativeErr} > 0.01``) run here over the whole table with numpy, so a result of millions of tensors is
-browsed like a small one. Error rows are red and warning rows yellow, as msprobe's xlsx colours them; clicking
-a cell selects that tensor's node in the panes (``row_id`` is the npu tensor row).
+{MaxRelativeErr} > 1``; msprobe's percentages ``12.5%`` compare and sort as 12.5) run here over the whole
+table with numpy, so a result of millions of tensors is browsed like a small one. Error rows are red and warning
+rows yellow, as msprobe's xlsx colours them; clicking a cell selects that tensor's node in the panes (``row_id`` is the npu tensor row).
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ class TableColumns:
     def number(self, name: str) -> np.ndarray:
         if name not in self._number:
             cells = self.table.column(name)
-            self._number[name] = np.fromiter(
-                (c if type(c) is float or type(c) is int else np.nan for c in cells), np.float64, len(cells))
+            self._number[name] = np.fromiter((_number(c) for c in cells), np.float64, len(cells))
         return self._number[name]
 
     def text(self, name: str) -> np.ndarray:
@@ -57,7 +56,23 @@ class TableColumns:
 
     def numeric(self, name: str) -> bool:
         """True when some cell of the column is a number."""
-        return any(type(c) is float or type(c) is int for c in self.table.column(name)[:1000])
+        return any(_number(c) == _number(c) for c in self.table.column(name)[:1000])
+
+
+def _number(cell: object) -> float:
+    """A cell's value as a number: a number as is, msprobe's ``12.5%`` as 12.5; NaN for any other text.
+
+    >>> _number(0.5), _number("12.5%"), _number("N/A") != _number("N/A"), _number(True) != _number(True)
+    (0.5, 12.5, True, True)
+    """
+    if type(cell) is float or type(cell) is int:
+        return float(cell)
+    if isinstance(cell, str) and cell.endswith("%"):
+        try:
+            return float(cell[:-1])
+        except ValueError:
+            return np.nan
+    return np.nan
 
 
 def table_columns(model: ViewModel) -> TableColumns:

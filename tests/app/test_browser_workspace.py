@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from graphcmp.app.job import short_column
-from graphcmp.app.results import Entry, ResultSet
 from graphcmp.app.model import ViewModel
+from graphcmp.app.results import Entry, ResultSet
+from graphcmp.app.table import _number
 from graphcmp.core.compare import compare_paths
 from graphcmp.core.elementwise import elementwise
 from graphcmp.core.noise import NodeRole
@@ -380,3 +381,52 @@ def test_a_single_run_offers_only_the_filters_and_legend_that_apply(browser):  #
         v.page.close()
     finally:
         server.stop()
+
+
+# ---- 5. the table view ------------------------------------------------------------------------------------------
+
+
+def test_table_view_sorts_filters_and_opens_a_row(browser, tf_url, tf_report):  # noqa: F811
+    from graphcmp.core.export.table import compare_table
+
+    table = compare_table(tf_report)
+    v = _page(browser, tf_url + "?tab=table")
+    rows = "#table .dash-spreadsheet tbody tr td[data-dash-column='NPU Name']"
+    v.page.wait_for_selector(rows, timeout=30000)
+    names = v.page.eval_on_selector_all(rows, "ts => ts.map(t => t.innerText)")
+    assert names == list(table.column("NPU Name")[:50])  # the export's rows, in execution order
+    assert v.settle("#tab-note", "rows") == f"{len(table):,} rows"
+    # filter: the errors whose name says linear (the DataTable's filter row, typed as a person would)
+    v.page.click("#table th.dash-filter[data-dash-column='NPU Name'] input")
+    v.page.keyboard.type("linear")
+    v.page.keyboard.press("Enter")
+    v.page.click("#table th.dash-filter[data-dash-column='Result'] input")
+    v.page.keyboard.type("error")
+    v.page.keyboard.press("Enter")
+    expect = [n for n, r in zip(table.column("NPU Name"), table.column("Result")) if "linear" in n.lower()
+              and "error" in str(r).lower()]
+    v.settle("#tab-note", f"^{len(expect):,} of")
+    assert v.page.eval_on_selector_all(rows, "ts => ts.map(t => t.innerText)") == expect[:50]
+    # error rows are highlighted as msprobe's xlsx highlights them
+    colour = v.page.eval_on_selector(rows, "t => getComputedStyle(t).backgroundColor")
+    assert colour == "rgb(255, 205, 210)"
+    # sort by MaxRelativeErr, largest first (click the sort arrow twice: ascending, then descending)
+    sort = "#table th.dash-header[data-dash-column='MaxRelativeErr'] .column-header--sort"
+    v.page.click(sort)
+    v.page.wait_for_timeout(500)
+    v.page.click(sort)
+    rel = [r for n, r, res in zip(table.column("NPU Name"), table.column("MaxRelativeErr"), table.column("Result"))
+           if "linear" in n.lower() and "error" in str(res).lower()]
+    top = max(_number(x) for x in rel if _number(x) == _number(x))
+    cell = "#table .dash-spreadsheet tbody tr:first-child td[data-dash-column='MaxRelativeErr']"
+    v.wait(f"(() => {{ const c = document.querySelector(\"{cell}\"); "
+           f"return c && Math.abs(parseFloat(c.innerText) - {top}) <= 1e-6 * Math.abs({top}); }})()")
+    # a click on a row's cell opens that tensor's node in the panes
+    first = v.page.eval_on_selector(rows, "t => t.innerText")
+    v.page.click(rows)
+    k = list(table.column("NPU Name")).index(first)
+    row = int(tf_report.npu.tensors.node[table.npu_rows[k]])
+    v.wait(f"window.graphcmp.selected('npu').some(e => e === 'n{row}' || e === 'b{row}')", timeout=20000)
+    assert _query(v.page.url)["sel"] == f"npu:{tf_report.npu.nodes.ids[row]}"
+    assert not v.errors
+    v.page.close()
