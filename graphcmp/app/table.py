@@ -6,7 +6,8 @@ and call site), made once per result and kept with its view model. The browser h
 rows: sorting (``sort_by``) and filtering (``filter_query``, the DataTable's syntax: ``{Verdict} = error &&
 {MaxRelativeErr} > 1``; msprobe's percentages ``12.5%`` compare and sort as 12.5) run here over the whole
 table with numpy, so a result of millions of tensors is browsed like a small one. Error rows are red and warning
-rows yellow, as msprobe's xlsx colours them; clicking a cell selects that tensor's node in the panes (``row_id`` is the npu tensor row).
+rows yellow, as msprobe's xlsx colours them; clicking a cell selects that tensor's node in the panes (``row_id``
+is the npu tensor row).
 """
 
 from __future__ import annotations
