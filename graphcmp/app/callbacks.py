@@ -41,6 +41,7 @@ TRIGGERS = {
     "toggle_sidebar": Input("toggle-sidebar", "n_clicks"), "toggle_bottom": Input("toggle-bottom", "n_clicks"),
     "sizes": Input("sizes", "data"), "chart_click": Input({"type": "chart", "index": ALL}, "clickData"),
     "table_click": Input({"type": "ctable", "index": ALL}, "active_cell"),
+    "table_wait": Input({"type": "ctable-wait", "index": ALL}, "n_intervals"),
 }
 """Inputs of the view callback that act once (a click, a pick); names are the keys of `actions.ACTIONS`."""
 
@@ -128,7 +129,7 @@ def view_outputs(viewer: Viewer, trigger: str | None, triggers: dict[str, Any],
     else:
         state, first = act(viewer, before, trigger, {**triggers, **controls}), False
     turn = Turn(viewer, before, state, first=first, controls=controls, center=first or trigger in _CENTRING,
-                note=note, fit=trigger == "collapse")
+                note=note, fit=trigger == "collapse", trigger=trigger)
     shown = show(turn)
     return {concern: {name: shown[concern].get(name, no_update) for name in names}
             for concern, names in OUTPUTS.items()}
@@ -228,7 +229,7 @@ def _register_table(app: Dash, viewer: Viewer) -> None:
         n = len(page) if isinstance(page, list) else 0
         if not model.paired or not n:
             return {"data": [no_update] * n, "pages": [no_update] * n, "note": no_update}
-        cols = table_columns(model)
+        cols = table_columns(model, timeout=60.0)
         data, pages, shown = table_page(cols, _first(page), _first(sort), _first(query))
         note = f"{shown:,} of {len(cols.table):,} rows" if shown != len(cols.table) else f"{shown:,} rows"
         return {"data": [data] * n, "pages": [pages] * n, "note": note}

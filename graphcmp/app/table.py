@@ -13,6 +13,7 @@ is the npu tensor row).
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 from dash import dash_table
@@ -20,7 +21,8 @@ from dash import dash_table
 from graphcmp.app.model import ViewModel
 from graphcmp.core.export.table import STACK_COLUMN, CompareTable, compare_table
 
-__all__ = ["PAGE_SIZE", "TableColumns", "parse_filter", "table_columns", "table_component", "table_page"]
+__all__ = ["PAGE_SIZE", "TableColumns", "parse_filter", "ready_table", "table_columns", "table_component",
+           "table_page"]
 
 PAGE_SIZE = 50
 _HIDDEN = {STACK_COLUMN}  # the whole stack: the call site column names the user's line of it
@@ -76,9 +78,49 @@ def _number(cell: object) -> float:
     return np.nan
 
 
-def table_columns(model: ViewModel) -> TableColumns:
-    """The table of a comparison's result, made on first use and kept with the model."""
-    return model.keep(("compare_table",), lambda: TableColumns(compare_table(model.report)))
+class _Making:
+    """The table of one result being made in a thread of its own (a million-node result's table takes tens of
+    seconds: the page keeps answering meanwhile)."""
+
+    def __init__(self, model: ViewModel) -> None:
+        self.done = threading.Event()
+        self.value: TableColumns | None = None
+        self.error: BaseException | None = None
+        threading.Thread(target=self._make, args=(model,), name="graphcmp-table", daemon=True).start()
+
+    def _make(self, model: ViewModel) -> None:
+        try:
+            self.value = TableColumns(compare_table(model.report))
+        except Exception as err:
+            self.error = err
+        finally:
+            self.done.set()
+
+
+def ready_table(model: ViewModel) -> TableColumns | None:
+    """The table of a comparison's result when it is made; None while it is being made (the first call starts it).
+
+    Raises
+    ------
+    Exception
+        Whatever making the table raised.
+    """
+    making = model.keep(("compare_table",), lambda: _Making(model))
+    if not making.done.is_set():
+        return None
+    if making.error is not None:
+        raise making.error
+    return making.value
+
+
+def table_columns(model: ViewModel, timeout: float | None = None) -> TableColumns:
+    """The table of a comparison's result, waiting for it to be made (started on first use, kept with the model)."""
+    making = model.keep(("compare_table",), lambda: _Making(model))
+    making.done.wait(timeout)
+    table = ready_table(model)
+    if table is None:
+        raise TimeoutError("the table is still being made")
+    return table
 
 
 def _text(cell: object) -> str:

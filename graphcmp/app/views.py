@@ -23,7 +23,7 @@ from graphcmp.app.model import SIDES, ViewModel
 from graphcmp.app.page import FILTER_LABELS, TAB_LABELS
 from graphcmp.app.single_op import op_panel
 from graphcmp.app.state import FILTERS, TABS, ViewState, selected_rows
-from graphcmp.app.table import table_columns, table_component
+from graphcmp.app.table import ready_table, table_component
 from graphcmp.app.viewer import Rendered, Viewer
 from graphcmp.core.judge import STATUS_NAMES
 
@@ -46,14 +46,17 @@ class Turn:
         Centre the focused nodes (a jump: search, hit, finding, step ...).
     fit : bool
         Fit the panes to their nodes (collapse all: the top of the model, not where the pane was scrolled to).
+    trigger : str, optional
+        The input that fired (a name of `callbacks.TRIGGERS` or `CONTROLS`).
     note : str
         A line for the manual-match block (what the last decision did).
     """
 
     def __init__(self, viewer: Viewer, before: ViewState, state: ViewState, *, first: bool,
-                 controls: Mapping[str, Any], center: bool = False, note: str = "", fit: bool = False) -> None:
+                 controls: Mapping[str, Any], center: bool = False, note: str = "", fit: bool = False,
+                 trigger: str | None = None) -> None:
         self.viewer, self.before, self.state, self.first = viewer, before, state, first
-        self.controls, self.center, self.note, self.fit = controls, center, note, fit
+        self.controls, self.center, self.note, self.fit, self.trigger = controls, center, note, fit, trigger
 
     @cached_property
     def model(self) -> ViewModel:
@@ -203,7 +206,7 @@ def _usable_tabs(turn: Turn) -> dict[str, str]:
     single-op view for a selected pair of nodes with tensor files."""
     model = turn.model
     out = {"details": ""}
-    if error_series(model) is not None:
+    if model.paired and len(model.report.noise.leaves):  # what error_series draws (made when the tab opens)
         out["chart"] = _chart_note(turn)
     if _op_pair(turn) is not None:
         out["op"] = ""
@@ -261,13 +264,23 @@ def single_op(turn: Turn) -> dict[str, Any]:
 
 
 def table(turn: Turn) -> dict[str, Any]:
-    """The table view (only while its tab is shown; made again when the result changes)."""
+    """The table view (only while its tab is shown; made again when the result changes). A table still being made
+    (`ready_table`) shows a line and polls until it is ready."""
     s = turn.state
-    if s.tab != "table" or not s.bottom or not turn.changed("tab", "bottom", "result"):
+    polled = turn.trigger == "table_wait"
+    if s.tab != "table" or not s.bottom or not (turn.changed("tab", "bottom", "result") or polled):
         return {"table": []} if turn.first else {}
     if not turn.model.paired:
         return {"table": html.Div("a single run has no compared tensors", className="hint")}
-    return {"table": table_component(table_columns(turn.model))}
+    cols = ready_table(turn.model)
+    if cols is None:
+        if polled:
+            return {}
+        rows = len(turn.model.report.npu.tensors)
+        return {"table": html.Div([
+            html.Span(f"making the table of {rows:,} npu tensors (about 20 µs a row) …", className="hint"),
+            dcc.Interval(id={"type": "ctable-wait", "index": "rows"}, interval=1000)])}
+    return {"table": table_component(cols)}
 
 
 VIEWS: dict[str, Callable[[Turn], dict[str, Any]]] = {
