@@ -27,7 +27,7 @@ from graphcmp.core.rules import ERROR, PASS, WARNING
 
 __all__ = ["NO_RANK", "TREND_METRICS", "Heat", "JobIndex", "Peer", "column_label", "column_node", "heat_figure"]
 
-_MAX_TICKS, _LABELS_H = 48, 92  # module names along a map's axis, and the room they take (px)
+_MAX_TICKS, _LABELS_H = 48, 66  # module names along a map's axis, and the room they take (px)
 NO_RANK = "the run"
 """The heat map's row of a job whose runs name no rank (one process: ``step3.json``)."""
 TREND_METRICS = {"verdict": "worst verdict", "severity": "worst severity"}
@@ -203,15 +203,12 @@ def heat_figure(heat: Heat, origin: Mapping[str, Any] | None = None, metric: str
         data.append({"type": "scatter", "mode": "markers", "x": [column_label(column)], "y": [at],
                      "marker": {"symbol": "x-thin-open", "size": 14, "color": "#000000", "line": {"width": 3}},
                      "hovertemplate": "origin of the divergence<extra></extra>", "showlegend": False})
-    height = int(min(40 + 16 * len(rows), 250)) + _LABELS_H
+    height = int(min(16 + 14 * len(rows), 250)) + _LABELS_H
     ticks = [column_label(c) for c in heat.columns]
     every = max(1, -(-len(ticks) // _MAX_TICKS))  # at most _MAX_TICKS labels: each stays readable
     layout = {"height": height, "margin": {"l": 70, "r": 10, "t": 6, "b": _LABELS_H},
-              "xaxis": {"type": "category", "tickangle": -55, "tickfont": {"size": 9}, "tickvals": ticks[::every],
-                        "ticktext": [column_label(short_column(c)) for c in heat.columns[::every]],
-                        "title": {"text": f"modules in execution order ({len(ticks)})"
-                                  + (f", every {every}th named" if every > 1 else ""),
-                                  "font": {"size": 10}, "standoff": 2}},
+              "xaxis": {"type": "category", "tickangle": -60, "tickfont": {"size": 8}, "tickvals": ticks[::every],
+                        "ticktext": [column_label(short_column(c)) for c in heat.columns[::every]]},
               "yaxis": {"autorange": "reversed", "type": "category"},
               "plot_bgcolor": "#fafafa", "clickmode": "event",
               "uirevision": f"{heat.by}{heat.step if heat.by == 'rank' else heat.rank}{metric}"}

@@ -55,7 +55,7 @@ def _pair_block(model: ViewModel, k: int) -> html.Div:
     report = model.report
     i, j = int(report.pairs.npu[k]), int(report.pairs.bench[k])
     t = report.npu.tensors
-    head = f"{t.slot[i]} · {t.dtype[i]} {t.shape[i]}"
+    head = f"{Role(int(t.role[i])).name.lower()}.{t.slot[i]} · {t.dtype[i]} {t.shape[i]}"
     try:
         view = model.keep(("elementwise", k), lambda: pair_elements(report.npu, report.bench, i, j))
     except GraphcmpError as err:
