@@ -133,3 +133,21 @@ def test_no_rank_is_not_shown_as_rank_dash():
                 severity=np.zeros((1, 1)))
     assert heat.labels() == ["the run"]
     assert short_column("Module.fc.Linear.forward.0") == "fc"
+
+
+def test_ge_branches_stand_side_by_side():
+    """Two ops of a GE graph that neither feeds the other (branches) share a layer, side by side."""
+    from graphcmp.app.layout import layout_pane
+
+    model = ViewModel(read_graph(DATA / "ge_tf_gatherv2" / "ge_proto_00056_Build.txt"))
+    geo = layout_pane(model.trees["npu"], [], {}, None, model.flows["npu"])
+    edges = model.flow_edges["npu"]
+    joined = set(zip(edges.src.tolist(), edges.dst.tolist()))
+    by_y: dict[float, list[int]] = {}
+    for c in geo.cells:
+        by_y.setdefault(round(c.y), []).append(c.row)
+    rows = [r for r in by_y.values() if len(r) > 1]
+    assert rows  # the graph has branches, and they are drawn side by side
+    for a, b in (r[:2] for r in rows):
+        assert (a, b) not in joined and (b, a) not in joined
+    assert len(by_y) < len(geo.cells)  # not one long column
