@@ -185,10 +185,12 @@ def frame(turn: Turn) -> dict[str, Any]:
     that apply to the result and the selected node)."""
     if not turn.changed(*_FRAME_FIELDS, "result", "selected"):
         return {}
+    usable = _usable_tabs(turn)
+    if not turn.changed(*_FRAME_FIELDS, "result") and usable.keys() == _usable_tabs(turn, before=True).keys():
+        return {}  # another node selected, and the same tabs apply: nothing of the frame changes
     s = turn.state
     width = {"width": f"{s.sidebar_w}px", "flex": f"0 0 {s.sidebar_w}px"} if s.sidebar_w else {}
     height = {"height": f"{s.bottom_h}px", "flex": f"0 0 {s.bottom_h}px"} if s.bottom_h else {}
-    usable = _usable_tabs(turn)
     tab = s.tab if s.tab in usable else "details"
     return {
         "sidebar_style": width if s.sidebar else _HIDDEN, "sidebar_grip": {} if s.sidebar else _HIDDEN,
@@ -201,14 +203,14 @@ def frame(turn: Turn) -> dict[str, Any]:
     }
 
 
-def _usable_tabs(turn: Turn) -> dict[str, str]:
+def _usable_tabs(turn: Turn, before: bool = False) -> dict[str, str]:
     """The tabs that apply (name -> a note on what the tab shows): the chart for a report with compared calls, the
-    single-op view for a selected pair of nodes with tensor files."""
+    single-op view for a selected pair of nodes with tensor files (of the state `before` the action, if asked)."""
     model = turn.model
     out = {"details": ""}
     if model.paired and len(model.report.noise.leaves):  # what error_series draws (made when the tab opens)
         out["chart"] = _chart_note(turn)
-    if _op_pair(turn) is not None:
+    if _op_pair(turn, selected_rows(turn.before, model) if before else turn.rows) is not None:
         out["op"] = ""
     if model.paired:
         out["table"] = "msprobe's compare result, one row per npu tensor: sort and filter in the header, click a cell"
@@ -240,9 +242,10 @@ def _chart_title(turn: Turn) -> str:
     return f"{where}each call's output error (log) and the noise its precision allows; click a point to open it"
 
 
-def _op_pair(turn: Turn) -> tuple[int, int] | None:
-    """(npu row, bench row) of the selected node when both runs hold tensor files for it, else None."""
-    rows = turn.rows
+def _op_pair(turn: Turn, rows: dict[str, int] | None = None) -> tuple[int, int] | None:
+    """(npu row, bench row) of the selected node (`rows`, default the turn's) when both runs hold tensor files for
+    it, else None."""
+    rows = turn.rows if rows is None else rows
     model = turn.model
     if not model.paired or len(rows) != 2:
         return None
