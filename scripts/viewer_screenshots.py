@@ -9,7 +9,7 @@ Each picture is the page a fresh URL opens (at the answer), in headless Debian c
 * ``dist4``: the 4-rank gloo job where rank 2 got other input tokens (a results folder: job overview);
 * ``resnet50``: GE's build graph of Caffe ResNet-50 (one run), ``conv1`` selected (its folded weight and bias);
 * ``mindspore``: MindSpore's perturbed CNN against its PyTorch twin, matched by the layer-mapping file;
-* ``chart``: tf_small with the bottom panel on the error chart (``?tab=chart``);
+* ``chart``: tf_small with the bottom panel on the error chart, dragged to 380 px (``?tab=chart&dth=380``);
 * ``single_op``: the CNN dumped in tensor mode, its first divergence in the single-op view (``tab=op``);
 * ``table``: the CNN's compare result table (``?tab=table``).
 
@@ -46,7 +46,7 @@ def inputs(case: str, work: Path) -> tuple[list[str], str]:
     if case in ("tf_small", "chart"):
         tf = dumps / "tf_small" / "statistics"
         return [str(tf / "perturb" / "step0" / "rank0"), str(tf / "baseline" / "step0" / "rank0")], \
-            "?tab=chart" if case == "chart" else ""
+            "?tab=chart&dth=380" if case == "chart" else ""
     if case in ("single_op", "table"):
         cnn = dumps / "cnn" / "tensor"
         _graphcmp("compare", str(cnn / "perturb" / "step0" / "rank0"), str(cnn / "baseline" / "step0" / "rank0"),
