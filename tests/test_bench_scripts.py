@@ -45,3 +45,15 @@ def test_bench_export_writes_each_target(tmp_path):
     rows = [json.loads(line) for line in out.splitlines()]
     assert {row["target"] for row in rows} == {"vis", "vis-db", "model-explorer"}
     assert all(row["nodes"] == 2 * 178 and row["bytes"] > 0 for row in rows)
+
+
+def test_bench_table_export_writes_with_each_writer(tmp_path):
+    pair = demo_pair(tmp_path)
+    result = tmp_path / "cmp.npz"
+    save_report(compare_paths(pair / "npu", pair / "bench"), result)
+    out = run_bench("bench_table_export.py", str(result), "--out", str(tmp_path / "out"), "--rows", "100",
+                    "--writers", "graphcmp-xlsx", "graphcmp-csv", "--json")
+    rows = {row["writer"]: row for row in map(json.loads, out.splitlines())}
+    assert set(rows) == {"graphcmp-xlsx", "graphcmp-csv"}
+    assert all(row["rows"] == 100 and row["mb"] >= 0 for row in rows.values())
+    assert (tmp_path / "out" / "graphcmp-xlsx.xlsx").stat().st_size > 0

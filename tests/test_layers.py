@@ -71,6 +71,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.cli.export", "graphcmp.core.export.vis"): "65 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.vis_db"): "65 ms before every other command",
     ("graphcmp.cli.export", "graphcmp.core.export.model_explorer"): "60 ms before every other command",
+    ("graphcmp.cli.export", "graphcmp.core.export.table_files"): "65 ms (as export.vis) before every other command",
+    ("graphcmp.cli.export", "graphcmp.core.report"): "none after core.compare, which loads it; 40 ms alone",
     ("graphcmp.cli.export", "graphcmp.core.export.document"): "95 ms (the report and the vis exporter it names) "
         "before every other command",
     ("graphcmp.cli.mapping_options", "graphcmp.core.matching.specs"):

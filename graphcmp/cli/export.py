@@ -1,11 +1,14 @@
-"""`graphcmp export cmp.npz --to json|vis|vis-db|model-explorer -o OUT`: hand a result to another tool.
+"""`graphcmp export cmp.npz --to json|vis|vis-db|model-explorer|csv|xlsx -o OUT`: hand a result to another tool.
 
 ``json`` writes graphcmp's annotated JSON document (docs/format.md) of a result,
 
 ``vis`` msprobe's JSON `.vis` (tb-graph-ascend 1.x-8.1.x), ``vis-db`` the SQLite `.vis.db`
 (tb-graph-ascend 8.2+/26.x; several inputs, or a job's results folder, become one file, one graph pair per step
 and rank, as msprobe writes a job), and
-``model-explorer`` a folder with Google Model Explorer's graph JSON and one node-data JSON per metric.
+``model-explorer`` a folder with Google Model Explorer's graph JSON and one node-data JSON per metric, and
+``csv`` / ``xlsx`` msprobe's `compare` result table of a comparison (one row per npu tensor, msprobe's columns for
+the run's task mode, then graphcmp's verdict, role, margin, cause and call site; in xlsx, error rows red and
+warning rows yellow).
 """
 
 from __future__ import annotations
@@ -27,18 +30,20 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parser", "handle"]
 
-TARGETS = ("json", "vis", "vis-db", "model-explorer")
+TARGETS = ("json", "vis", "vis-db", "model-explorer", "csv", "xlsx")
+TABLES = ("csv", "xlsx")
+"""Targets that write msprobe's compare result table: a comparison's, one row per npu tensor."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("export", help="write a result for tb-graph-ascend or Model Explorer",
+    parser = sub.add_parser("export", help="write a result for tb-graph-ascend, Model Explorer or a spreadsheet",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+", metavar="FILE",
                         help="result of graphcmp compare or build (or a .vis/.vis.db); several, or a job's results "
                              "folder, only with vis-db")
     parser.add_argument("--to", required=True, choices=TARGETS, help="the format to write")
     parser.add_argument("-o", "--output", required=True,
-                        help="output file (vis, vis-db) or folder (model-explorer)")
+                        help="output file (json, vis, vis-db, csv, xlsx) or folder (model-explorer)")
     add_json(parser, "what was written")
     parser.set_defaults(handler=handle)
 
@@ -57,11 +62,26 @@ def handle(args: argparse.Namespace) -> int:
 
     if args.to == "vis-db":
         result = write_vis_db(_documents(files), args.output)
+    elif args.to in TABLES:
+        result = _write_table(args.to, files[0], args.output)
     else:
         write = {"json": write_json, "vis": write_vis, "model-explorer": write_model_explorer}[args.to]
         result = write(load_document(files[0]), args.output)
     emit(_summary(args.to, result), _text(args.to, result), args.json)
     return 0
+
+
+def _write_table(target: str, path: str, output: str) -> ExportResult:
+    """msprobe's compare result table of the comparison in `path`, as CSV or xlsx."""
+    from graphcmp.core.compare import load_document
+    from graphcmp.core.export.table_files import write_csv_table, write_xlsx_table
+    from graphcmp.core.report import CompareReport
+
+    document = load_document(path)
+    if not isinstance(document, CompareReport):
+        raise OutputError(f"{path}: holds one run, not a comparison; --to {target} writes msprobe's compare "
+                          "result table, which needs a result of graphcmp compare")
+    return (write_csv_table if target == "csv" else write_xlsx_table)(document, output)
 
 
 def _result_files(paths: list[str]) -> list[str]:
@@ -82,11 +102,13 @@ def _documents(files: list[str]) -> Iterator[CompareReport | DumpGraph]:
 
 
 def _summary(target: str, result: ExportResult) -> dict:
-    return {"to": target, "paths": list(result.paths), "nodes": result.nodes, "bytes": result.bytes,
+    count = "rows" if target in TABLES else "nodes"  # a table has a row per npu tensor
+    return {"to": target, "paths": list(result.paths), count: result.nodes, "bytes": result.bytes,
             "seconds": round(result.seconds, 3)}
 
 
 def _text(target: str, result: ExportResult) -> str:
-    lines = [f"{target}: {result.nodes} nodes, {result.bytes / 1e6:.1f} MB in {result.seconds:.1f} s"]
+    count = "rows" if target in TABLES else "nodes"
+    lines = [f"{target}: {result.nodes} {count}, {result.bytes / 1e6:.1f} MB in {result.seconds:.1f} s"]
     lines += [f"written: {path}" for path in result.paths]
     return "\n".join(lines)

@@ -77,3 +77,48 @@ def test_a_results_folder_becomes_one_db(perturb_pair, tmp_path, capsys):
     assert "results folder" in capsys.readouterr().err
     assert main(["export", str(tmp_path), "--to", "vis-db", "-o", str(tmp_path / "none.vis.db")]) == 2
     assert "no index.json" in capsys.readouterr().err
+
+
+def _csv_rows(path) -> list[list[str]]:
+    import csv
+
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.reader(f))
+
+
+@pytest.mark.parametrize("target", ["csv", "xlsx"])
+def test_table_targets_write_one_row_per_compared_tensor(cmp_json, target, tmp_path, capsys):
+    from graphcmp.core.compare import load_document
+    from graphcmp.core.export.table import compare_table
+
+    capsys.readouterr()
+    out = tmp_path / f"result.{target}"
+    assert main(["export", cmp_json, "--to", target, "-o", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    report = load_document(cmp_json)
+    assert summary["to"] == target and summary["rows"] == len(report.npu.tensors) == len(report.pairs) == 492
+    table = compare_table(report)
+    if target == "csv":
+        rows = _csv_rows(out)
+    else:
+        import openpyxl
+
+        rows = [list(r) for r in openpyxl.load_workbook(out, read_only=True).active.iter_rows(values_only=True)]
+    assert tuple(rows[0]) == table.names and len(rows) == 1 + len(table)
+    assert [r[0] for r in rows[1:]] == list(table.column("NPU Name"))
+
+
+def test_table_target_refuses_a_run_and_a_bad_path(perturb_pair, cmp_json, tmp_path, capsys):
+    built = tmp_path / "run.json"
+    assert main(["build", str(perturb_pair[0]), "-o", str(built), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["export", str(built), "--to", "csv", "-o", str(tmp_path / "t.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "run.json" in err and "not a comparison" in err and err.count("\n") == 1
+    assert not (tmp_path / "t.csv").exists()
+    assert main(["export", cmp_json, "--to", "xlsx", "-o", cmp_json]) == 2
+    assert "is the input" in capsys.readouterr().err
+    (tmp_path / "dir.xlsx").mkdir()
+    assert main(["export", cmp_json, "--to", "xlsx", "-o", str(tmp_path / "dir.xlsx")]) == 2
+    assert "dir.xlsx" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir.xlsx", "run.json"]  # no part file left behind

@@ -8,13 +8,16 @@ user's line in the call stack). The rows follow the npu run's execution order; w
 parameters, outputs and parameter gradients, as msprobe orders them. An npu tensor without a bench twin has a
 row too, its bench cells ``N/A`` (msprobe's ``No bench data matched.``).
 
-Cells are Python values: a float where msprobe writes a number (``inf`` a float too), a str where msprobe
-writes text (``N/A``, ``Nan``, a relative error as ``12.5%``). The CSV and xlsx writers
-(`graphcmp.core.export.table_files`) and the viewer's table read the same `CompareTable`.
+Cells are Python values: a number where msprobe writes one (a float, ``inf`` too; an int or a bool where
+msprobe's JSON holds one), a str where msprobe writes text (``N/A``, ``Nan``, a relative error as ``12.5%``).
+The CSV and xlsx writers (`graphcmp.core.export.table_files`) and the viewer's table read the same
+`CompareTable` (`CompareTable.records` gives JSON-safe rows).
 """
 
 from __future__ import annotations
 
+import json.encoder
+import math
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -36,6 +39,7 @@ __all__ = [
     "CompareTable",
     "call_site",
     "compare_table",
+    "plain_cell",
     "table_mode",
 ]
 
@@ -46,7 +50,7 @@ NAN = "Nan"
 """msprobe's text for a NaN statistic or difference (``CompareConst.NAN``)."""
 NO_BENCH = "No bench data matched."
 """msprobe's ``Err_message`` of a row without a bench twin (``CompareConst.NO_BENCH``)."""
-REQ_GRAD_MESSAGE = "Requires_grad inconsistent. "
+REQ_GRAD_MESSAGE = "Requires_grad inconsistent."
 """msprobe's ``Err_message`` of a row whose runs disagree on requires_grad."""
 
 TASK_MODES = ("statistics", "tensor", "md5")
@@ -60,7 +64,7 @@ STACK_COLUMN = "NPU_Stack_Info"
 DATA_NAME_COLUMN = "Data_name"
 
 # Facts from msprobe (Ascend/msprobe, python/msprobe/core/common/const.py, class CompareConst, commit 8ff00da3,
-# lines 699-750): BASIC_INFO, SUMMARY_COMPARE_INDEX, ALL_COMPARE_INDEX, SUMMARY_INFO and EXTRACT_INDEX make
+# lines 698-756): BASIC_INFO, SUMMARY_COMPARE_INDEX, ALL_COMPARE_INDEX, SUMMARY_INFO and EXTRACT_INDEX make
 # HEAD_OF_COMPARE_MODE; stack mode appends NPU_Stack_Info and tensor ("all") mode then Data_name
 # (python/msprobe/core/compare/acc_compare.py, make_result_df, lines 1364-1372).
 MSPROBE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -134,12 +138,29 @@ class CompareTable:
         """The cells of the column `name`."""
         return self.columns[self.names.index(name)]
 
+    def records(self, start: int = 0, stop: int | None = None) -> list[dict[str, object]]:
+        """Rows [start, stop) as dicts keyed by column name, every cell JSON-safe (`plain_cell`): what a table
+        widget (Dash's DataTable) takes."""
+        return [dict(zip(self.names, map(plain_cell, row))) for row in self.rows(start, stop)]
+
     def highlights(self) -> np.ndarray:
         """Per row ``"red"`` (an error), ``"yellow"`` (a warning) or ``""``: the rows msprobe's xlsx colours."""
         out = np.full(len(self), "", object)
         out[self.levels == WARNING] = "yellow"
         out[self.levels == ERROR] = "red"
         return out
+
+
+def plain_cell(value: object) -> object:
+    """A cell that JSON and a spreadsheet hold: a finite number or a bool as it is, an infinity or NaN as the text
+    msprobe writes (``inf``, ``-inf``, ``Nan``).
+
+    >>> [plain_cell(v) for v in (0.1, float("inf"), float("-inf"), float("nan"), False, "x")]
+    [0.1, 'inf', '-inf', 'Nan', False, 'x']
+    """
+    if type(value) is float and not math.isfinite(value):
+        return NAN if value != value else ("inf" if value > 0 else "-inf")
+    return value
 
 
 def table_mode(report: CompareReport) -> str:
@@ -199,26 +220,7 @@ def compare_table(report: CompareReport, mode: str | None = None) -> CompareTabl
     levels = np.full(len(rows), UNMATCHED, np.int8)
     levels[matched] = report.verdicts.pair_level[ks[matched]]
     cells = _Cells(report, rows, brows, matched)
-    columns: dict[str, Sequence] = {
-        "NPU Name": _names(npu, rows), "Bench Name": cells.bench_texts(_names(bench, brows[matched])),
-        "NPU Dtype": _texts(t.dtype, rows),
-        "Bench Dtype": cells.bench_texts(_texts(bench.tensors.dtype, brows[matched])),
-        "NPU Tensor Shape": _texts(t.shape, rows),
-        "Bench Tensor Shape": cells.bench_texts(_texts(bench.tensors.shape, brows[matched])),
-        "NPU Requires_grad": cells.npu_grad, "Bench Requires_grad": cells.bench_grad,
-        "Requires_grad Consistent": cells.grad_consistent,
-        "Result": [STATUS_NAMES[level] if level != UNMATCHED else NA for level in levels.tolist()],
-        "Err_message": _messages(report, rows, ks, matched, levels, cells.grad_consistent),
-    }
-    if mode in ("statistics", "tensor"):
-        columns.update(cells.stat_values())
-    if mode == "statistics":
-        columns.update(cells.stat_diffs())
-    elif mode == "tensor":
-        columns.update(cells.tensor_metrics(pairs.metrics, ks))
-    else:
-        columns["NPU MD5"] = _texts(t.md5, rows)
-        columns["BENCH MD5"] = cells.bench_texts(_texts(bench.tensors.md5, brows[matched]))
+    columns = _msprobe_cells(report, mode, cells, ks, levels)
     names = list(MSPROBE_COLUMNS[mode])
     if any(npu.stacks):
         names.append(STACK_COLUMN)
@@ -233,14 +235,60 @@ def compare_table(report: CompareReport, mode: str | None = None) -> CompareTabl
                         levels, msprobe_columns)
 
 
+def _msprobe_cells(report: CompareReport, mode: str, cells: _Cells, ks: np.ndarray,
+                   levels: np.ndarray) -> dict[str, Sequence]:
+    """msprobe's columns of `mode` (`MSPROBE_COLUMNS`) by name."""
+    rows, brows, matched = cells.rows, cells.brows, cells.matched
+    columns: dict[str, Sequence] = {
+        "NPU Name": _names(report.npu, rows), "Bench Name": cells.bench_texts(_names(report.bench, brows[matched])),
+        **cells.basics(),
+        "NPU Requires_grad": cells.npu_grad, "Bench Requires_grad": cells.bench_grad,
+        "Requires_grad Consistent": cells.grad_consistent,
+        "Result": [STATUS_NAMES[level] if level != UNMATCHED else NA for level in levels.tolist()],
+        "Err_message": _messages(report, rows, ks, matched, levels, cells.grad_consistent),
+    }
+    if mode in ("statistics", "tensor"):
+        columns.update(cells.stat_values())
+    if mode == "statistics":
+        columns.update(cells.stat_diffs())
+    elif mode == "tensor":
+        columns.update(cells.tensor_metrics(report.pairs.metrics, ks))
+    else:
+        columns["NPU MD5"] = _texts(report.npu.tensors.md5, rows)
+        columns["BENCH MD5"] = cells.bench_texts(_texts(report.bench.tensors.md5, brows[matched]))
+    return columns
+
+
+class _Side:
+    """One run's cells of some tensor rows as msprobe writes them: dtype, shape, requires_grad and the four
+    statistics, with a scalar argument as msprobe records one (dtype ``<class 'float'>``, shape ``[]``, its value
+    as each of the four statistics) and the statistics of an integer or bool tensor as ints or bools."""
+
+    def __init__(self, graph: DumpGraph, rows: np.ndarray) -> None:
+        t = graph.tensors
+        dtypes, shapes = _texts(t.dtype, rows), _texts(t.shape, rows)
+        self.scalar = np.array([s == "scalar" for s in shapes], bool)
+        self.dtypes = [f"<class '{d}'>" if sc else d for d, sc in zip(dtypes, self.scalar.tolist())]
+        self.shapes = ["[]" if sc else s for s, sc in zip(shapes, self.scalar.tolist())]
+        kinds = {d: _number_kind(d) for d in set(dtypes)}
+        self.kind = np.array([kinds[d] for d in dtypes], np.int8)
+        self.stats = t.stats[rows] if len(rows) else np.zeros((0, 4))
+        self.present = t.present[rows] if len(rows) else np.zeros((0, 4), bool)
+        if self.scalar.any():  # msprobe gives a number argument its value as max, min, mean and l2norm
+            self.stats = np.where(self.scalar[:, None], self.stats[:, :1], self.stats)
+            self.present = np.where(self.scalar[:, None], self.present[:, :1], self.present)
+        self.grad = _requires_grad(t, rows, self.scalar)
+
+
 class _Cells:
     """The columns that pair an npu cell with a bench cell, ``N/A`` on the bench side without a twin."""
 
     def __init__(self, report: CompareReport, rows: np.ndarray, brows: np.ndarray, matched: np.ndarray) -> None:
-        self.npu_t, self.bench_t = report.npu.tensors, report.bench.tensors
         self.rows, self.brows, self.matched = rows, brows, matched
-        self.npu_grad = _requires_grad(self.npu_t, rows)
-        self.bench_grad = self.bench_texts(_requires_grad(self.bench_t, brows[matched]))
+        self.npu = _Side(report.npu, rows)
+        self.bench = _Side(report.bench, brows[matched])
+        self.npu_grad = self.npu.grad
+        self.bench_grad = self.bench_texts(self.bench.grad)
         self.grad_consistent = [a == b for a, b in zip(self.npu_grad, self.bench_grad)]
 
     def bench_texts(self, values: Sequence) -> list:
@@ -249,42 +297,46 @@ class _Cells:
         out[self.matched] = values
         return out.tolist()
 
-    def _stats(self, table, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if not len(rows):
-            return np.zeros((0, 4)), np.zeros((0, 4), bool)
-        return table.stats[rows], table.present[rows]
+    def _bench_full(self, values: np.ndarray, fill: object) -> np.ndarray:
+        """A bench column over every row (`fill` in the rows without a twin)."""
+        out = np.full((len(self.rows), *values.shape[1:]), fill, values.dtype)
+        out[self.matched] = values
+        return out
+
+    def basics(self) -> dict[str, list]:
+        """Dtype and shape of both runs."""
+        return {"NPU Dtype": self.npu.dtypes, "Bench Dtype": self.bench_texts(self.bench.dtypes),
+                "NPU Tensor Shape": self.npu.shapes, "Bench Tensor Shape": self.bench_texts(self.bench.shapes)}
 
     def stat_values(self) -> dict[str, list]:
-        """``NPU max`` ... ``Bench l2norm``: a float, ``Nan`` for NaN, ``None`` where not recorded (msprobe's
-        ``str(None)``), ``N/A`` on the bench side without a twin."""
-        a, pa = self._stats(self.npu_t, self.rows)
-        b, pb = self._stats(self.bench_t, self.brows[self.matched])
+        """``NPU max`` ... ``Bench l2norm``: the number (an int or a bool for such a tensor), ``Nan`` for NaN,
+        ``None`` where not recorded (msprobe's ``str(None)``), ``N/A`` on the bench side without a twin."""
         out = {}
         for j in range(4):
-            out[_STATS[j]] = _stat_cells(a[:, j], pa[:, j])
-            out[_STATS[4 + j]] = self.bench_texts(_stat_cells(b[:, j], pb[:, j]))
+            out[_STATS[j]] = _stat_cells(self.npu.stats[:, j], self.npu.present[:, j], self.npu.kind)
+            out[_STATS[4 + j]] = self.bench_texts(
+                _stat_cells(self.bench.stats[:, j], self.bench.present[:, j], self.bench.kind))
         return out
 
     def stat_diffs(self) -> dict[str, list]:
         """``Max diff`` ... ``NormRelativeErr`` as msprobe computes them from the two statistics
         (acc_compare.CalcStatsDiff): npu - bench, and |npu - bench| / |bench| as a percentage."""
-        a, pa = self._stats(self.npu_t, self.rows)
-        full_b = np.full((len(self.rows), 4), np.nan)
-        full_pb = np.zeros((len(self.rows), 4), bool)
-        full_b[self.matched], full_pb[self.matched] = self._stats(self.bench_t, self.brows[self.matched])
+        b = self._bench_full(self.bench.stats, np.nan)
+        pb = self._bench_full(self.bench.present, False)
+        bools = (self.npu.kind == _BOOL) | (self._bench_full(self.bench.kind, 0) == _BOOL)
+        ints = (self.npu.kind == _INT) & (self._bench_full(self.bench.kind, 0) == _INT)
         names = (("Max diff", "MaxRelativeErr"), ("Min diff", "MinRelativeErr"), ("Mean diff", "MeanRelativeErr"),
                  ("L2norm diff", "NormRelativeErr"))
         out = {}
         for j, (diff_name, rel_name) in enumerate(names):
-            out[diff_name], out[rel_name] = _stat_diff(a[:, j], pa[:, j], full_b[:, j], full_pb[:, j], self.matched)
+            out[diff_name], out[rel_name] = _stat_diff(self.npu.stats[:, j], self.npu.present[:, j], b[:, j],
+                                                       pb[:, j], self.matched, bools, ints)
         return out
 
     def tensor_metrics(self, metrics, ks: np.ndarray) -> dict[str, list]:
         """msprobe's tensor columns from graphcmp's tensor metrics of each pair (`metrics`, pairs `ks`), ``N/A``
         where a pair has no tensor files or a row no twin."""
-        bench_norm = np.full(len(self.rows), np.nan)
-        bench_stats, bench_present = self._stats(self.bench_t, self.brows[self.matched])
-        bench_norm[self.matched] = np.where(bench_present[:, 3], bench_stats[:, 3], np.nan)
+        bench_norm = self._bench_full(np.where(self.bench.present[:, 3], self.bench.stats[:, 3], np.nan), np.nan)
         out = {}
         for name, (metric, decimals) in zip(MSPROBE_COLUMNS["tensor"][8:14], _TENSOR_METRICS):
             values = np.full(len(self.rows), np.nan)
@@ -311,26 +363,56 @@ def _texts(values: Sequence[str], rows: np.ndarray) -> list[str]:
     return [values[i] for i in rows.tolist()]
 
 
-def _requires_grad(table, rows: np.ndarray) -> list:
-    """msprobe's requires_grad cell: True, False, or ``None`` when the dump does not record it."""
-    if table.requires_grad is None:
-        return ["None"] * len(rows)
-    texts = np.array([False, True, "None"], object)  # codes 0, 1 and -1 (unknown)
-    return texts[table.requires_grad[rows].astype(np.int64)].tolist() if len(rows) else []
+_FLOAT, _INT, _BOOL = 0, 1, 2
 
 
-def _stat_cells(values: np.ndarray, present: np.ndarray) -> list:
+def _number_kind(dtype: str) -> int:
+    """How msprobe's JSON holds a tensor's statistics: floats, ints (an integer dtype) or bools.
+
+    >>> [_number_kind(d) for d in ("torch.float32", "torch.int64", "int", "Int32", "torch.bool", "bool")]
+    [0, 1, 1, 1, 2, 2]
+    """
+    name = dtype.lower()
+    return _BOOL if "bool" in name else _INT if "int" in name else _FLOAT
+
+
+def _requires_grad(table, rows: np.ndarray, scalar: np.ndarray) -> list:
+    """msprobe's requires_grad cell: True, False, or ``N/A`` where the dump does not record it (a scalar)."""
+    if table.requires_grad is None or not len(rows):
+        return [NA] * len(rows)
+    texts = np.array([False, True, NA], object)  # codes 0, 1 and -1 (unknown)
+    out = texts[table.requires_grad[rows].astype(np.int64)]
+    out[scalar] = NA
+    return out.tolist()
+
+
+def _typed(values: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """Numbers as msprobe's JSON gives them: an int for an integer tensor's integral value, a bool for a bool
+    tensor's, a float otherwise (an object array)."""
     out = values.astype(object)
+    finite = np.isfinite(values)
+    ints = np.flatnonzero((kind == _INT) & finite & (values == np.round(values)))
+    if len(ints):
+        out[ints] = values[ints].astype(np.int64).tolist()
+    bools = np.flatnonzero((kind == _BOOL) & finite)
+    if len(bools):
+        out[bools] = (values[bools] != 0).tolist()
+    return out
+
+
+def _stat_cells(values: np.ndarray, present: np.ndarray, kind: np.ndarray) -> list:
+    out = _typed(values, kind)
     out[np.isnan(values)] = NAN
     out[~present] = "None"
     return out.tolist()
 
 
-def _stat_diff(a: np.ndarray, pa: np.ndarray, b: np.ndarray, pb: np.ndarray,
-               matched: np.ndarray) -> tuple[list, list]:
+def _stat_diff(a: np.ndarray, pa: np.ndarray, b: np.ndarray, pb: np.ndarray, matched: np.ndarray,
+               bools: np.ndarray, ints: np.ndarray) -> tuple[list, list]:
     """(difference, relative error) cells of one statistic, by msprobe's rules for each kind of value pair:
-    equal values ``0``, a NaN ``Nan``, an infinity ``inf`` or ``-inf``, a value against no value ``Diff``,
-    numbers npu - bench and |npu - bench| / |bench| as ``<percent>%`` (``inf`` when bench is 0)."""
+    equal values ``0``, a NaN ``Nan``, an infinity ``inf`` or ``-inf``, a value against no value or a bool
+    against another ``Diff``, numbers npu - bench (an int between integer tensors) and |npu - bench| / |bench|
+    as ``<percent>%`` (``inf`` when bench is 0)."""
     n = len(a)
     diff = np.full(n, NA, object)
     rel = np.full(n, NA, object)
@@ -339,16 +421,16 @@ def _stat_diff(a: np.ndarray, pa: np.ndarray, b: np.ndarray, pb: np.ndarray,
         numbers = both & np.isfinite(a) & np.isfinite(b)
         d = a - b
         at = np.flatnonzero(numbers)
-        diff[at] = d[at]
+        diff[at] = _typed(d[at], np.where(ints[at], _INT, _FLOAT))
         zero = numbers & (b == 0)
         rel[np.flatnonzero(zero)] = "inf"
         at = np.flatnonzero(numbers & ~zero)
-        rel[at] = [f"{v!r}%" for v in np.abs(d[at] / b[at] * 100).tolist()]
+        rel[at] = np.char.add(np.abs(d[at] / b[at] * 100).astype(str), "%").tolist()  # numpy's str: repr's digits
     inf_a, inf_b = both & np.isinf(a), both & np.isinf(b)
     pos = (inf_a & (a > 0)) | (inf_b & (b < 0))
     neg = (inf_a & (a < 0)) | (inf_b & (b > 0))
     for mask, text in ((pos, "inf"), (neg, "-inf"), (both & (np.isnan(a) | np.isnan(b)), NAN),
-                       (matched & (pa != pb), "Diff")):
+                       (matched & ((pa != pb) | (bools & both)), "Diff")):
         diff[mask] = text
         rel[mask] = text
     equal = matched & ((pa & pb & ((a == b) | (np.isnan(a) & np.isnan(b)))) | ~(pa | pb))
@@ -366,28 +448,32 @@ def _metric_cells(values: np.ndarray) -> list:
 
 def _messages(report: CompareReport, rows: np.ndarray, ks: np.ndarray, matched: np.ndarray, levels: np.ndarray,
               grad_consistent: list) -> list[str]:
-    """``Err_message``: msprobe's texts (no bench twin, requires_grad inconsistent), then graphcmp's line for a
-    pair judged warning or error (`judge.pair_messages`)."""
-    out = np.full(len(rows), "", object)
-    out[~matched] = NO_BENCH
-    inconsistent = matched & ~np.array(grad_consistent, bool)
-    out[inconsistent] = REQ_GRAD_MESSAGE
+    """``Err_message``: the row's messages as the JSON list msprobe writes (``[]`` for none): msprobe's texts (no
+    bench twin, requires_grad inconsistent), then graphcmp's line for a pair judged warning or error
+    (`judge.pair_messages`: ``error: output.0: Max rel err 0.28``, as msprobe's ``warning: ...``)."""
+    lines: list[list[str]] = [[] for _ in range(len(rows))]
+    for r in np.flatnonzero(~matched).tolist():
+        lines[r].append(NO_BENCH)
+    for r in np.flatnonzero(matched & ~np.array(grad_consistent, bool)).tolist():
+        lines[r].append(REQ_GRAD_MESSAGE)
     flagged = np.flatnonzero(matched & (levels >= WARNING) & (levels <= ERROR))
     if len(flagged):
         notes = pair_notes(report.npu, report.bench, report.pairs, report.noise.precision.mixed)
         texts = pair_messages(report.npu, report.pairs, ks[flagged], levels[flagged], notes)
-        out[flagged] = [head + text for head, text in zip(out[flagged].tolist(), texts)]
-    return out.tolist()
+        for r, text in zip(flagged.tolist(), texts):
+            lines[r].append(text)
+    quoted = json.encoder.encode_basestring_ascii  # what json.dumps writes for a str, msprobe's encoder
+    return ["[" + ", ".join(map(quoted, line)) + "]" for line in lines]
 
 
 def _stack_cells(graph: DumpGraph, rows: np.ndarray) -> list[str]:
     """``NPU_Stack_Info``: a call's stack (msprobe's list of frames, as Python prints it) on its first row,
-    ``None`` on its other rows and where it has none, as msprobe writes it."""
-    texts = np.array([str(list(frames)) for frames in graph.stacks] + ["None"], object)
+    ``N/A`` on its other rows and where it has none, as msprobe writes it."""
+    texts = np.array([str(list(frames)) for frames in graph.stacks] + [NA], object)
     node = graph.tensors.node[rows]
     first = np.ones(len(rows), bool)
     first[1:] = node[1:] != node[:-1]
-    out = np.full(len(rows), "None", object)
+    out = np.full(len(rows), NA, object)
     out[first] = texts[graph.nodes.stack[node[first]]]
     return out.tolist()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import math
 import os
 from pathlib import Path
@@ -19,7 +20,7 @@ from graphcmp.core.tensorcmp import tensor_metrics_for
 DATA = Path(__file__).resolve().parents[2] / "data"
 
 # msprobe's result columns, as its source states them (facts, not code): Ascend/msprobe,
-# python/msprobe/core/common/const.py (commit 8ff00da3), class CompareConst, lines 699-750:
+# python/msprobe/core/common/const.py (commit 8ff00da3), class CompareConst, lines 698-756:
 #   BASIC_INFO = [NPU_NAME, BENCH_NAME, NPU_DTYPE, BENCH_DTYPE, NPU_SHAPE, BENCH_SHAPE, NPU_REQ_GRAD, BENCH_REQ_GRAD]
 #   SUMMARY_COMPARE_INDEX = [MAX_DIFF, MIN_DIFF, MEAN_DIFF, NORM_DIFF, MAX_RELATIVE_ERR, MIN_RELATIVE_ERR,
 #                            MEAN_RELATIVE_ERR, NORM_RELATIVE_ERR]
@@ -29,7 +30,7 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 #   EXTRACT_INDEX = [REQ_GRAD_CONSIST, RESULT, ERROR_MESSAGE]
 #   SUMMARY / ALL / MD5 header = BASIC_INFO + (SUMMARY_COMPARE_INDEX | ALL_COMPARE_INDEX | [NPU_MD5, BENCH_MD5])
 #                                (+ SUMMARY_INFO but for md5) + EXTRACT_INDEX
-# with the names of lines 586-627 ("NPU Name", "NPU Tensor Shape", "L2norm diff", "BENCH MD5", "Err_message" ...);
+# with the names of lines 584-627 ("NPU Name", "NPU Tensor Shape", "L2norm diff", "BENCH MD5", "Err_message" ...);
 # python/msprobe/core/compare/acc_compare.py, make_result_df (lines 1364-1372): stack mode appends
 # "NPU_Stack_Info", the tensor mode then "Data_name".
 BASIC = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
@@ -94,8 +95,11 @@ def test_one_row_per_npu_tensor_with_its_pair(mode, request) -> None:
         if k >= 0:
             j = int(pairs.bench[k])
             assert bench_names[r].startswith(bench.nodes.ids[bench.tensors.node[j]] + ".")
-            assert table.column("Bench Dtype")[r] == bench.tensors.dtype[j]
-            assert table.column("Bench Tensor Shape")[r] == bench.tensors.shape[j]
+            dtype, shape = bench.tensors.dtype[j], bench.tensors.shape[j]
+            if shape == "scalar":  # msprobe's record of a number argument
+                dtype, shape = f"<class '{dtype}'>", "[]"
+            assert table.column("Bench Dtype")[r] == dtype
+            assert table.column("Bench Tensor Shape")[r] == shape
 
 
 def test_rows_follow_execution_order_inputs_first(statistics_report) -> None:
@@ -178,7 +182,7 @@ def test_npu_tensor_without_bench_twin_is_listed_na() -> None:
                                              "Torch.gelu.0.forward.input.0", "Torch.gelu.0.forward.output.0"]
     lone = rows[3]
     assert lone["Bench Name"] == lone["Bench max"] == lone["Max diff"] == lone["Result"] == NA
-    assert lone["Err_message"] == "No bench data matched."
+    assert lone["Err_message"] == '["No bench data matched."]'
     assert lone["NPU max"] == 2.0 and lone["Verdict"] == "unmatched"
     assert table.pairs.tolist()[2:] == [-1, -1]
 
@@ -196,7 +200,7 @@ def test_special_values_spelled_as_msprobe() -> None:
     assert (row["L2norm diff"], row["NormRelativeErr"]) == ("0", "0")
     assert row["NPU max"] == inf and row["NPU min"] == "Nan"
     assert row["Requires_grad Consistent"] is False
-    assert row["Err_message"].startswith("Requires_grad inconsistent. ")
+    assert json.loads(row["Err_message"])[0] == "Requires_grad inconsistent."
 
 
 def test_error_and_warning_rows_are_highlighted(statistics_report) -> None:
@@ -225,3 +229,32 @@ def test_call_site_is_the_users_line() -> None:
               "File /home/me/models.py, line 26, in forward, \n x = self.embedding(tokens) + self.pos")
     assert call_site(frames) == "/home/me/models.py:26 in forward: x = self.embedding(tokens) + self.pos"
     assert call_site(()) == ""
+
+
+def test_msprobe_tensor_dump_fills_the_tensor_columns() -> None:
+    from tests.conftest import shared
+
+    case = shared("msprobe/dumps/cnn/tensor")
+    npu, bench = read_graph(case / "perturb" / "step0" / "rank0"), read_graph(case / "baseline" / "step0" / "rank0")
+    report = compare_graphs(npu, bench, tensor_metrics=tensor_metrics_for(npu, bench))
+    table = compare_table(report)
+    assert table.mode == "tensor" and len(table) == len(report.pairs)
+    cosine = report.pairs.metrics["cosine"]
+    cells = table.column("Cosine")
+    measured = [r for r, k in enumerate(table.pairs.tolist()) if not math.isnan(cosine[k])]
+    assert len(measured) > 100
+    assert all(cells[r] == round(float(cosine[table.pairs[r]]), 6) for r in measured)
+    names = [ast.literal_eval(table.column("Data_name")[r]) for r in measured]
+    assert all(n == [table.column("NPU Name")[r] + ".pt"] * 2 for n, r in zip(names, measured))
+    errors = [r for r in measured if table.column("Result")[r] == "error"]
+    assert errors and all(json.loads(table.column("Err_message")[r])[-1].startswith("error: ") for r in errors)
+    assert min(cells[r] for r in errors) < 0.99  # the perturbed conv2 weight and what it made
+
+
+def test_records_are_json_safe(overflow_report) -> None:
+    table = compare_table(overflow_report)
+    records = table.records()
+    assert len(records) == len(table) and list(records[0]) == list(table.names)
+    text = json.dumps(records, allow_nan=False)  # raises on an inf or NaN cell
+    assert '"inf"' in text or '"-inf"' in text or '"Nan"' in text
+    assert table.records(5, 7) == records[5:7]
