@@ -20,7 +20,7 @@
     }
   }
 
-  var READABLE = 0.75;  /* the smallest zoom a jump or a first paint leaves: 12 px labels stay 9 px or more */
+  var READABLE = 0.85;  /* the smallest zoom a jump or a first paint leaves: 13 px labels stay 11 px or more */
 
   function centre(cy, node) {
     if (cy.zoom() < READABLE) { cy.zoom(1); }  /* zoom to the selection when the pane shows too much to read */
@@ -50,12 +50,67 @@
     cy.scratch("_graphcmpQuiet", true);
   }
 
+  /* ---- the minimap: every node of the pane in small, and the part of it in view; click or drag to move there */
+  function minimap(cy, side) {
+    if (cy.scratch("_graphcmpMinimap")) { return; }
+    var canvas = document.getElementById("minimap-" + side);
+    if (!canvas) { return; }
+    cy.scratch("_graphcmpMinimap", true);
+    var queued = false, geo = null;
+    function draw() {
+      queued = false;
+      var ctx = canvas.getContext("2d"), W = canvas.width, H = canvas.height;
+      ctx.clearRect(0, 0, W, H);
+      var nodes = cy.nodes();
+      canvas.style.display = nodes.length ? "" : "none";
+      if (!nodes.length) { geo = null; return; }
+      var bb = nodes.boundingBox({includeLabels: false});
+      var scale = Math.min((W - 8) / Math.max(bb.w, 1), (H - 8) / Math.max(bb.h, 1));
+      var ox = (W - bb.w * scale) / 2 - bb.x1 * scale, oy = (H - bb.h * scale) / 2 - bb.y1 * scale;
+      geo = {scale: scale, ox: ox, oy: oy};
+      nodes.forEach(function (n) {
+        var b = n.boundingBox({includeLabels: false, includeOverlays: false});
+        var x = b.x1 * scale + ox, y = b.y1 * scale + oy, w = Math.max(b.w * scale, 1), h = Math.max(b.h * scale, 1);
+        if (n.isParent()) { ctx.strokeStyle = n.data("color") || "#90a4ae"; ctx.strokeRect(x, y, w, h); }
+        else { ctx.fillStyle = n.hasClass("origin") ? "#b71c1c" : (n.data("color") || "#b0bec5"); ctx.fillRect(x, y, w, h); }
+      });
+      var ext = cy.extent();
+      ctx.strokeStyle = "#0d47a1"; ctx.lineWidth = 2;
+      ctx.strokeRect(ext.x1 * scale + ox, ext.y1 * scale + oy, ext.w * scale, ext.h * scale);
+      ctx.lineWidth = 1;
+    }
+    function later() { if (!queued) { queued = true; window.requestAnimationFrame(draw); } }
+    cy.on("viewport resize add remove position", later);
+    function moveTo(ev) {
+      if (!geo) { return; }
+      var r = canvas.getBoundingClientRect();
+      var mx = (ev.clientX - r.left) * canvas.width / r.width, my = (ev.clientY - r.top) * canvas.height / r.height;
+      var x = (mx - geo.ox) / geo.scale, y = (my - geo.oy) / geo.scale, z = cy.zoom();
+      cy.pan({x: cy.width() / 2 - x * z, y: cy.height() / 2 - y * z});
+    }
+    var dragging = false;
+    canvas.addEventListener("mousedown", function (ev) { dragging = true; moveTo(ev); ev.preventDefault(); });
+    window.addEventListener("mousemove", function (ev) { if (dragging) { moveTo(ev); } });
+    window.addEventListener("mouseup", function () { dragging = false; });
+    later();
+  }
+
+  /* ---- an edge shows its tensor (dtype and shape) while the pointer is on it */
+  function edgeHover(cy) {
+    if (cy.scratch("_graphcmpHover")) { return; }
+    cy.scratch("_graphcmpHover", true);
+    cy.on("mouseover", "edge", function (ev) { ev.target.addClass("hover"); });
+    cy.on("mouseout", "edge", function (ev) { ev.target.removeClass("hover"); });
+  }
+
   function apply(focus, tries) {
     var pending = false;
     Object.keys(PANES).forEach(function (side) {
       var cy = cyOf(side);
       if (!cy) { return; }
       quiet(cy);
+      minimap(cy, side);
+      edgeHover(cy);
       cy.resize();  /* the container may have changed size since cytoscape measured it (a pane shown or hidden) */
       var id = focus[side];
       if (focus.fit) {
@@ -84,6 +139,48 @@
     return focus.seq;
   };
 
+  /* ---- zoom to fit: the whole pane in view (the "fit" button of each pane) */
+  document.addEventListener("click", function (ev) {
+    var button = ev.target.closest ? ev.target.closest("button.fit") : null;
+    if (!button) { return; }
+    var cy = cyOf(button.getAttribute("data-side"));
+    if (cy) { cy.resize(); cy.fit(undefined, 20); }
+  });
+
+  /* ---- the sidebar and the bottom panel resized by dragging their grips; the size goes to the URL through the
+     "sizes" store (the view callback keeps it in the state), the panes are resized as it moves */
+  function resizeAll() { Object.keys(PANES).forEach(function (side) { var cy = cyOf(side); if (cy) { cy.resize(); } }); }
+  document.addEventListener("mousedown", function (ev) {
+    var grip = ev.target;
+    if (!grip || (grip.id !== "sidebar-grip" && grip.id !== "bottom-grip")) { return; }
+    var wide = grip.id === "sidebar-grip";
+    var panel = document.getElementById(wide ? "sidebar" : "bottom");
+    if (!panel) { return; }
+    ev.preventDefault();
+    grip.classList.add("dragging");
+    var size = null;
+    function move(e) {
+      var r = panel.getBoundingClientRect();
+      size = Math.round(wide ? e.clientX - r.left : r.bottom - e.clientY);
+      size = Math.max(wide ? 160 : 80, Math.min(900, size));
+      panel.style[wide ? "width" : "height"] = size + "px";
+      panel.style.flex = "0 0 " + size + "px";
+      resizeAll();
+    }
+    function up() {
+      window.removeEventListener("mousemove", move);
+      window.removeEventListener("mouseup", up);
+      grip.classList.remove("dragging");
+      if (size !== null && window.dash_clientside && window.dash_clientside.set_props) {
+        var data = {}; data[wide ? "sidebar" : "bottom"] = size;
+        window.dash_clientside.set_props("sizes", {data: data});
+      }
+      resizeAll();
+    }
+    window.addEventListener("mousemove", move);
+    window.addEventListener("mouseup", up);
+  });
+
   /* For tests and the benchmark: plain values only. */
   window.graphcmp = {
     cy: cyOf,
@@ -104,6 +201,19 @@
     classes: function (side, id) { var cy = cyOf(side); var n = cy && cy.getElementById(id); return n && !n.empty() ? n.classes() : null; },
     edges: function (side) { var cy = cyOf(side); return cy ? cy.edges().map(function (e) { return [e.source().id(), e.target().id(), e.classes()]; }) : []; },
     shownLabels: function (side) { var cy = cyOf(side); return cy ? cy.nodes().map(function (n) { return n.style("label"); }) : []; },
-    zoom: function (side) { var cy = cyOf(side); return cy ? cy.zoom() : null; }
+    zoom: function (side) { var cy = cyOf(side); return cy ? cy.zoom() : null; },
+    inView: function (side) {  /* how many nodes lie entirely inside the pane's view, and how many there are */
+      var cy = cyOf(side); if (!cy) { return null; }
+      var ext = cy.extent(), n = 0;
+      cy.nodes().forEach(function (node) { var b = node.boundingBox({includeLabels: false});
+        if (b.x1 >= ext.x1 - 1 && b.x2 <= ext.x2 + 1 && b.y1 >= ext.y1 - 1 && b.y2 <= ext.y2 + 1) { n += 1; } });
+      return {inside: n, total: cy.nodes().length};
+    },
+    edgeInfo: function (side) { var cy = cyOf(side); return cy ? cy.edges().map(function (e) { return e.data("info"); }) : []; },
+    hoverEdge: function (side, k) {  /* the label an edge shows under the pointer (cytoscape's mouseover, as a pointer sends it) */
+      var cy = cyOf(side); var e = cy && cy.edges()[k]; if (!e) { return null; }
+      e.emit("mouseover"); var shown = e.style("label"); e.emit("mouseout"); return shown;
+    },
+    paneHeight: function (side) { var el = document.getElementById(PANES[side]); return el ? el.getBoundingClientRect().height : 0; }
   };
 })();

@@ -34,7 +34,9 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 TARGETS = {"first paint": 2.0, "first paint (collapsed)": 2.0, "open": 0.5, "close": 0.5, "next page": 0.5,
-           "search": 0.3}
+           "search": 0.3, "error chart (first)": None, "error chart (again)": None, "table (first)": None,
+           "table page": None}
+"""Targets in seconds (issue 3); None: measured, no target (the error chart and the table view of issue 31)."""
 
 PROBE = """
 window.__bench = {
@@ -110,6 +112,13 @@ class Session:
         self.page.press("#query", "Enter")
         return self.until(cond)
 
+    def tab(self, label: str, cond: str) -> float:
+        """Click the bottom panel's tab `label`; the time until `cond` holds."""
+        self.page.wait_for_timeout(400)
+        self.page.evaluate("window.__bench.arm()")
+        self.page.click(f"#tab label:has-text('{label}')")
+        return self.until(cond)
+
     def count(self, side: str) -> int:
         return self.page.evaluate(f"window.graphcmp.count('{side}')")
 
@@ -178,6 +187,27 @@ def run(result: Path, repeat: int) -> dict:
                 times["search"].append(s.search(deep_id.replace(".", r"\."),
                                                 f"window.graphcmp.selected('npu').includes('n{deep}')"))
                 counts["npu elements (after search)"] = s.count("npu")
+                chart = "document.querySelector('#chart .js-plotly-plot .scatterlayer .trace')"
+                times["error chart (first)" if k == 0 else "error chart (again)"].append(s.tab("error chart", chart))
+                s.tab("details", "document.querySelector('#chart').style.display === 'none'")
+                times["error chart (again)"].append(s.tab("error chart", chart))
+                counts["error chart points"] = s.page.evaluate(
+                    "document.querySelector('#chart .js-plotly-plot').data.reduce((n, t) => n + (t.customdata || "
+                    "[]).length, 0)")
+                cell = "#table .dash-spreadsheet tbody tr td[data-dash-column='NPU Name']"
+                shown = f"document.querySelector(\"{cell}\")"
+                if k == 0:  # the table is made on the server the first time (a thread; the page polls): wall time
+                    start = time.perf_counter()
+                    s.page.click("#tab label:has-text('table')")
+                    s.page.wait_for_selector(cell, timeout=600_000)
+                    times["table (first)"].append(time.perf_counter() - start)
+                else:
+                    times["table page"].append(s.tab("table", shown))
+                first = s.page.eval_on_selector(cell, "t => t.innerText")
+                s.page.wait_for_timeout(400)
+                s.page.evaluate("window.__bench.arm()")
+                s.page.click("#table .next-page")
+                times["table page"].append(s.until(f"{shown}.innerText !== {json.dumps(first)}"))
                 s.page.close()
             browser.close()
     finally:
@@ -206,9 +236,11 @@ def main() -> None:
         return
     print(f"{out['result']}: {out['nodes per side']:,} nodes per side, server start-up {out['startup s']} s")
     for name, s in out["times"].items():
-        verdict = "ok" if s["median"] < TARGETS[name] else "OVER TARGET"
+        target = TARGETS[name]
+        verdict = "no target" if target is None else f"target < {target} s: " + \
+            ("ok" if s["median"] < target else "OVER TARGET")
         print(f"  {name:12s} median {s['median']:.3f} s  (min {s['min']:.3f}, max {s['max']:.3f}, n={s['n']})"
-              f"  target < {TARGETS[name]} s: {verdict}")
+              f"  {verdict}")
     for name, n in out["counts"].items():
         print(f"  {name}: {n}")
 

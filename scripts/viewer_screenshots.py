@@ -8,7 +8,10 @@ Each picture is the page a fresh URL opens (at the answer), in headless Debian c
 * ``tf_small``: the 3-layer transformer with a perturbed ``layers.1.linear1`` weight against its baseline;
 * ``dist4``: the 4-rank gloo job where rank 2 got other input tokens (a results folder: job overview);
 * ``resnet50``: GE's build graph of Caffe ResNet-50 (one run), ``conv1`` selected (its folded weight and bias);
-* ``mindspore``: MindSpore's perturbed CNN against its PyTorch twin, matched by the layer-mapping file.
+* ``mindspore``: MindSpore's perturbed CNN against its PyTorch twin, matched by the layer-mapping file;
+* ``chart``: tf_small with the bottom panel on the error chart, dragged to 380 px (``?tab=chart&dth=380``);
+* ``single_op``: the CNN dumped in tensor mode, its first divergence in the single-op view (``tab=op``);
+* ``table``: the CNN's compare result table (``?tab=table``).
 
 The comparisons are made in a temporary folder; the shared data is read from ../shared/data.
 """
@@ -27,7 +30,7 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 VIEWPORT = {"width": 1600, "height": 1000}
-CASES = ("tf_small", "dist4", "resnet50", "mindspore")
+CASES = ("tf_small", "dist4", "resnet50", "mindspore", "chart", "single_op", "table")
 
 
 def _graphcmp(*args: str) -> None:
@@ -40,9 +43,16 @@ def _graphcmp(*args: str) -> None:
 def inputs(case: str, work: Path) -> tuple[list[str], str]:
     """(what `graphcmp serve` is given, the URL query) of one picture."""
     dumps = SHARED / "msprobe" / "dumps"
-    if case == "tf_small":
+    if case in ("tf_small", "chart"):
         tf = dumps / "tf_small" / "statistics"
-        return [str(tf / "perturb" / "step0" / "rank0"), str(tf / "baseline" / "step0" / "rank0")], ""
+        return [str(tf / "perturb" / "step0" / "rank0"), str(tf / "baseline" / "step0" / "rank0")], \
+            "?tab=chart&dth=380" if case == "chart" else ""
+    if case in ("single_op", "table"):
+        cnn = dumps / "cnn" / "tensor"
+        _graphcmp("compare", str(cnn / "perturb" / "step0" / "rank0"), str(cnn / "baseline" / "step0" / "rank0"),
+                  "-o", str(work / "cnn_tensor.npz"))
+        query = "?tab=op&sel=npu:Functional.conv2d.1.forward&dth=520" if case == "single_op" else "?tab=table"
+        return [str(work / "cnn_tensor.npz")], query
     if case == "dist4":
         dist = dumps / "dist4" / "statistics"
         _graphcmp("compare", str(dist / "perturb_rank2"), str(dist / "baseline"), "-o", str(work / "dist4"))
@@ -73,6 +83,10 @@ def shoot(paths: list[str], query: str, out: Path) -> None:
             page.wait_for_function("window.graphcmp && window.graphcmp.count('npu') > 0", timeout=60000)
             if "job" in page.content():
                 page.wait_for_selector("#job-heat .nsewdrag", timeout=60000)
+            if "tab=chart" in query or "tab=op" in query:
+                page.wait_for_selector(".js-plotly-plot .scatterlayer .trace", timeout=60000)
+            if "tab=table" in query:
+                page.wait_for_selector("#table .dash-spreadsheet tbody tr", timeout=60000)
             page.wait_for_timeout(1500)  # the focus animation frame and plotly's last draw
             page.screenshot(path=str(out))
             browser.close()

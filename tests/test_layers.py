@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "graphcmp.core.export.graph_json")),
     ("matching", ("graphcmp.core.matching", "graphcmp.core.matching.*")),
     ("pairing", ("graphcmp.core.pairing", "graphcmp.core.tensor_metrics",
-                 "graphcmp.core.tensorio", "graphcmp.core.tensorcmp")),
+                 "graphcmp.core.tensorio", "graphcmp.core.tensorcmp", "graphcmp.core.elementwise")),
     ("judge", ("graphcmp.core.judge", "graphcmp.core.noise", "graphcmp.core.overflow", "graphcmp.core.reference")),
     ("divergence", ("graphcmp.core.divergence",)),
     ("report", ("graphcmp.core.report", "graphcmp.core.outcome", "graphcmp.core.export.vis",

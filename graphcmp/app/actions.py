@@ -17,8 +17,13 @@ from urllib.parse import parse_qs
 from graphcmp.app.elements import parse_element_id
 from graphcmp.app.model import SIDES, ViewModel
 from graphcmp.app.state import (
+    DETAILS_HEIGHT,
+    FRAME_KEYS,
+    SIDEBAR_WIDTH,
+    TABS,
     ViewState,
     as_index,
+    clamp_size,
     known_filters,
     pick,
     reveal,
@@ -68,11 +73,11 @@ def origin_row(model: ViewModel) -> int | None:
 def is_fresh(search: object) -> bool:
     """True for a URL that says nothing about the view but which result (a page opened afresh).
 
-    >>> is_fresh(""), is_fresh("?res=s0r2"), is_fresh("?res=0&sync=1")
-    (True, True, False)
+    >>> is_fresh(""), is_fresh("?res=s0r2"), is_fresh("?res=0&sync=1"), is_fresh("?sb=0&tab=chart")
+    (True, True, False, True)
     """
     text = search if isinstance(search, str) else ""
-    return set(parse_qs(text.lstrip("?"), keep_blank_values=True)) <= {"res"}
+    return set(parse_qs(text.lstrip("?"), keep_blank_values=True)) <= {"res"} | FRAME_KEYS
 
 
 def act(viewer: Viewer, state: ViewState, trigger: str, inputs: Mapping[str, Any]) -> ViewState:
@@ -176,7 +181,8 @@ def _go(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewStat
     if results.job is not None and start.key != state.result:
         node = (results.job.analysis.get("origin") or {}).get("node")
         fresh = replace(ViewState(), result=start.key, sync=state.sync, metric=state.metric, bins=state.bins,
-                        selected=("npu", node) if isinstance(node, str) else None)
+                        query=state.query, filters=state.filters,
+                        selected=("npu", node) if isinstance(node, str) else None).with_frame(state)
         return initial(viewer, fresh, at_origin=True)
     model = viewer.model(state.result)
     row = origin_row(model)
@@ -230,8 +236,72 @@ def _switch_result(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) 
     if entry.key == state.result:
         return state
     fresh = replace(ViewState(), result=entry.key, selected=state.selected, sync=state.sync, metric=state.metric,
-                    bins=state.bins, query=state.query, filters=state.filters)
+                    bins=state.bins, query=state.query, filters=state.filters).with_frame(state)
     return initial(viewer, fresh, at_origin=True)
+
+
+# ---- the frame: panels, their sizes, the bottom panel's tab, the error chart -----------------------------
+
+
+def _toggle_sidebar(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    return replace(state, sidebar=not state.sidebar)
+
+
+def _toggle_bottom(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    return replace(state, bottom=not state.bottom)
+
+
+def _sizes(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    """A panel dragged to a new size (the page sends ``{"sidebar": px}`` or ``{"bottom": px}``)."""
+    sizes = inputs.get("sizes")
+    if not isinstance(sizes, dict):
+        raise MalformedInput("sizes")
+    width, height = sizes.get("sidebar"), sizes.get("bottom")
+    for value in (width, height):
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or value != value):
+            raise MalformedInput("sizes")
+    if width is not None:
+        state = replace(state, sidebar_w=clamp_size(int(width), SIDEBAR_WIDTH), sidebar=True)
+    if height is not None:
+        state = replace(state, bottom_h=clamp_size(int(height), DETAILS_HEIGHT), bottom=True)
+    return state
+
+
+def _tab(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    tab = inputs.get("tab")
+    if tab not in TABS:
+        raise MalformedInput("tab")
+    return replace(state, tab=tab, bottom=True)
+
+
+def _chart_click(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    """A point of the error chart clicked: select its call (the point's ``customdata`` is its npu row)."""
+    clicks = inputs.get("chart_click")
+    if not isinstance(clicks, list):
+        raise MalformedInput("chart_click")
+    for click in clicks:
+        points = click.get("points") if isinstance(click, dict) else None
+        point = points[0] if isinstance(points, list) and points and isinstance(points[0], dict) else {}
+        row = point.get("customdata")
+        row = row[0] if isinstance(row, list) and row else row
+        model = viewer.model(state.result)
+        if isinstance(row, int) and not isinstance(row, bool) and 0 < row < len(model.trees["npu"]):
+            return select(state, model, "npu", row)
+    return state
+
+
+def _table_click(viewer: Viewer, state: ViewState, inputs: Mapping[str, Any]) -> ViewState:
+    """A cell of the table view clicked: select the node of that row's npu tensor (the row's ``row_id``)."""
+    cells = inputs.get("table_click")
+    if not isinstance(cells, list):
+        raise MalformedInput("table_click")
+    model = viewer.model(state.result)
+    tensors = model.graphs["npu"].tensors
+    for cell in cells:
+        tensor = cell.get("row_id") if isinstance(cell, dict) else None
+        if isinstance(tensor, int) and not isinstance(tensor, bool) and 0 <= tensor < len(tensors):
+            return select(state, model, "npu", int(tensors.node[tensor]))
+    return state
 
 
 ACTIONS: dict[str, Action] = {
@@ -239,6 +309,8 @@ ACTIONS: dict[str, Action] = {
     "prev": _step_hit(-1), "next": _step_hit(1), "hit": _pick_hit, "finding": _finding, "go": _go,
     "query": _search, "filters": _search, "metric": _metric, "bins": _bins, "sync": _sync, "micro": _micro,
     "step": _switch_result, "rank": _switch_result,
+    "toggle_sidebar": _toggle_sidebar, "toggle_bottom": _toggle_bottom, "sizes": _sizes, "tab": _tab,
+    "chart_click": _chart_click, "table_click": _table_click,
 }
 """Trigger name -> action; the names are those of the main callback's inputs (`callbacks.TRIGGERS`, `CONTROLS`)."""
 

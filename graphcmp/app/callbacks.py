@@ -23,10 +23,11 @@ from dash import ALL, Dash, Input, Output, State, ctx, no_update
 
 from graphcmp.app.actions import act, checked, initial, is_fresh, manual
 from graphcmp.app.elements import pane_edges
-from graphcmp.app.job import TREND_METRICS, column_node
+from graphcmp.app.job import NO_RANK, TREND_METRICS, column_node
 from graphcmp.app.page import PANE_IDS
-from graphcmp.app.state import ViewState, as_index
+from graphcmp.app.state import TABS, ViewState, as_index
 from graphcmp.app.svg import pane_svg
+from graphcmp.app.table import table_columns, table_page
 from graphcmp.app.viewer import Viewer
 from graphcmp.app.views import VIEWS, Turn, job_outputs, show
 
@@ -37,11 +38,15 @@ TRIGGERS = {
     "tap_bench": Input(PANE_IDS["bench"], "tapNodeData"), "prev": Input("prev", "n_clicks"),
     "next": Input("next", "n_clicks"), "hit": Input("hits", "value"), "finding": Input("findings", "value"),
     "collapse": Input("collapse", "n_clicks"), "manual": Input("manual-done", "data"), "go": Input("go", "n_clicks"),
+    "toggle_sidebar": Input("toggle-sidebar", "n_clicks"), "toggle_bottom": Input("toggle-bottom", "n_clicks"),
+    "sizes": Input("sizes", "data"), "chart_click": Input({"type": "chart", "index": ALL}, "clickData"),
+    "table_click": Input({"type": "ctable", "index": ALL}, "active_cell"),
+    "table_wait": Input({"type": "ctable-wait", "index": ALL}, "n_intervals"),
 }
 """Inputs of the view callback that act once (a click, a pick); names are the keys of `actions.ACTIONS`."""
 
 CONTROLS = {name: Input(name, "value") for name in ("query", "filters", "metric", "bins", "sync", "step", "rank",
-                                                    "micro")}
+                                                    "micro", "tab")}
 """Inputs of the view callback that hold a setting; the view also writes them back (`OUTPUTS["values"]`)."""
 
 OUTPUTS = {  # text first: the page applies outputs in this order, so the hit list shows before the panes redraw
@@ -56,7 +61,8 @@ OUTPUTS = {  # text first: the page applies outputs in this order, so the hit li
     "panes": {"npu_elements": Output(PANE_IDS["npu"], "elements"),
               "bench_elements": Output(PANE_IDS["bench"], "elements"), "focus": Output("focus", "data")},
     "sidebar": {"legend": Output("legend", "children"), "overview": Output("overview", "children"),
-                "finding_options": Output("findings", "options"), "finding": Output("findings", "value")},
+                "finding_options": Output("findings", "options"), "finding": Output("findings", "value"),
+                "filter_options": Output("filters", "options")},
     "controls": {"metric_options": Output("metric", "options"), "bins_placeholder": Output("bins", "placeholder"),
                  "step_options": Output("step", "options"), "rank_options": Output("rank", "options"),
                  "micro_options": Output("micro", "options"), "bench_pane_style": Output("pane-bench", "style"),
@@ -65,11 +71,21 @@ OUTPUTS = {  # text first: the page applies outputs in this order, so the hit li
                  "sync_style": Output("sync", "style"), "bench_export_style": Output("bench-export", "style"),
                  "doc_title": Output("doc-title", "children")},
     "values": {name: Output(name, "value") for name in CONTROLS},
+    "frame": {"sidebar_style": Output("sidebar", "style"), "sidebar_grip": Output("sidebar-grip", "style"),
+              "bottom_style": Output("bottom", "style"), "bottom_grip": Output("bottom-grip", "style"),
+              "sidebar_button": Output("toggle-sidebar", "className"),
+              "bottom_button": Output("toggle-bottom", "className"), "tab_options": Output("tab", "options"),
+              "tab_note": Output("tab-note", "children"),
+              **{f"{tab}_box": Output(tab, "style") for tab in TABS}},
+    "chart": {"chart": Output("chart", "children")},
+    "op": {"op": Output("op", "children")},
+    "table": {"table": Output("table", "children")},
 }
 assert OUTPUTS.keys() == VIEWS.keys()
 """Every property the view callback may set, by concern (`views.VIEWS` fills each) and name."""
 
-_CENTRING = {"query", "filters", "prev", "next", "hit", "finding", "step", "rank", "go"}  # jumps: centre the node
+# jumps: centre the node
+_CENTRING = {"query", "filters", "prev", "next", "hit", "finding", "step", "rank", "go", "chart_click"}
 
 
 def register_callbacks(app: Dash, viewer: Viewer) -> None:
@@ -94,6 +110,7 @@ def register_callbacks(app: Dash, viewer: Viewer) -> None:
     if viewer.results.job is not None:
         _register_job(app, viewer)
     _register_exports(app, viewer)
+    _register_table(app, viewer)
     app.clientside_callback(
         "function(focus) { return window.graphcmpFocus ? window.graphcmpFocus(focus) : null; }",
         Output("focus-done", "data"), Input("focus", "data"))
@@ -112,7 +129,7 @@ def view_outputs(viewer: Viewer, trigger: str | None, triggers: dict[str, Any],
     else:
         state, first = act(viewer, before, trigger, {**triggers, **controls}), False
     turn = Turn(viewer, before, state, first=first, controls=controls, center=first or trigger in _CENTRING,
-                note=note)
+                note=note, fit=trigger == "collapse", trigger=trigger)
     shown = show(turn)
     return {concern: {name: shown[concern].get(name, no_update) for name in names}
             for concern, names in OUTPUTS.items()}
@@ -122,7 +139,8 @@ def _triggered(*groups: str) -> str | None:
     """The name of the input (in these groups of the callback's inputs) that fired, None on the first load."""
     for group in groups:
         for name, item in ctx.args_grouping.get(group, {}).items():
-            if isinstance(item, dict) and item.get("triggered"):
+            items = item if isinstance(item, list) else [item]  # a pattern input (ALL): one per component
+            if any(isinstance(one, dict) and one.get("triggered") for one in items):
                 return name
     return None
 
@@ -147,13 +165,15 @@ def jump_search(viewer: Viewer, state: ViewState, trigger: Any, click: dict | No
         node = column_node(node) if isinstance(node, str) else None
         if row.startswith("step "):  # the trend: another step of this rank
             step = as_index(row.removeprefix("step ").strip())
-            rank = (here.rank or 0) if step is not None else None
+            rank = here.rank if step is not None else -1
         else:
-            rank = as_index(row.removeprefix("rank ").strip())
-    entry = results.find(step, rank) if rank is not None else None
+            rank = None if row == NO_RANK else as_index(row.removeprefix("rank ").strip())
+            rank = -1 if rank is None and row != NO_RANK else rank
+    entry = results.find(step, rank) if rank != -1 else None
     if entry is None or not isinstance(node, str):
         return None
-    fresh = ViewState(result=entry.key, selected=("npu", node), sync=state.sync, metric=state.metric, bins=state.bins)
+    fresh = ViewState(result=entry.key, selected=("npu", node), sync=state.sync, metric=state.metric,
+                      bins=state.bins, query=state.query, filters=state.filters).with_frame(state)
     return fresh.to_query()
 
 
@@ -192,6 +212,32 @@ def _register_job(app: Dash, viewer: Viewer) -> None:
         click = trend if trigger == "job-trend" else heat
         target = jump_search(viewer, ViewState.from_query(search), trigger, click)
         return {"url": target if target is not None else no_update}
+
+
+def _register_table(app: Dash, viewer: Viewer) -> None:
+    """The table view's pages: sorted and filtered on the server over the whole table (`app.table`)."""
+    table = {"type": "ctable", "index": ALL}
+
+    @app.callback(output={"data": Output(table, "data"), "pages": Output(table, "page_count"),
+                          "note": Output("tab-note", "children", allow_duplicate=True)},
+                  inputs={"page": Input(table, "page_current"), "sort": Input(table, "sort_by"),
+                          "query": Input(table, "filter_query")},
+                  state={"search": State("url", "search")}, prevent_initial_call=True)
+    def table_view(page: Any, sort: Any, query: Any, search: str | None) -> dict[str, Any]:
+        state = checked(viewer, ViewState.from_query(search))
+        model = viewer.model(state.result)
+        n = len(page) if isinstance(page, list) else 0
+        if not model.paired or not n:
+            return {"data": [no_update] * n, "pages": [no_update] * n, "note": no_update}
+        cols = table_columns(model, timeout=60.0)
+        data, pages, shown = table_page(cols, _first(page), _first(sort), _first(query))
+        note = f"{shown:,} of {len(cols.table):,} rows" if shown != len(cols.table) else f"{shown:,} rows"
+        return {"data": [data] * n, "pages": [pages] * n, "note": note}
+
+
+def _first(values: Any) -> Any:
+    """The value of the one component of a pattern input (ALL), None when there is none."""
+    return values[0] if isinstance(values, list) and values else None
 
 
 def _register_exports(app: Dash, viewer: Viewer) -> None:

@@ -17,8 +17,10 @@ from graphcmp.app.job import Peer
 from graphcmp.app.model import ViewModel
 from graphcmp.core.judge import STATUS_NAMES
 from graphcmp.core.matching.fused_ops import original_names
+from graphcmp.core.noise import NodeRole
 from graphcmp.core.overflow import OVERFLOW_NAMES
 from graphcmp.core.records import STAT_NAMES, NodeView, Role, TensorView
+from graphcmp.core.rules import ERROR, WARNING
 from graphcmp.core.shards import KIND_NAMES, ShardTable, node_provenance
 
 __all__ = ["details_panel", "short_stack"]
@@ -86,9 +88,10 @@ def _verdict(model: ViewModel, row: int) -> html.Div:
     v = model.report.verdicts
     status = STATUS_NAMES[int(v.status[row])]
     worst = STATUS_NAMES[int(v.worst[row])]
+    role = NodeRole(int(model.report.noise.role[row])).name.lower().replace("_", " ")
     lines = [html.Span(status, className=f"badge status-{status}"),
-             html.Span(f" severity {_num(v.severity[row])} · input severity {_num(v.input_severity[row])}"
-                       f" · worst below: {worst}"
+             html.Span(f" role: {role} · severity {_num(v.severity[row])} · input severity "
+                       f"{_num(v.input_severity[row])} · worst below: {worst}"
                        + (f" · {int(v.unmatched_below[row])} unmatched below" if v.unmatched_below[row] else ""))]
     reason = v.reason[row]
     return html.Div([html.Div(lines), html.Div(reason or "—", className="reason")], className="verdict")
@@ -139,15 +142,36 @@ def _pair_metrics(model: ViewModel, rows: dict[str, int]) -> dict[tuple[int, str
         tensor = int(pairs.npu[k])
         values = {name: col[i] for name, col in metrics.items()}
         values["level"] = int(report.verdicts.pair_level[k])
+        values["role"] = _pair_role(model, k)
         out[(int(t.role[tensor]), t.slot[tensor])] = values
     return out
+
+
+def _pair_role(model: ViewModel, k: int) -> int:
+    """The noise-model role behind pair `k`: for an input, the role of the call that produced it (its own node's
+    when no compared call did); for an output, its node's."""
+    report = model.report
+    noise = report.noise
+    tensor = int(report.pairs.npu[k])
+    node = int(report.npu.tensors.node[tensor])
+    producer = int(noise.producer[k]) if int(report.npu.tensors.role[tensor]) == Role.INPUT else -1
+    return int(noise.role[producer if producer >= 0 else node])
+
+
+def _pair_badge(level: int, role: int) -> html.Span:
+    """The badge of a pair: its metric level, unless the noise model finds its error within what its precision
+    allows (then "within noise", whatever limit a metric passed: the badge never contradicts the roles)."""
+    name = STATUS_NAMES.get(level, "")
+    if role == NodeRole.WITHIN_NOISE and level in (WARNING, ERROR):
+        return html.Span("within noise", className="badge status-pass role-within",
+                         title=f"{name} by the metric's fixed limit, but within the noise its precision allows")
+    return html.Span(name, className=f"badge status-{name}")
 
 
 def _metric_row(values: dict) -> html.Tr:
     rel = values.get("rel_errs")
     cells = [html.Td(_num(x), className="num") for x in rel] if rel is not None else [html.Td("")] * 4
-    level = STATUS_NAMES.get(values["level"], "")
-    skip = {"rel_errs", "level", "identical"}
+    skip = {"rel_errs", "level", "identical", "role"}
     text = []
     for name, value in values.items():
         if name in skip:
@@ -158,7 +182,7 @@ def _metric_row(values: dict) -> html.Tr:
             text.append(f"{name} {_num(value)}")
     if values.get("identical"):
         text.append("identical")
-    return html.Tr([html.Td(html.Span(level, className=f"badge status-{level}")), html.Td("Δ rel"),
+    return html.Tr([html.Td(_pair_badge(values["level"], values["role"])), html.Td("Δ rel"),
                     html.Td(""), html.Td(""), *cells, html.Td(" · ".join(text), className="metrics")],
                    className="metric-row")
 

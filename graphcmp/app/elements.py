@@ -159,6 +159,7 @@ class DrawnEdge:
     dst: int
     hot: bool
     data: bool
+    info: str = ""  # the tensor it carries: dtype and shape (one of its edges' producer outputs)
 
 
 def pane_edges(model: ViewModel, side: str, geo: PaneGeometry) -> list[DrawnEdge]:
@@ -180,8 +181,12 @@ def pane_edges(model: ViewModel, side: str, geo: PaneGeometry) -> list[DrawnEdge
     np.logical_or.at(is_hot, where, hot)
     np.logical_or.at(is_data, where, ~crossing.control)
     order = np.argsort(~is_hot, kind="stable")[:MAX_EDGES]  # the contamination path first
-    return [DrawnEdge(a, b, h, d) for a, b, h, d in zip((pairs[order] // n).tolist(), (pairs[order] % n).tolist(),
-                                                       is_hot[order].tolist(), is_data[order].tolist())]
+    first = np.zeros(len(pairs), np.int64)
+    first[where[::-1]] = np.arange(len(where))[::-1]  # the first real edge of each drawn pair
+    real = zip(crossing.edge_src[first[order]].tolist(), crossing.edge_dst[first[order]].tolist())
+    return [DrawnEdge(a, b, h, d, model.tensor_text(side, s, t))
+            for a, b, h, d, (s, t) in zip((pairs[order] // n).tolist(), (pairs[order] % n).tolist(),
+                                          is_hot[order].tolist(), is_data[order].tolist(), real)]
 
 
 def _edges(model: ViewModel, side: str, geo: PaneGeometry) -> list[dict]:
@@ -193,7 +198,8 @@ def _edges(model: ViewModel, side: str, geo: PaneGeometry) -> list[dict]:
         if _bypass(cells.get(e.src), cells.get(e.dst)):
             classes += " bypass"
         out.append({"data": {"id": f"e{e.src}-{e.dst}", "source": node_element_id(e.src, e.src in boxed),
-                             "target": node_element_id(e.dst, e.dst in boxed)}, "classes": classes})
+                             "target": node_element_id(e.dst, e.dst in boxed), "info": e.info},
+                     "classes": classes})
     return out
 
 
@@ -205,9 +211,9 @@ def _bypass(a: Cell | None, b: Cell | None) -> bool:
 STYLESHEET = [
     {"selector": "node", "style": {
         "shape": "round-rectangle", "width": "data(w)", "height": "data(h)", "label": "data(label)",
-        "background-color": "data(color)", "border-width": 1, "border-color": "#546e7a", "font-size": 12,
+        "background-color": "data(color)", "border-width": 1, "border-color": "#546e7a", "font-size": 13,
         "text-valign": "center", "text-halign": "center", "color": "#1b1f23", "font-family": "sans-serif",
-        "min-zoomed-font-size": 7}},
+        "text-wrap": "wrap", "line-height": 1.25, "min-zoomed-font-size": 7}},
     {"selector": "node.module", "style": {"border-width": 2, "border-color": "#263238"}},
     {"selector": "node.box", "style": {
         "background-opacity": 0.08, "border-color": "data(color)", "border-width": 3, "text-valign": "top",
@@ -238,12 +244,15 @@ STYLESHEET = [
     {"selector": "node.folds:selected", "style": {"label": "data(flabel)"}},
     {"selector": "edge", "style": {
         "width": 1.5, "line-color": "#78909c", "target-arrow-color": "#78909c", "target-arrow-shape": "triangle",
-        "arrow-scale": 0.8, "curve-style": "straight", "events": "no"}},  # taps go to the nodes below
+        "arrow-scale": 0.8, "curve-style": "straight", "label": "", "font-size": 11, "color": "#263238",
+        "text-background-color": "#ffffff", "text-background-opacity": 0.9, "text-background-padding": 2,
+        "text-rotation": "none"}},
     {"selector": "edge.control", "style": {"line-style": "dashed", "line-color": "#b0bec5",
                                            "target-arrow-color": "#b0bec5"}},
     {"selector": "edge.bypass", "style": {"curve-style": "unbundled-bezier", "control-point-distances": 70,
                                           "control-point-weights": 0.5}},
     {"selector": "edge.hot", "style": {"width": 3, "line-color": "#c62828", "target-arrow-color": "#c62828",
                                        "z-index": 2}},
+    {"selector": "edge.hover", "style": {"label": "data(info)", "width": 3, "z-index": 9}},
 ]
 """The shared stylesheet: per-node colours come from element data, marks from classes."""

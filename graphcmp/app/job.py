@@ -25,8 +25,11 @@ from graphcmp.core.judge import SKIP, STATUS_NAMES, UNMATCHED
 from graphcmp.core.records import FrozenColumns
 from graphcmp.core.rules import ERROR, PASS, WARNING
 
-__all__ = ["TREND_METRICS", "Heat", "JobIndex", "Peer", "column_label", "column_node", "heat_figure"]
+__all__ = ["NO_RANK", "TREND_METRICS", "Heat", "JobIndex", "Peer", "column_label", "column_node", "heat_figure"]
 
+_MAX_TICKS, _LABELS_H = 48, 66  # module names along a map's axis, and the room they take (px)
+NO_RANK = "the run"
+"""The heat map's row of a job whose runs name no rank (one process: ``step3.json``)."""
 TREND_METRICS = {"verdict": "worst verdict", "severity": "worst severity"}
 """What a heat map's cells show: the worst verdict below the module, or its worst severity."""
 
@@ -51,9 +54,9 @@ class Heat(FrozenColumns):
     steps: tuple[int | None, ...] = ()
 
     def labels(self) -> list[str]:
-        """The row labels: ``rank 3`` or ``step 1`` (``-`` for none)."""
+        """The row labels: ``rank 3`` or ``step 1`` (`NO_RANK` for a job whose runs name no rank)."""
         rows = self.ranks if self.by == "rank" else self.steps
-        return [f"{self.by} {'-' if r is None else r}" for r in rows]
+        return [f"{self.by} {r}" if r is not None else NO_RANK if self.by == "rank" else "step -" for r in rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,9 +203,13 @@ def heat_figure(heat: Heat, origin: Mapping[str, Any] | None = None, metric: str
         data.append({"type": "scatter", "mode": "markers", "x": [column_label(column)], "y": [at],
                      "marker": {"symbol": "x-thin-open", "size": 14, "color": "#000000", "line": {"width": 3}},
                      "hovertemplate": "origin of the divergence<extra></extra>", "showlegend": False})
-    height = int(min(90 + 16 * len(rows), 330))
-    layout = {"height": height, "margin": {"l": 70, "r": 10, "t": 6, "b": 6}, "xaxis": {"showticklabels": False,
-              "type": "category"}, "yaxis": {"autorange": "reversed", "type": "category"},
+    height = int(min(16 + 14 * len(rows), 250)) + _LABELS_H
+    ticks = [column_label(c) for c in heat.columns]
+    every = max(1, -(-len(ticks) // _MAX_TICKS))  # at most _MAX_TICKS labels: each stays readable
+    layout = {"height": height, "margin": {"l": 70, "r": 10, "t": 6, "b": _LABELS_H},
+              "xaxis": {"type": "category", "tickangle": -60, "tickfont": {"size": 8}, "tickvals": ticks[::every],
+                        "ticktext": [column_label(short_column(c)) for c in heat.columns[::every]]},
+              "yaxis": {"autorange": "reversed", "type": "category"},
               "plot_bgcolor": "#fafafa", "clickmode": "event",
               "uirevision": f"{heat.by}{heat.step if heat.by == 'rank' else heat.rank}{metric}"}
     return {"data": data, "layout": layout}
@@ -251,6 +258,24 @@ def _matrix(runs: list[dict]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
         status[i, cols] = [h[1] for h in heat]
         severity[i, cols] = [np.nan if h[2] is None else h[2] for h in heat]
     return tuple(columns), status, severity
+
+
+def short_column(node: str) -> str:
+    """A heat map column's name as its axis shows it: a module's attribute path, an API call without its pass.
+
+    >>> short_column("Module.encoder.layers.0.TransformerEncoderLayer.forward.0")
+    'encoder.layers.0'
+    >>> short_column("Module.fc.Linear.backward.1"), short_column("Distributed.all_reduce.0.forward")
+    ('fc ◂', 'Distributed.all_reduce.0')
+    """
+    parts = node.split(".")
+    backward = "backward" in parts[-3:]
+    if parts[0] == "Module" and len(parts) >= 5:
+        name = ".".join(parts[1:-3])
+    else:
+        name = ".".join(p for p in parts if p not in ("forward", "backward"))
+    name = name if len(name) <= 28 else "…" + name[-27:]
+    return f"{name} ◂" if backward else name
 
 
 def column_label(node: str) -> str:

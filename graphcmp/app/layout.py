@@ -24,13 +24,18 @@ from graphcmp.app.flow import FlowIndex
 from graphcmp.app.tree import NavTree
 from graphcmp.core.records import FrozenColumns
 
-__all__ = ["PAGE", "ROW_WIDTH", "Cell", "PaneGeometry", "layout_pane", "page_of", "visible_children"]
+__all__ = ["CHAR_W", "NODE_H2", "PAGE", "ROW_WIDTH", "Cell", "PaneGeometry", "layout_pane", "page_of",
+           "visible_children"]
 
 PAGE = 50
 """Children shown at once inside one open module."""
 ROW_WIDTH = 1400.0
 """A layer wider than this (px) wraps into several rows."""
 NODE_H, GAP_X, GAP_Y, PAD, HEADER = 30.0, 28.0, 26.0, 12.0, 22.0
+NODE_H2 = 46.0
+"""Height of a node of two label lines (op type, short name)."""
+CHAR_W = 7.8
+"""Width of a label character at the panes' 13 px font (px, model units)."""
 PAGER_W = 190.0
 
 
@@ -101,7 +106,7 @@ def layout_pane(tree: NavTree, open_rows: Iterable[int], pages: dict[int, int], 
     >>> tree = NavTree(compare_paths(*sample_pair()).npu)
     >>> geo = layout_pane(tree, [], {}, None)
     >>> [c.label for c in geo.cells][:3]
-    ['embedding: Embedding', '__add__.0', 'encoder: TransformerEncoder']
+    ['Embedding\\nembedding', '__add__.0', 'TransformerEncoder\\nencoder']
     """
     open_set = set(open_rows) | {0}
     visible = np.zeros(len(tree), bool)
@@ -140,14 +145,17 @@ class _Block:
         shown = kids[page * PAGE:(page + 1) * PAGE]
         items = []
         for k in shown.tolist():
-            label = tree.label(k)
             if k in open_set and tree.n_children[k]:
                 sub = cls.build(tree, k, open_set, pages, micro, flow)
-                items.append(_Item(k, sub.w, sub.h, sub=sub, label=label))
+                items.append(_Item(k, sub.w, sub.h, sub=sub, label=tree.box_label(k, lines=False)))
             else:
+                label = tree.box_label(k)
+                lines = label.split("\n")
                 folds = len(tree.folds(k)) if tree.folded_into is not None else 0
-                chars = len(label) + (len(f"  [+{folds} folded]") if folds else 0)  # room for the badge
-                items.append(_Item(k, min(max(7.2 * chars + 26.0, 90.0), 330.0), NODE_H, label=label))
+                badge = len(f"  [+{folds} folded]") if folds else 0  # room for the badge
+                chars = max(len(line) for line in lines) + badge
+                items.append(_Item(k, min(max(CHAR_W * chars + 26.0, 90.0), 360.0),
+                                   NODE_H2 if len(lines) > 1 else NODE_H, label=label))
         pairs = flow.sibling_pairs(row, shown) if flow is not None and len(shown) else set()
         rows = _rows(items, *_layering(shown, pairs))
         if page > 0:

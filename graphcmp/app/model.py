@@ -145,6 +145,66 @@ class ViewModel:
             out[side] = order, np.searchsorted(g.tensors.node[order], np.arange(len(g) + 1))
         return out
 
+    def tensor_text(self, side: str, producer: int, consumer: int) -> str:
+        """The tensor an edge carries, as ``dtype [shape]``: the producer's output whose dtype and shape one of the
+        consumer's inputs has (else its first output); "" when the producer has no output recorded (a graph
+        without tensor records, a control edge's op of no output)."""
+        t = self.graphs[side].tensors
+        outs = [k for k in self.tensor_rows(side, producer).tolist() if t.role[k] in _OUTPUT_ROLES]
+        if not outs:
+            return ""
+        ins = {(t.dtype[k], t.shape[k]) for k in self.tensor_rows(side, consumer).tolist()
+               if t.role[k] == Role.INPUT}
+        k = next((k for k in outs if (t.dtype[k], t.shape[k]) in ins), outs[0])
+        return f"{t.dtype[k]} {t.shape[k]}".strip()
+
+    @cached_property
+    def marks(self) -> frozenset[str]:
+        """The marks a pane of this document can draw (the legend lists only those): each is a class of
+        `elements.STYLESHEET` that some node or edge of a side would carry."""
+        out = {"hit", "selected", "pager"}
+        paired = self.report is not None
+        if paired and len(self.report.noise.origins()):
+            out |= {"origin", "hot"}
+        if paired and self.structure().get("only in npu", 0) + self.structure().get("only in bench", 0):
+            out.add("unmatched")
+        if paired and self.structure().get("renamed", 0):
+            out.add("renamed")
+        for side, graph in self.graphs.items():
+            tree = self.trees[side]
+            nodes = graph.nodes
+            if (self.overflow[side] > 0).any():
+                out.add("overflow")
+            if self.fused[side].any():
+                out.add("fused")
+            if (tree.n_children[1:] > 0).any():
+                out |= {"module", "box"}
+            if (~nodes.has_data[1:] & (tree.n_children[1:] == 0)).any():
+                out.add("nodata")
+            if (nodes.direction == Direction.BACKWARD).any():
+                out.add("backward")
+            if tree.folded_into is not None:
+                out.add("folds")
+            if getattr(graph, "shards", None) is not None:
+                out.add("ranks")
+            edges = self.flow_edges[side]
+            if len(edges):
+                out |= {"flow", "hover"}
+                if edges.control.any():
+                    out.add("control")
+        return frozenset(out)
+
+    def filters(self) -> frozenset[str]:
+        """The hit-list filters that can select something here: verdicts and the structure diff only for a
+        comparison, overflow only where a side overflows."""
+        paired = {"error", "warning", "pass", "skip", "unmatched", "only-npu", "only-bench", "renamed"}
+        return frozenset((paired if self.paired else set()) | ({"overflow"} & self.marks))
+
+    def has_tensor_files(self, side: str, row: int) -> bool:
+        """True when the run recorded a tensor file for an input or output of `row` (tensor mode, kernel dumps)."""
+        files = self.graphs[side].tensors.file
+        return any(files[k] for k in self.tensor_rows(side, row).tolist())
+
     def node_view(self, side: str, row: int) -> NodeView:
         """The core's `NodeView` of one node, built from the viewer's indexes (no networkx tree needed)."""
         g = self.graphs[side]

@@ -12,13 +12,15 @@ from dash import dcc, html
 
 from graphcmp.app.elements import STYLESHEET
 from graphcmp.app.job import TREND_METRICS
-from graphcmp.app.state import FILTERS
+from graphcmp.app.state import FILTERS, TABS
 
-__all__ = ["PANE_IDS", "page_layout"]
+__all__ = ["FILTER_LABELS", "PANE_IDS", "TAB_LABELS", "page_layout"]
 
 PANE_IDS = {"npu": "cy-npu", "bench": "cy-bench"}
 _PANE_TITLES = {"npu": "NPU (run under test)", "bench": "bench (baseline)"}
-_FILTER_LABELS = {"only-npu": "only in npu", "only-bench": "only in bench", "renamed": "renamed"}
+FILTER_LABELS = {"only-npu": "only in npu", "only-bench": "only in bench", "renamed": "renamed"}
+TAB_LABELS = {"details": "details", "chart": "error chart", "op": "single op", "table": "table"}
+assert tuple(TAB_LABELS) == TABS
 
 
 def page_layout(title: str, job: bool = False, paired: bool = True) -> html.Div:
@@ -34,15 +36,33 @@ def page_layout(title: str, job: bool = False, paired: bool = True) -> html.Div:
         dcc.Store(id="focus"),
         dcc.Store(id="focus-done"),
         dcc.Store(id="manual-done"),  # a manual match's outcome: {search, note, seq}, for the view callback
+        dcc.Store(id="sizes"),  # a panel dragged to a new size: {sidebar: px} or {bottom: px} (assets/graphcmp.js)
         dcc.Download(id="download"),
         _header(title),
         html.Div([html.Span(id="banner", className="banner-text"),
                   html.Button("go to it", id="go", className="btn go", style={"display": "none"})],
                  id="banner-bar", className="banner"),
         *([_job()] if job else []),
-        html.Div([_sidebar(), _panes(paired)], className="main"),
-        html.Div(id="details", className="details"),
+        html.Div([_sidebar(), html.Div(id="sidebar-grip", className="grip grip-x", title="drag to resize"),
+                  _panes(paired)], className="main"),
+        html.Div(id="bottom-grip", className="grip grip-y", title="drag to resize"),
+        _bottom(),
     ], className="app")
+
+
+def _bottom() -> html.Div:
+    """The bottom panel: one tab at a time (the selected node's details, the error chart, the single-op view of a
+    node's tensors, the table of compared tensors); each is filled only while it is shown."""
+    return html.Div([
+        html.Div([dcc.RadioItems(id="tab", options=[{"label": label, "value": name}
+                                                     for name, label in TAB_LABELS.items()],
+                                 value="details", inline=True, className="tabs"),
+                  html.Span(id="tab-note", className="muted tab-note")], className="tab-bar"),
+        html.Div(id="details", className="details tab-box"),
+        html.Div(id="chart", className="tab-box chart-box", style={"display": "none"}),
+        html.Div(id="op", className="tab-box op-box", style={"display": "none"}),
+        html.Div(id="table", className="tab-box table-box", style={"display": "none"}),
+    ], id="bottom", className="bottom")
 
 
 def _header(title: str) -> html.Div:
@@ -62,6 +82,9 @@ def _header(title: str) -> html.Div:
                                         placeholder="e.g. 1e-3, 1e-2")),
         dcc.Checklist(id="sync", options=[{"label": " sync panes", "value": "on"}], value=["on"], className="sync"),
         html.Button("collapse all", id="collapse", className="btn"),
+        html.Button("☰ sidebar", id="toggle-sidebar", className="btn on", title="show or hide the sidebar"),
+        html.Button("▤ bottom panel", id="toggle-bottom", className="btn on",
+                    title="show or hide the details / chart / table panel"),
         html.Div([
             html.Span("export", className="muted"),
             html.Button("npu PNG", id="png-npu", className="btn"),
@@ -103,7 +126,7 @@ def _sidebar() -> html.Div:
         dcc.Input(id="query", type="text", debounce=True, placeholder="regex over node names, Enter",
                   className="query"),
         html.H4("Filters"),
-        dcc.Checklist(id="filters", options=[{"label": f" {_FILTER_LABELS.get(f, f)}", "value": f} for f in FILTERS],
+        dcc.Checklist(id="filters", options=[{"label": f" {FILTER_LABELS.get(f, f)}", "value": f} for f in FILTERS],
                       value=[], className="filters", inline=True),
         html.Div([
             html.Button("◀ previous", id="prev", className="btn"),
@@ -124,7 +147,7 @@ def _sidebar() -> html.Div:
         html.Div(id="overview", className="overview"),
         html.H4("Findings"),
         dcc.RadioItems(id="findings", options=[], value=None, className="findings"),
-    ], className="sidebar")
+    ], id="sidebar", className="sidebar")
 
 
 def _panes(paired: bool) -> html.Div:
@@ -133,7 +156,9 @@ def _panes(paired: bool) -> html.Div:
 
 def _pane(side: str, style: dict | None = None) -> html.Div:
     return html.Div([
-        html.Div(_PANE_TITLES[side], id=f"title-{side}", className="pane-title"),
+        html.Div([html.Span(_PANE_TITLES[side], id=f"title-{side}", className="pane-title-text"),
+                  html.Button("⤢ fit", className="btn btn-small fit", title="zoom to fit the whole pane",
+                              **{"data-side": side}, id=f"fit-{side}")], className="pane-title"),
         cyto.Cytoscape(
             id=PANE_IDS[side], elements=[], stylesheet=STYLESHEET,
             layout={"name": "preset", "fit": False, "animate": False},
@@ -141,4 +166,6 @@ def _pane(side: str, style: dict | None = None) -> html.Div:
             minZoom=0.03, maxZoom=3.0, autoRefreshLayout=False, responsive=True,
             boxSelectionEnabled=False, autoungrabify=True,
         ),
+        html.Canvas(id=f"minimap-{side}", className="minimap", width=180, height=120,
+                    title="overview: click or drag to move the view", **{"data-side": side}),
     ], className=f"pane pane-{side}", id=f"pane-{side}", style=style or {})

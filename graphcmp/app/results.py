@@ -56,7 +56,9 @@ class Entry:
             return f"step {'-' if self.step is None else self.step} · replica {self.replica}"
         if self.step is None and self.rank is None:
             return Path(self.source).name or self.source
-        return f"step {'-' if self.step is None else self.step} · rank {'-' if self.rank is None else self.rank}"
+        parts = ([f"step {self.step}"] if self.step is not None else []) + \
+            ([f"rank {self.rank}"] if self.rank is not None else [])
+        return " · ".join(parts)
 
 
 class ResultSet:

@@ -15,7 +15,8 @@ from graphcmp.app.layout import PAGE, page_of, visible_children
 from graphcmp.app.model import SIDES, ViewModel
 
 __all__ = [
-    "FILTERS", "MAX_VISIBLE", "ViewState", "as_index", "known_filters", "pick", "reveal", "select", "selected_rows",
+    "DETAILS_HEIGHT", "FILTERS", "FRAME_KEYS", "MAX_VISIBLE", "SIDEBAR_WIDTH", "TABS", "ViewState", "as_index",
+    "clamp_size", "known_filters", "pick", "reveal", "select", "selected_rows",
     "toggle", "turn_page", "visible_count",
 ]
 
@@ -24,6 +25,13 @@ MAX_VISIBLE = 1500
 FILTERS = ("error", "warning", "pass", "skip", "unmatched", "overflow", "only-npu", "only-bench", "renamed")
 """Filters of the hit list: verdicts, overflow, and the structure diff (nodes only in one run, or renamed)."""
 _MAX_QUERY = 300
+TABS = ("details", "chart", "op", "table")
+"""Tabs of the bottom panel: the selected node's details, the error chart over execution order, the single-op
+view of a node's real tensors, and the table of compared tensors."""
+SIDEBAR_WIDTH, DETAILS_HEIGHT = (160, 900), (80, 900)
+"""Bounds (px) of the sidebar's width and the bottom panel's height the user can drag them to."""
+FRAME_KEYS = frozenset({"sb", "sbw", "dt", "dth", "tab"})
+"""URL keys of the page's frame (panels shown, their sizes, the tab): they say nothing about the view of the graph."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +50,11 @@ class ViewState:
     filters: tuple[str, ...] = ()
     hit: int = 0
     picked: tuple[str, str] = ("", "")  # the last node selected on each side (npu, bench): a manual match's pair
+    sidebar: bool = True  # the sidebar is shown
+    sidebar_w: int = 0  # its width in px (0: the page's default)
+    bottom: bool = True  # the bottom panel (details, chart, single op, table) is shown
+    bottom_h: int = 0  # its height in px (0: the page's default)
+    tab: str = "details"  # the bottom panel's tab (`TABS`)
 
     def to_query(self) -> str:
         """The URL query string (with the leading ``?``) of this state.
@@ -55,7 +68,9 @@ class ViewState:
              "pg": _pages_text(self.pages["npu"]), "pgb": _pages_text(self.pages["bench"]),
              "sel": f"{self.selected[0]}:{self.selected[1]}" if self.selected else "",
              "sync": "1" if self.sync else "0", "metric": self.metric, "bins": self.bins, "q": self.query,
-             "f": ",".join(self.filters), "hit": self.hit or "", "pn": self.picked[0], "pb": self.picked[1]}
+             "f": ",".join(self.filters), "hit": self.hit or "", "pn": self.picked[0], "pb": self.picked[1],
+             "sb": "" if self.sidebar else "0", "sbw": self.sidebar_w or "", "dt": "" if self.bottom else "0",
+             "dth": self.bottom_h or "", "tab": "" if self.tab == "details" else self.tab}
         return "?" + urlencode({k: v for k, v in q.items() if v != ""})
 
     @classmethod
@@ -77,7 +92,15 @@ class ViewState:
             metric=q.get("metric", ""), bins=q.get("bins", ""), query=q.get("q", "")[:_MAX_QUERY],
             filters=known_filters(q.get("f", "").split(",")), hit=max(_int(q.get("hit")) or 0, 0),
             picked=(q.get("pn", ""), q.get("pb", "")),
+            sidebar=q.get("sb", "1") != "0", sidebar_w=clamp_size(_int(q.get("sbw")), SIDEBAR_WIDTH),
+            bottom=q.get("dt", "1") != "0", bottom_h=clamp_size(_int(q.get("dth")), DETAILS_HEIGHT),
+            tab=q.get("tab", "details") if q.get("tab") in TABS else "details",
         )
+
+    def with_frame(self, other: ViewState) -> ViewState:
+        """This state with the frame of `other` (panels shown, their sizes, the tab): a jump keeps the page's frame."""
+        return replace(self, sidebar=other.sidebar, sidebar_w=other.sidebar_w, bottom=other.bottom,
+                       bottom_h=other.bottom_h, tab=other.tab)
 
     def clean(self, model: ViewModel) -> ViewState:
         """Drop rows that the model does not have (a link made for another result)."""
@@ -98,6 +121,15 @@ def as_index(text: object) -> int | None:
     if isinstance(text, str) and 0 < len(text) <= 18 and text.isascii() and text.isdigit():
         return int(text)
     return None
+
+
+def clamp_size(value: int | None, bounds: tuple[int, int]) -> int:
+    """A panel size in px within `bounds`; 0 (the default size) for none.
+
+    >>> clamp_size(None, (160, 900)), clamp_size(20, (160, 900)), clamp_size(5000, (160, 900)), clamp_size(3, (1, 9))
+    (0, 160, 900, 3)
+    """
+    return 0 if not value or value <= 0 else min(max(value, bounds[0]), bounds[1])
 
 
 def known_filters(names: list[str]) -> tuple[str, ...]:

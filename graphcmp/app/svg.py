@@ -76,6 +76,10 @@ def _cell(c, color: str, name: str) -> str:
                 f'<text x="{c.x:.1f}" y="{top + HEADER - 6:.1f}" text-anchor="middle" font-weight="bold">{label}</text>'
                 "</g>")
     fill = "#e3f2fd" if c.pager else color
+    lines = c.label.split("\n")
+    first = c.y + 4 - 8 * (len(lines) - 1)
+    text = "".join(f'<tspan x="{c.x:.1f}" y="{first + 16 * k:.1f}">{escape(line)}</tspan>'
+                   for k, line in enumerate(lines))
     return (f'<g>{tip}<rect x="{left:.1f}" y="{top:.1f}" width="{c.w:.1f}" height="{c.h:.1f}" rx="6" '
             f'fill={quoteattr(fill)} stroke="#546e7a"/>'
-            f'<text x="{c.x:.1f}" y="{c.y + 4:.1f}" text-anchor="middle">{label}</text></g>')
+            f'<text x="{c.x:.1f}" y="{c.y + 4:.1f}" text-anchor="middle">{text}</text></g>')

@@ -122,6 +122,29 @@ class NavTree:
         ranks = node_provenance(self.graph, row).ranks if nodes.attrs else ()
         return f"{label} [r{rank_ranges(ranks)}]" if ranks else label
 
+    def box_label(self, row: int, lines: bool = True) -> str:
+        """The label a drawing shows: the op type first (``Conv2D``, ``MatMulV2``, ``Linear``) and the short name
+        second, on two lines (`lines`) or joined by `` · `` (an open module's title); one line when the short
+        name already starts with the op type (msprobe's ``linear.2``).
+
+        >>> from graphcmp.core.hierarchy import HierarchyBuilder
+        >>> from graphcmp.core.records import RunInfo
+        >>> b = HierarchyBuilder()
+        >>> b.add_node("Module.fc.Linear.forward.0", NodeKind.MODULE, "Linear", Direction.FORWARD, None, 1)
+        >>> b.add_node("Functional.linear.0.forward", NodeKind.API, "linear", Direction.FORWARD,
+        ...            "Module.fc.Linear.forward.0", 0)
+        >>> b.add_node("conv1conv1_relu", NodeKind.API, "Conv2D", Direction.FORWARD, None, 2)
+        >>> t = NavTree(b.build(RunInfo(path="mem")))
+        >>> [t.box_label(r) for r in range(1, 4)], t.box_label(1, lines=False)
+        (['Linear\\nfc', 'linear.0', 'Conv2D\\nconv1conv1_relu'], 'Linear · fc')
+        """
+        label = self.label(row)
+        op = self.graph.nodes.op[row]
+        if row == 0 or not op or label.startswith(op):
+            return label
+        name = label.replace(f": {op}", "", 1)
+        return f"{op}\n{name}" if lines else f"{op} · {name}"
+
     def shown_children(self, row: int) -> np.ndarray:
         """Children of `row` a drawing shows: all but those folded into their consumer."""
         kids = self.children(row)

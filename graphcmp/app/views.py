@@ -12,14 +12,18 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any
 
-from dash import html
+from dash import dcc, html
 
+from graphcmp.app.chart import error_figure, error_series
 from graphcmp.app.colors import NONE_COLOR, STATUS_COLORS
 from graphcmp.app.details import details_panel
 from graphcmp.app.elements import node_element_id
 from graphcmp.app.job import heat_figure
 from graphcmp.app.model import SIDES, ViewModel
-from graphcmp.app.state import ViewState, selected_rows
+from graphcmp.app.page import FILTER_LABELS, TAB_LABELS
+from graphcmp.app.single_op import op_panel
+from graphcmp.app.state import FILTERS, TABS, ViewState, selected_rows
+from graphcmp.app.table import ready_table, table_component
 from graphcmp.app.viewer import Rendered, Viewer
 from graphcmp.core.judge import STATUS_NAMES
 
@@ -40,14 +44,19 @@ class Turn:
         The controls' values as the page holds them (a control already showing its value is not resent).
     center : bool
         Centre the focused nodes (a jump: search, hit, finding, step ...).
+    fit : bool
+        Fit the panes to their nodes (collapse all: the top of the model, not where the pane was scrolled to).
+    trigger : str, optional
+        The input that fired (a name of `callbacks.TRIGGERS` or `CONTROLS`).
     note : str
         A line for the manual-match block (what the last decision did).
     """
 
     def __init__(self, viewer: Viewer, before: ViewState, state: ViewState, *, first: bool,
-                 controls: Mapping[str, Any], center: bool = False, note: str = "") -> None:
+                 controls: Mapping[str, Any], center: bool = False, note: str = "", fit: bool = False,
+                 trigger: str | None = None) -> None:
         self.viewer, self.before, self.state, self.first = viewer, before, state, first
-        self.controls, self.center, self.note = controls, center, note
+        self.controls, self.center, self.note, self.fit, self.trigger = controls, center, note, fit, trigger
 
     @cached_property
     def model(self) -> ViewModel:
@@ -120,7 +129,8 @@ def panes(turn: Turn) -> dict[str, Any]:
     if "bench" not in turn.model.sides:
         out["bench_elements"] = []
     focus = {side: _focus_id(turn, side, turn.rows.get(side)) for side in SIDES}
-    out["focus"] = {**focus, "fit": turn.first and not turn.rows, "center": turn.center, "seq": turn.state.to_query()}
+    out["focus"] = {**focus, "fit": (turn.first and not turn.rows) or turn.fit, "center": turn.center,
+                    "seq": turn.state.to_query()}
     return out
 
 
@@ -128,8 +138,10 @@ def sidebar(turn: Turn) -> dict[str, Any]:
     options, finding = _findings(turn.model, turn.state)
     out: dict[str, Any] = {"finding": finding}
     if turn.changed("result", "metric"):
-        out.update(legend=_legend(turn.viewer.legend(turn.rendered.scheme)), overview=_overview(turn.model),
-                   finding_options=options)
+        out.update(legend=_legend(turn.viewer.legend(turn.rendered.scheme), turn.model.marks),
+                   overview=_overview(turn.model), finding_options=options,
+                   filter_options=[{"label": f" {FILTER_LABELS.get(f, f)}", "value": f} for f in FILTERS
+                                   if f in turn.model.filters()])
     return out
 
 
@@ -159,15 +171,126 @@ def control_values(turn: Turn) -> dict[str, Any]:
     state = turn.state
     entry = turn.viewer.results.entry(state.result)
     wanted = {"query": state.query, "filters": list(state.filters), "metric": turn.rendered.scheme.metric,
-              "bins": state.bins, "sync": ["on"] if state.sync else [], "step": _opt_text(entry.step),
+              "bins": state.bins, "sync": ["on"] if state.sync else [], "step": _opt_text(entry.step), "tab": state.tab,
               "rank": _opt_text(entry.rank), "micro": "all" if state.micro is None else str(state.micro)}
     return {name: value for name, value in wanted.items() if turn.first or turn.controls.get(name) != value}
+
+
+_FRAME_FIELDS = ("sidebar", "sidebar_w", "bottom", "bottom_h", "tab")
+_HIDDEN = {"display": "none"}
+
+
+def frame(turn: Turn) -> dict[str, Any]:
+    """The page's frame: the sidebar and the bottom panel (shown, their sizes), and the bottom panel's tabs (those
+    that apply to the result and the selected node)."""
+    if not turn.changed(*_FRAME_FIELDS, "result", "selected"):
+        return {}
+    usable = _usable_tabs(turn)
+    if not turn.changed(*_FRAME_FIELDS, "result") and usable.keys() == _usable_tabs(turn, before=True).keys():
+        return {}  # another node selected, and the same tabs apply: nothing of the frame changes
+    s = turn.state
+    width = {"width": f"{s.sidebar_w}px", "flex": f"0 0 {s.sidebar_w}px"} if s.sidebar_w else {}
+    height = {"height": f"{s.bottom_h}px", "flex": f"0 0 {s.bottom_h}px"} if s.bottom_h else {}
+    tab = s.tab if s.tab in usable else "details"
+    return {
+        "sidebar_style": width if s.sidebar else _HIDDEN, "sidebar_grip": {} if s.sidebar else _HIDDEN,
+        "bottom_style": height if s.bottom else _HIDDEN, "bottom_grip": {} if s.bottom else _HIDDEN,
+        "sidebar_button": "btn on" if s.sidebar else "btn", "bottom_button": "btn on" if s.bottom else "btn",
+        "tab_options": [{"label": label, "value": name, "disabled": name not in usable}
+                        for name, label in TAB_LABELS.items()],
+        "tab_note": usable.get(tab, ""),
+        **{f"{name}_box": {} if name == tab else _HIDDEN for name in TABS},
+    }
+
+
+def _usable_tabs(turn: Turn, before: bool = False) -> dict[str, str]:
+    """The tabs that apply (name -> a note on what the tab shows): the chart for a report with compared calls, the
+    single-op view for a selected pair of nodes with tensor files (of the state `before` the action, if asked)."""
+    model = turn.model
+    out = {"details": ""}
+    if model.paired and len(model.report.noise.leaves):  # what error_series draws (made when the tab opens)
+        out["chart"] = _chart_note(turn)
+    if _op_pair(turn, selected_rows(turn.before, model) if before else turn.rows) is not None:
+        out["op"] = ""
+    if model.paired:
+        out["table"] = "msprobe's compare result, one row per npu tensor: sort and filter in the header, click a cell"
+    return out
+
+
+def _chart_note(turn: Turn) -> str:
+    entry = turn.viewer.results.entry(turn.state.result)
+    return entry.title if len(turn.viewer.results.entries) > 1 else ""
+
+
+def chart(turn: Turn) -> dict[str, Any]:
+    """The error chart (only while its tab is shown; drawn again when the result or the selection changes)."""
+    s = turn.state
+    if s.tab != "chart" or not s.bottom or not turn.changed("tab", "bottom", "result", "selected"):
+        return {"chart": []} if turn.first else {}
+    series = error_series(turn.model)
+    if series is None:
+        return {"chart": html.Div("no compared call: nothing to chart", className="hint")}
+    figure = error_figure(turn.model, series, turn.rows.get("npu", -1), _chart_title(turn))
+    return {"chart": dcc.Graph(id={"type": "chart", "index": "errors"}, figure=figure, className="error-chart",
+                               config={"displayModeBar": False, "responsive": True},
+                               style={"height": "100%", "minHeight": "180px"})}
+
+
+def _chart_title(turn: Turn) -> str:
+    entry = turn.viewer.results.entry(turn.state.result)
+    where = f"{entry.title}: " if len(turn.viewer.results.entries) > 1 else ""
+    return f"{where}each call's output error (log) and the noise its precision allows; click a point to open it"
+
+
+def _op_pair(turn: Turn, rows: dict[str, int] | None = None) -> tuple[int, int] | None:
+    """(npu row, bench row) of the selected node (`rows`, default the turn's) when both runs hold tensor files for
+    it, else None."""
+    rows = turn.rows if rows is None else rows
+    model = turn.model
+    if not model.paired or len(rows) != 2:
+        return None
+    if not model.has_tensor_files("npu", rows["npu"]) or not model.has_tensor_files("bench", rows["bench"]):
+        return None
+    return rows["npu"], rows["bench"]
+
+
+def single_op(turn: Turn) -> dict[str, Any]:
+    """The single-op view of the selected node (only while its tab is shown)."""
+    s = turn.state
+    if s.tab != "op" or not s.bottom or not turn.changed("tab", "bottom", "result", "selected"):
+        return {"op": []} if turn.first else {}
+    pair = _op_pair(turn)
+    if pair is None:
+        return {"op": html.Div("select a node whose tensors both runs dumped (msprobe task tensor, kernel dumps)",
+                               className="hint")}
+    return {"op": op_panel(turn.model, *pair)}
+
+
+def table(turn: Turn) -> dict[str, Any]:
+    """The table view (only while its tab is shown; made again when the result changes). A table still being made
+    (`ready_table`) shows a line and polls until it is ready."""
+    s = turn.state
+    polled = turn.trigger == "table_wait"
+    if s.tab != "table" or not s.bottom or not (turn.changed("tab", "bottom", "result") or polled):
+        return {"table": []} if turn.first else {}
+    if not turn.model.paired:
+        return {"table": html.Div("a single run has no compared tensors", className="hint")}
+    cols = ready_table(turn.model)
+    if cols is None:
+        if polled:
+            return {}
+        rows = len(turn.model.report.npu.tensors)
+        return {"table": html.Div([
+            html.Span(f"making the table of {rows:,} npu tensors (about 20 µs a row) …", className="hint"),
+            dcc.Interval(id={"type": "ctable-wait", "index": "rows"}, interval=1000)])}
+    return {"table": table_component(cols)}
 
 
 VIEWS: dict[str, Callable[[Turn], dict[str, Any]]] = {
     "page": page, "banner": banner, "hits": hit_list, "match": match_block, "details": details, "panes": panes,
     "sidebar": sidebar,
-    "controls": controls, "values": control_values,
+    "controls": controls, "values": control_values, "frame": frame, "chart": chart, "op": single_op,
+    "table": table,
 }
 """Concern -> its view; the concerns and output names are those of `callbacks.OUTPUTS`."""
 
@@ -215,7 +338,10 @@ def _focus_id(turn: Turn, side: str, row: int | None) -> str | None:
     into = turn.model.trees[side].folded_into
     if into is not None and into[row] >= 0:
         row = int(into[row])
-    return node_element_id(row, row in turn.viewer.geometry(turn.state, side).box_rows())
+    geo = turn.viewer.geometry(turn.state, side)
+    if not geo.visible[row]:  # inside a closed module (collapse all): nothing to select or scroll to
+        return None
+    return node_element_id(row, row in geo.box_rows())
 
 
 def _hit_list(model: ViewModel, state: ViewState, rendered: Rendered) -> tuple[list, int | None, str]:
@@ -264,13 +390,17 @@ MARKS = (  # (the class a pane gives the mark, the legend's swatch, text): every
     ("backward", "mark-text:◂", "backward call (◂ after the name)"),
     ("ranks", "mark-text:[r0-1]", "ranks a merged node came from"),
     ("folds", "mark-text:[+2]", "inputs folded into the node (constants, weights): shown when selected"),
+    ("hover", "mark-text:f16", "an edge under the pointer shows the tensor it carries (dtype, shape)"),
 )
 
 
-def _legend(items: list[tuple[str, str]]) -> list:
+def _legend(items: list[tuple[str, str]], marks: frozenset[str]) -> list:
+    """The legend: the colours of the scheme, then the marks this document's panes can draw (`ViewModel.marks`)."""
     rows = [html.Div([html.Span(className="swatch", style={"backgroundColor": color}), html.Span(text)],
                      className="legend-row") for color, text in items]
-    for _, swatch, text in MARKS:
+    for mark, swatch, text in MARKS:
+        if mark not in marks:
+            continue
         mark = (html.Span(swatch.partition(":")[2], className="mark-text") if swatch.startswith("mark-text:")
                 else html.Span(className=swatch))
         rows.append(html.Div([mark, html.Span(text)], className="legend-row"))

@@ -184,7 +184,7 @@ def test_export_png_and_svg(viewer):
     with viewer.page.expect_download() as svg:
         viewer.page.click("#svg-bench")
     text = Path(svg.value.path()).read_text()
-    assert text.startswith("<svg") and "embedding: Embedding" in text
+    assert text.startswith("<svg") and ">Embedding</tspan><tspan" in text and ">embedding</tspan>" in text
 
 
 def test_step_selector_switches_result(browser, steps_folder):

@@ -110,7 +110,7 @@ def test_heat_cell_opens_that_rank_at_that_module(tf_results):
     assert state.result == "s1r0" and state.selected == ("npu", column)
     row = selected_rows(state, model)["npu"]
     assert int(model.report.verdicts.worst[row]) == int(heat.status[0, j])
-    assert state.query == ""
+    assert state.query == "x"  # the search is part of the view: a jump to another rank keeps it
     assert jump_search(viewer, ViewState(result="s1r0"), "job-heat", {"points": [{"x": column, "y": "rank 7"}]}) \
         is None
 

@@ -16,8 +16,9 @@ def test_svg_of_an_open_view(sample_model, sample_report):
     geo = layout_pane(sample_model.trees["npu"], [enc], {}, None)
     root = ET.fromstring(pane_svg(geo, {c.row: "#e53935" for c in geo.cells}, "npu"))
     ns = "{http://www.w3.org/2000/svg}"
-    labels = [t.text for t in root.iter(f"{ns}text")]
+    labels = ["\n".join(t.itertext()) for t in root.iter(f"{ns}text")]  # a line per tspan (op type, name)
     assert labels == [c.label for c in sorted(geo.cells, key=lambda c: not c.is_box)]
+    assert any("\n" in label for label in labels)
     assert len(root.findall(f".//{ns}g")) == len(geo.cells)
 
 
