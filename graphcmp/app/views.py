@@ -415,7 +415,8 @@ def _banner(viewer: Viewer, model: ViewModel) -> tuple[list, str]:
         node = origin.get("node") or "?"
         op = model.graphs["npu"].nodes.op[row] if (row := model.row_of("npu", node)) is not None else ""
         return _divergence_text(node, op, origin.get("module"), origin.get("rank"), origin.get("step"),
-                                origin.get("cause"), origin.get("margin"), origin.get("direction")), "diverged"
+                                origin.get("cause"), origin.get("margin"), origin.get("direction"),
+                                origin.get("call_site") or "", origin.get("summary") or ""), "diverged"
     if job is not None and job.analysis:
         return [html.Strong("No divergence found in any rank.")], "agree"
     if model.analysis is None:
@@ -427,12 +428,14 @@ def _banner(viewer: Viewer, model: ViewModel) -> tuple[list, str]:
                 html.Span(f"all {compared:,} compared calls agree within the noise of their precision.")], "agree"
     op = model.graphs["npu"].nodes.op[model.row_of("npu", first.node)]
     return _divergence_text(first.node, op, first.module, first.rank, first.step, first.cause, first.margin,
-                            first.direction), "diverged"
+                            first.direction, first.call_site, first.summary), "diverged"
 
 
 def _divergence_text(node: str, op: str, module: str | None, rank: int | None, step: int | None,
-                     cause: str | None, margin: float | None, direction: str | None) -> list:
-    """The banner's line: op and node, module, rank, step, cause, margin (all text children, never HTML)."""
+                     cause: str | None, margin: float | None, direction: str | None, call_site: str = "",
+                     summary: str = "") -> list:
+    """The banner's line: op and node, module, rank, step, cause, margin, and under it the user's line that made
+    the call and the cause in one sentence (all text children, never HTML)."""
     facts = [f"module {module}" if module else "top level"]
     facts += [f"rank {rank}"] if rank is not None else []
     facts += [f"step {step}"] if step is not None else []
@@ -441,8 +444,10 @@ def _divergence_text(node: str, op: str, module: str | None, rank: int | None, s
     if isinstance(margin, (int, float)):
         facts.append(f"{margin:.3g}x the noise allowed" if margin == margin and margin != float("inf")
                      else "far beyond the noise")
+    why = [html.Div(" — ".join(part for part in (f"at {call_site}" if call_site else "", summary) if part),
+                    className="banner-why")] if call_site or summary else []
     return [html.Span("First divergence ", className="banner-label"), html.Strong(op or node, className="banner-op"),
-            html.Span(f" {node}", className="banner-node"), html.Span(" · " + " · ".join(facts))]
+            html.Span(f" {node}", className="banner-node"), html.Span(" · " + " · ".join(facts)), *why]
 
 
 def _overview(model: ViewModel) -> list:

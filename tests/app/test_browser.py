@@ -252,7 +252,7 @@ def test_manual_match_persists_over_reload(browser, tmp_path):
     from tests.app.test_manual import BASE_BENCH, EXTRA_NPU, NODE
 
     result = tmp_path / "cmp.json"
-    report = compare_paths(EXTRA_NPU, BASE_BENCH)  # without --fuzzy: the extra op's neighbours stay unmatched
+    report = compare_paths(EXTRA_NPU, BASE_BENCH, fuzzy=False)  # --no-fuzzy: the extra op's neighbours stay unmatched
     save_report(report, result)
     assert report.verdict(NODE).status == "unmatched"
     server = _server([result])

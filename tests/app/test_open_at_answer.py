@@ -58,6 +58,7 @@ def test_banner_names_op_module_cause_and_margin(viewer, sample_report):
     text = _texts(out["banner"]["banner"])
     assert first.node in text and first.module in text and first.cause in text
     assert f"{first.margin:.3g}x the noise allowed" in text
+    assert f"at {first.call_site}" in text and first.summary in text  # where in the user's code, and why
     assert out["banner"]["go_style"] == {} and out["banner"]["banner_class"].endswith("diverged")
 
 
