@@ -394,7 +394,7 @@ def noise_model(
         by_growth = (margin > rule.origin_margin) & ~(fresh_margin > rule.origin_margin) & ~shape_changed
     if overflow is not None:
         by_growth &= ~((overflow == OverflowLevel.CRITICAL) & (e.output_error > 0))
-    origin = _one_per_cause(origin, by_growth, end, keys, e)
+    origin = _one_per_cause(origin, by_growth, end, keys, e, npu.nodes.direction, npu.nodes.micro_step)
     roles, origins, level = _roles(keys, end, e.leaves, origin, compared, e.output_error, e.unit)
     first = int(origins[0]) if len(origins) else -1
     precision, dtype_pair = _precision(npu, pairs, texts, e.is_out, e.leaves, keys, first, e.output_error)
@@ -1033,9 +1033,10 @@ def _origins(npu: DumpGraph, leaves: np.ndarray, margin: np.ndarray, fresh_margi
 
 
 def _one_per_cause(origin: np.ndarray, by_growth: np.ndarray, end: np.ndarray, keys: np.ndarray,
-                   e: _Errors) -> np.ndarray:
+                   e: _Errors, npu_direction: np.ndarray, npu_micro: np.ndarray) -> np.ndarray:
     """`origin` without the calls after the first origin that are origins by their growth alone (`by_growth`)
-    while their inputs already carry more error than the noise before it.
+    while their inputs already carry more error than the noise before it, or were made by a call the first
+    origin's difference reached (a gradient flowing back from it).
 
     Statistics see only part of an input's error (a perturbation orthogonal to a tensor barely moves its
     norm), so a call downstream of a difference shows more "growth" than rounding gives it: that is the
@@ -1048,10 +1049,25 @@ def _one_per_cause(origin: np.ndarray, by_growth: np.ndarray, end: np.ndarray, k
     first = float(end[origins].min())
     level = _level_before(e.leaves, keys, first, e.output_error, e.unit)
     leaves = e.leaves
-    carried = leaves[(end[leaves] > first) & by_growth[leaves] & (e.input_error[leaves] > level)]
+    differing = origin | ((end > first) & (e.output_error > level))  # what the first origin's difference reached
+    made = e.is_in & (e.producer >= 0)
+    fed = np.zeros(len(origin), bool)  # an input made by such a call: its difference, whatever its statistics show
+    fed[e.node[made][differing[e.producer[made]] & (keys[e.producer[made]] < keys[e.node[made]])]] = True
+    fed |= _gradients_after(differing, keys, npu_direction, npu_micro)  # autograd sums them: no producer is recorded
+    carried = leaves[(end[leaves] > first) & by_growth[leaves] & ((e.input_error[leaves] > level) | fed[leaves])]
     kept = origin.copy()
     kept[carried] = False
     return kept
+
+
+def _gradients_after(differing: np.ndarray, keys: np.ndarray, direction: np.ndarray, micro: np.ndarray) -> np.ndarray:
+    """Per node, True for a backward call that runs after a differing call of its micro-step: the gradients it
+    receives are sums autograd made of what ran before it, so they carry that difference."""
+    micro = micro.astype(np.int64)
+    start = np.full(int(micro.max(initial=0)) + 1, np.inf)
+    rows = np.flatnonzero(differing)
+    np.minimum.at(start, micro[rows], keys[rows])
+    return (direction == Direction.BACKWARD) & (keys > start[micro])
 
 
 def _level_before(leaves: np.ndarray, keys: np.ndarray, first: float, output_error: np.ndarray,

@@ -308,3 +308,12 @@ def test_one_origin_per_cause_on_a_deep_exact_rerun():
     modules = {report.npu.nodes.ids[report.npu.nodes.parent[r]].rsplit(".forward", 1)[0] for r in origins}
     assert modules == {"Module.encoder.layers.1.linear1.Linear"}  # the weight's calls (one per micro-step at most)
     assert len(origins) <= 4
+
+
+def test_gradients_after_a_backward_origin_are_propagated():
+    """A custom autograd Function's backward is wrong (forward right): the gradients autograd sums after it carry
+    its difference, whatever their statistics show, so later backward calls (an RMSNorm's rsqrt backward at 5x
+    its growth) are propagated, not origins of their own."""
+    case = DATA / "cases28" / "fn_backward_bf16"
+    report = compare_paths(case / "npu" / "step0" / "rank0", case / "bench" / "step0" / "rank0")
+    assert [report.npu.nodes.ids[r] for r in report.noise.origins().tolist()] == ["Tensor.__mul__.49.forward"]
