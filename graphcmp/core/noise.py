@@ -25,7 +25,8 @@ numbers, in the order they are computed (docs/noise.md works one case through by
    of its outputs, ``in`` the largest error of what it computed from — its inputs, and for a
    backward call also the inputs and outputs of its forward call (and for parameter gradients those
    of the module's backward and forward calls); ``n`` the number of values a backward output sums
-   (a bias gradient sums over the batch; 1 in forward); ``l`` = `LIBRARY_ERROR`, the few float32
+   (a bias gradient sums over the batch; the normalised axis of a `NORMALIZING_OPS` op's backward; 1 in
+   forward); ``l`` = `LIBRARY_ERROR`, the few float32
    ulps two math libraries may differ by. Rounding and error propagation keep ``g`` near 1 or
    below. The backward calls of `SWITCHING_OPS` (ReLU, max-pool, dropout ...) are not bounded by
    their inputs: a forward rounding flips their masks.
@@ -35,9 +36,10 @@ numbers, in the order they are computed (docs/noise.md works one case through by
    Communication calls are left out, and their limit is 1: their outputs also hold other ranks' data,
    so an output that differs while the local inputs agree is an origin on this rank, reached from
    another (core/distributed/crossrank.py follows it back to the rank it came from).
-   The noise the model allows at a call's output is ``G * (in + u sqrt(n) + l)`` and its **margin**
-   is ``out`` over that. With a reference run at the npu run's precision (``compare --reference``,
-   core/reference.py), ``G`` of each call the reference has is measured there instead (`_measured_limits`).
+   The noise the model allows at a call's output is ``G * (in + u sqrt(n) + l)``, never more than
+   `noise_ceiling` (``sqrt(u)``) unless the inputs carried more, and its **margin** is ``out`` over
+   that. With a reference run at the npu run's precision (``compare --reference``, core/reference.py),
+   ``G`` of each call the reference has is measured there instead (`_measured_limits`).
 5. **Origins**: a compared leaf whose margin exceeds ``NoiseRule.origin_margin``; or one with an
    input no matched earlier call produced (a weight, data, an argument, or the output of a call the
    bench run does not have) that differs by more than that margin over its own noise: the coarsest
@@ -47,8 +49,11 @@ numbers, in the order they are computed (docs/noise.md works one case through by
    weight carries the previous step's noise, and a weight that started at zero is mostly accumulated
    gradients; a wrong one drifts further);
    or one whose output overflows while its inputs are finite, or changes its element count.
+   After the first origin, a call that is an origin by its growth alone while what it computed from
+   already carries that difference is propagated instead (one origin per cause, `_one_per_cause`).
 6. **Roles**: every node is the origin, *propagated* (after the first origin, with an error above
-   the largest error of the calls before it), *within noise*, or *not compared*.
+   the largest error of the calls before it), *within noise*, or *not compared*. A forward noise
+   level beyond `noise_ceiling` is one no rounding explains (`NoiseModel.explains_noise`).
 
 The comparison's precision (`Precision`) says which dtypes met: an *exact rerun* (same dtypes, every
 call before the first origin bit-identical), *same precision* on other hardware, or *mixed
@@ -91,6 +96,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTEXT_VALUE_TYPES",
+    "NORMALIZING_OPS",
     "UNIT_ROUNDOFF",
     "Calibration",
     "NodeRole",
@@ -98,6 +104,7 @@ __all__ = [
     "Precision",
     "compared_leaves",
     "element_count",
+    "noise_ceiling",
     "noise_model",
     "pair_errors",
     "unit_roundoff",
@@ -130,6 +137,16 @@ SWITCHING_OPS = frozenset({
 mask): rounding in the forward pass flips elements of their backward output whole, so the backward
 error of these ops is not bounded by their input errors. Their backward calls are not calibrated
 and are origins only through their inputs, arguments, overflow or shape."""
+
+NORMALIZING_OPS: dict[str, str] = {
+    "softmax": "last", "logsoftmax": "last", "softmin": "last", "layernorm": "last", "rmsnorm": "last",
+    "normalize": "last", "batchnorm": "channels", "instancenorm": "channels", "groupnorm": "channels",
+}
+"""Ops whose backward subtracts a sum over the values they normalise from each gradient (softmax:
+``y (g - sum(g y))``; a norm: ``g - mean(g) - x mean(g x)``): the sum of n terms rounds like ``sqrt(n) u``
+and the difference cancels, so their backward reduces over the normalised axis: the last one (softmax,
+layer and RMS norms) or every axis but the channels (batch, instance and group norms)."""
+
 
 def noise_ceiling(unit: float | np.ndarray) -> float | np.ndarray:
     """The largest error rounding alone can leave on a value of unit roundoff `unit`: ``sqrt(u)``.
@@ -777,16 +794,6 @@ def _backward_reductions(npu: DumpGraph, count: np.ndarray, node: np.ndarray, is
         ratio = np.where(count > 0, incoming[node] / count, 1.0)
     backward = npu.nodes.direction[node] == Direction.BACKWARD
     return np.maximum(_node_max(node[is_out & backward], ratio[is_out & backward], n), 1.0)
-
-
-NORMALIZING_OPS: dict[str, str] = {
-    "softmax": "last", "logsoftmax": "last", "softmin": "last", "layernorm": "last", "rmsnorm": "last",
-    "normalize": "last", "batchnorm": "channels", "instancenorm": "channels", "groupnorm": "channels",
-}
-"""Ops whose backward subtracts a sum over the values they normalise from each gradient (softmax:
-``y (g - sum(g y))``; a norm: ``g - mean(g) - x mean(g x)``): the sum of n terms rounds like ``sqrt(n) u``
-and the difference cancels, so their backward reduces over the normalised axis: the last one (softmax,
-layer and RMS norms) or every axis but the channels (batch, instance and group norms)."""
 
 
 def _normalized_lengths(npu: DumpGraph, tensor_rows: np.ndarray, node: np.ndarray, is_out: np.ndarray) -> np.ndarray:
