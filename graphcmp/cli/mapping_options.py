@@ -43,8 +43,10 @@ def add_mapping_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--api-mapping", nargs="?", const="", metavar="FILE",
                        help="API name table or msprobe ms_api/pt_api list with argument positions; "
                        "bare: the built-in MindSpore -> PyTorch table")
-    group.add_argument("--op-map", metavar="FILE",
-                       help="op-type table between backends (get_op_map style, JSON/YAML/CSV) with parameter renames")
+    group.add_argument("--op-map", nargs="?", const="", metavar="FILE",
+                       help="op-type table between backends (get_op_map style, JSON/YAML/CSV) with parameter "
+                       "renames; bare: the built-in PyTorch 1.5 NPU table (Npu* <-> Cudnn*/Thnn*), the default "
+                       "for .h5 dumps")
 
 
 def input_files(args: argparse.Namespace) -> list[str]:

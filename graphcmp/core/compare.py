@@ -17,7 +17,9 @@ from graphcmp._version import __version__
 from graphcmp.core.dataflow import communication_calls, earliest_producers, forward_twins
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.judge import judge
+from graphcmp.core.mapping_files import load_builtin_op_table
 from graphcmp.core.matching import ChildMatcher, RuleMatcher, default_matchers, match_graphs
+from graphcmp.core.matching.by_op_table import OpTableMatcher
 from graphcmp.core.matching.given import GivenMatcher, GivenMatches
 from graphcmp.core.noise import noise_model
 from graphcmp.core.outcome import job_outcome
@@ -91,7 +93,7 @@ def compare_graphs(
     """
     given = [GivenMatcher(matches)] if matches is not None else []
     if matchers is None:
-        matchers = [] if given else default_matchers(fuzzy=fuzzy)
+        matchers = [] if given else [*format_matchers(npu, bench), *default_matchers(fuzzy=fuzzy)]
     matchers = [*given, *matchers]
     thresholds = thresholds or DEFAULT_THRESHOLDS
     table = match_graphs(npu, bench, matchers)
@@ -112,6 +114,14 @@ def compare_graphs(
     return CompareReport(npu=npu, bench=bench, matches=table, pairs=pairs, verdicts=verdicts,
                          thresholds=thresholds, options=options, tool_version=__version__, noise=noise,
                          _cache={"overflow": overflow})
+
+
+def format_matchers(npu: DumpGraph, bench: DumpGraph) -> list[RuleMatcher]:
+    """Rules a pair of runs of these formats needs by default: PyTorch 1.5 ``.h5`` dumps name one op by its
+    backend (``NpuConvolutionBackward`` / ``CudnnConvolutionBackward``), paired by the built-in op table."""
+    if "pytorch_h5" not in (npu.info.format, bench.info.format):
+        return []
+    return [OpTableMatcher(*load_builtin_op_table())]
 
 
 def derive_npu(npu: DumpGraph) -> None:

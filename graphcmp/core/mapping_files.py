@@ -17,7 +17,7 @@ import json.decoder
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,7 @@ __all__ = [
     "RuleFile",
     "load_api_mapping",
     "load_builtin",
+    "load_builtin_op_table",
     "load_cell_mapping",
     "load_data_mapping",
     "load_layer_mapping",
@@ -52,6 +53,9 @@ __all__ = [
 BUILTIN_MS_TO_PT_API = "ms_to_pt_api.yaml"
 """Built-in MindSpore -> PyTorch API name table (msprobe's own, see the file's header)."""
 BUILTIN_MS_TO_PT_PARAMS = "ms_to_pt_params.yaml"
+"""Built-in MindSpore -> PyTorch parameter names per layer class (``gamma`` -> ``weight`` ...)."""
+BUILTIN_OP_TABLE = "pt15_npu_op_map.yaml"
+"""Built-in op table of PyTorch 1.5 NPU dumps: Npu* autograd functions -> Cudnn* / Thnn* (see the file's header)."""
 """Built-in MindSpore -> PyTorch parameter names per layer class (``gamma`` -> ``weight`` ...)."""
 
 API_MAPPING_KEYS = ("args", "outputs", "parameters", "parameters_grad")
@@ -598,6 +602,18 @@ def load_op_table(path: str | os.PathLike[str]) -> tuple[RuleFile, RuleFile]:
             param_entries.extend(RuleEntry(_where(doc, ln), k, _name(doc, v, ln, "a parameter name"), scope=op)
                                  for k, v, ln in _unique(doc, iter(table.items), f"{op} parameter"))
     return _rule_file(doc, op_entries), _rule_file(doc, param_entries)
+
+
+def load_builtin_op_table() -> tuple[RuleFile, RuleFile]:
+    """`load_op_table` of the table shipped in ``graphcmp/data`` (`BUILTIN_OP_TABLE`).
+
+    >>> ops, params = load_builtin_op_table()
+    >>> [(e.key, e.value) for e in ops.entries][0], ops.builtin
+    (('NpuConvolutionBackward', 'CudnnConvolutionBackward'), True)
+    """
+    with resources.as_file(resources.files("graphcmp").joinpath("data", BUILTIN_OP_TABLE)) as path:
+        ops, params = load_op_table(path)
+    return replace(ops, builtin=True), replace(params, builtin=True)
 
 
 def _op_table_csv(doc: _Doc, rows: _Seq) -> tuple[RuleFile, RuleFile]:

@@ -42,6 +42,8 @@ def tensor_file(graph: DumpGraph, row: int) -> Path | None:
     name, part = split_tensor_part(name)
     suffix = f"#{part}" if part else ""
     folder = os.path.normpath(graph.info.path)
+    if os.path.isfile(folder):  # a run that is one file (an HDF5 dump) names its tensors inside it
+        folder = os.path.dirname(os.path.abspath(folder))
     for candidate in (os.path.join(folder, TENSOR_DATA_DIR, name), os.path.join(folder, name)):
         candidate = os.path.normpath(candidate)
         if os.path.commonpath([folder, candidate]) != folder:

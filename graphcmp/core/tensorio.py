@@ -148,6 +148,10 @@ def read_tensor(path: str | os.PathLike[str]) -> np.ndarray:
 
         role, _, index = part.partition(".")
         return read_dump_tensor(file, role, int(index))
+    if part.startswith("h5:"):
+        from graphcmp.core.readers.pytorch_h5 import read_h5_tensor  # see tests/test_layers.py: LAZY_IMPORTS
+
+        return read_h5_tensor(file, part[3:])
     if part:
         return _reshaped(read_tensor(file), part, file)
     suffix = os.path.splitext(name)[1].lower()

@@ -16,6 +16,7 @@ from pathlib import Path
 from graphcmp.core.errors import MappingError
 from graphcmp.core.mapping_files import (
     load_api_mapping,
+    load_builtin_op_table,
     load_cell_mapping,
     load_data_mapping,
     load_layer_mapping,
@@ -41,7 +42,7 @@ RULE_ORDER = ("manual", "msprobe", "data-mapping", "me-mapping", "cell-mapping",
               "layer-mapping", "api-mapping", "op-map", "exact", "fuzzy", "fused")
 """Rule sources in the order they apply (pins of the first six, then per matched parent pair)."""
 
-FILE_REQUIRED = ("manual", "msprobe", "data-mapping", "me-mapping", "op-map")
+FILE_REQUIRED = ("manual", "msprobe", "data-mapping", "me-mapping")
 """Sources that need a file (the others have a default: no entries or a built-in table)."""
 
 _NO_FILE = ("exact", "fuzzy", "fused", "fused-ops")
@@ -76,6 +77,7 @@ def _file_matcher(source: str, path: str, name: str) -> ChildMatcher | RuleMatch
 
 _DEFAULTS: dict[str, Callable[[], ChildMatcher | RuleMatcher]] = {
     "layer-mapping": LayerMatcher, "cell-mapping": CellMatcher, "api-mapping": ApiMatcher,
+    "op-map": lambda: OpTableMatcher(*load_builtin_op_table()),
     "exact": ExactMatcher, "fuzzy": FuzzyMatcher, "fused": DecompositionMatcher, "fused-ops": FusedOpsMatcher,
 }
 

@@ -21,6 +21,7 @@ FORMATS: dict[str, tuple[str, str, str]] = {
     "ascend_dump": ("ascend_dump", "sniff", "read_ascend_dump"),
     "mindspore_sync": ("mindspore_sync", "sniff", "read_mindspore_sync"),
     "ascend_golden": ("ascend_golden", "sniff", "read_golden"),
+    "pytorch_h5": ("pytorch_h5", "sniff", "read_pytorch_h5"),
     "ge": ("ge", "sniff", "read_ge"),
     "mindspore_ir": ("mindspore_ir", "sniff", "read_mindspore_ir"),
 }
