@@ -98,7 +98,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.core.tensorio", "graphcmp.core.readers.mindspore_sync"):
         "30-45 ms (the raw dump reader it shares, protobuf gencode): only MindSpore synchronous dump tensors",
     ("graphcmp.core.tensorio", "graphcmp.core.readers.pytorch_h5"):
-        "h5py (tens of ms): only tensors inside PyTorch 1.5 HDF5 dumps",
+        "120-200 ms (the reader with ascend_dump's statistics and protobuf gencode), then 50-90 ms of h5py at the "
+        "first read: only tensors inside PyTorch 1.5 HDF5 dumps",
     ("graphcmp.core.tensorio", "graphcmp.core.readers.ascend_file"):
         "30-45 ms (protobuf gencode): only tensors inside Ascend raw dump files",
     # parallel jobs: `graphcmp compare` of two job roots, and `graphcmp consistency`

@@ -11,7 +11,8 @@ PyTorch 1.5 dumper lays a run out (``/{op}/{seq}/{input|output}/{param}``, the `
   (a planted bug in ``ReluBackward0``); everything after it inherits the error.
 
 The forward calls' names are illustrative (the same on both backends); the backward names are the autograd
-functions PyTorch 1.5 records. Run: ``python tests/data/make_h5_cases.py`` (deterministic; each file is well under 200 KB).
+functions PyTorch 1.5 records. Run: ``python tests/data/make_h5_cases.py`` (deterministic; each file is well
+under 200 KB).
 """
 
 from __future__ import annotations

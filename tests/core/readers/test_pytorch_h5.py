@@ -1,0 +1,146 @@
+"""PyTorch 1.5 NPU ``.h5`` dumps against a GPU ``.h5``: reading, lazy tensors, the op table, bad files.
+
+The cases in tests/data/pytorch_h5 are written by tests/data/make_h5_cases.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from graphcmp.cli.main import main
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.readers.detect import detect_format
+from graphcmp.core.readers.pytorch_h5 import read_h5_tensor, read_pytorch_h5
+from graphcmp.core.records import Direction, Role
+from graphcmp.core.tensorcmp import tensor_file
+from graphcmp.core.tensorio import read_tensor
+
+CASES = Path(__file__).parents[2] / "data" / "pytorch_h5"
+
+
+def _compare(capsys, tmp_path, npu, bench, *options):
+    out = tmp_path / "cmp.npz"
+    code = main(["compare", str(npu), str(bench), *options, "-o", str(out), "-q"])
+    capsys.readouterr()
+    assert main(["diverge", str(out), "--json"]) == code
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _rows(graph, node, role):
+    t = graph.tensors
+    return {t.slot[k]: k for k in range(len(t.slot)) if graph.nodes.ids[t.node[k]] == node and t.role[k] == role}
+
+
+def test_an_npu_dump_is_read():
+    assert detect_format(CASES / "npu_bug.h5") == "pytorch_h5"
+    graph = read_pytorch_h5(CASES / "npu_bug.h5")
+    assert (graph.info.format, graph.info.task, graph.info.missing) == ("pytorch_h5", "tensor", ())
+    calls = [i for i in graph.nodes.ids if i != graph.nodes.ids[0]]
+    assert calls == ["ConvolutionForward.0", "ReluForward.0", "AddmmForward.0", "AddmmBackward.0",
+                     "ReluBackward0.0", "NpuConvolutionBackward.0"]  # in the dump's call order
+    row = graph.row("NpuConvolutionBackward.0")
+    assert graph.nodes.op[row] == "NpuConvolutionBackward" and graph.nodes.direction[row] == Direction.BACKWARD
+    inputs, outputs = _rows(graph, "NpuConvolutionBackward.0", Role.INPUT), _rows(graph, "NpuConvolutionBackward.0",
+                                                                                  Role.OUTPUT)
+    assert set(inputs) == {"grad", "input", "weight", "stride", "padding"} and set(outputs) == {"result_0"}
+    t = graph.tensors
+    weight = inputs["weight"]
+    assert t.dtype[weight] == "float16" and t.shape[weight] == "[4, 3, 3, 3]"  # DataType 10, stored as float32
+    assert t.file[inputs["stride"]] == "" and t.value[inputs["stride"]] == "[1, 1]"  # a list argument: a value
+    with h5py.File(CASES / "npu_bug.h5") as f:
+        stored = f["/NpuConvolutionBackward/6/input/weight"][()]
+    assert t.stats[weight][0] == pytest.approx(stored.max()) and t.stats[weight][1] == pytest.approx(stored.min())
+
+
+def test_tensors_stay_in_the_file_and_are_read_by_reference():
+    graph = read_pytorch_h5(CASES / "npu_bug.h5")
+    row = _rows(graph, "NpuConvolutionBackward.0", Role.OUTPUT)["result_0"]
+    assert graph.tensors.file[row] == "npu_bug.h5#h5:/NpuConvolutionBackward/6/output/result/result_0"
+    path = tensor_file(graph, row)
+    array = read_tensor(path)
+    assert array.shape == (4, 3, 3, 3) and array.dtype == np.float32
+    np.testing.assert_array_equal(array, read_h5_tensor(CASES / "npu_bug.h5",
+                                                       "/NpuConvolutionBackward/6/output/result/result_0"))
+
+
+def test_a_strided_tensor_is_seen_through_its_strides(tmp_path):
+    path = tmp_path / "t.h5"
+    storage = np.arange(6, dtype=np.float32)  # a 2x3 tensor's transpose: shape (3, 2), strides (1, 3)
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("/TBackward/1/output/result", data=storage.reshape(3, 2))
+        d.attrs.create("DataType", 1, dtype="<i4")
+        d.attrs.create("Type", 0, dtype="<i4")
+        d.attrs.create("Stride", np.array([1, 3], np.int64))
+    np.testing.assert_array_equal(read_h5_tensor(path, "/TBackward/1/output/result"),
+                                  storage.reshape(2, 3).T)
+
+
+def test_planted_bug_is_the_first_divergence_through_the_op_table(capsys, tmp_path):
+    code, doc = _compare(capsys, tmp_path, CASES / "npu_bug.h5", CASES / "gpu.h5")
+    assert code == 1 and doc["first"]["node"] == "ReluBackward0.0" and doc["first"]["cause"] == "op"
+    assert doc["first"]["margin"] > 10
+
+
+def test_clean_npu_run_agrees_with_the_gpu_run(capsys, tmp_path):
+    code, doc = _compare(capsys, tmp_path, CASES / "npu_clean.h5", CASES / "gpu.h5")
+    assert code == 0 and doc["first"] is None
+
+
+def test_npu_and_cudnn_convolution_pair_with_their_renamed_input():
+    from graphcmp.core.compare import compare_graphs
+    from graphcmp.core.tensorcmp import tensor_metrics_for
+
+    npu, bench = read_pytorch_h5(CASES / "npu_clean.h5"), read_pytorch_h5(CASES / "gpu.h5")
+    report = compare_graphs(npu, bench, tensor_metrics=tensor_metrics_for(npu, bench))
+    table = report.matches
+    assert table.npu_to_bench[npu.row("NpuConvolutionBackward.0")] == bench.row("CudnnConvolutionBackward.0")
+    assert table.rules[table.rule[npu.row("NpuConvolutionBackward.0")]] == "op-map"
+    pairs = report.pairs
+    paired = {npu.tensors.slot[i]: bench.tensors.slot[j] for i, j in zip(pairs.npu.tolist(), pairs.bench.tolist())
+              if npu.nodes.ids[npu.tensors.node[i]] == "NpuConvolutionBackward.0"}
+    assert paired["input"] == "self"  # the table's parameter rename (LoadUtils.cpp's IrParamNameMapper)
+    assert paired["weight"] == "weight" and paired["result_0"] == "result_0"
+
+
+def test_without_the_op_table_the_convolutions_stay_unpaired(capsys, tmp_path):
+    from graphcmp.core.compare import compare_graphs
+    from graphcmp.core.matching import default_matchers
+
+    npu, bench = read_pytorch_h5(CASES / "npu_bug.h5"), read_pytorch_h5(CASES / "gpu.h5")
+    table = compare_graphs(npu, bench, matchers=default_matchers()).matches
+    assert table.npu_to_bench[npu.row("NpuConvolutionBackward.0")] == -1
+
+
+def test_a_file_that_is_not_hdf5_is_a_one_line_error(capsys, tmp_path):
+    bad = tmp_path / "npu.h5"
+    bad.write_text("not a dump\n")
+    with pytest.raises(DumpFormatError, match="not an HDF5 file"):
+        read_pytorch_h5(bad)
+    assert main(["compare", str(bad), str(CASES / "gpu.h5"), "-o", str(tmp_path / "c.npz"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "npu.h5" in err and "Traceback" not in err
+
+
+def test_a_truncated_file_is_a_one_line_error(capsys, tmp_path):
+    cut = tmp_path / "npu.h5"
+    cut.write_bytes((CASES / "npu_bug.h5").read_bytes()[:20000])
+    assert main(["compare", str(cut), str(CASES / "gpu.h5"), "-o", str(tmp_path / "c.npz"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "npu.h5" in err and "truncated" in err
+
+
+def test_an_hdf5_file_without_calls_is_refused(tmp_path):
+    other = tmp_path / "weights.h5"
+    with h5py.File(other, "w") as f:
+        f.create_dataset("conv1/kernel", data=np.zeros(3))
+    with pytest.raises(DumpFormatError, match=r"not a PyTorch 1\.5 dump"):
+        read_pytorch_h5(other)
+
+
+def test_the_case_files_stay_small():
+    assert all(p.stat().st_size < 200_000 for p in CASES.glob("*.h5"))
