@@ -27,7 +27,7 @@ _DTYPE_CODES = {"float32": 1, "float16": 10, "int64": 7}
 _CPU, _CUDA, _NPU = 0, 1, 9  # c10::DeviceType values; the fork's NPU value is only recorded, never read
 
 
-def _step(half: bool, bug: bool) -> list[tuple[str, dict[str, dict[str, np.ndarray]]]]:
+def _step(half: bool, bug: bool, cpu: bool = False) -> list[tuple[str, dict[str, dict[str, np.ndarray]]]]:
     """The calls of one training step: (op name, {"input": {...}, "output": {...}})."""
     rng = np.random.default_rng(2021)
     x = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
@@ -55,7 +55,7 @@ def _step(half: bool, bug: bool) -> list[tuple[str, dict[str, dict[str, np.ndarr
     grad_conv = q(grad_relu * mask)
     grad_w = q(np.einsum("bohw,bchwij->ocij", grad_conv, cols))
     npu = half
-    conv_backward = "NpuConvolutionBackward" if npu else "CudnnConvolutionBackward"
+    conv_backward = "NpuConvolutionBackward" if npu else "ThnnConv2DBackward" if cpu else "CudnnConvolutionBackward"
     conv_input = "input" if npu else "self"
     return [
         ("ConvolutionForward", {"input": {"input": x, "weight": w}, "output": {"result": conv}}),
@@ -86,11 +86,11 @@ def _scalar(group: h5py.Group, name: str, value: np.ndarray) -> None:
     data.attrs.create("Type", 3 if np.ndim(value) == 0 else 2, dtype="<i4")  # SaveType::I64 / VEC_I64
 
 
-def write(path: Path, *, half: bool, bug: bool = False) -> None:
-    """Write one run's dump to `path`."""
-    dtype, device = ("float16", _NPU) if half else ("float32", _CUDA)
+def write(path: Path, *, half: bool, bug: bool = False, cpu: bool = False) -> None:
+    """Write one run's dump to `path` (`cpu`: a float32 CPU run, its convolution's backward ``ThnnConv2DBackward``)."""
+    dtype, device = ("float16", _NPU) if half else ("float32", _CPU if cpu else _CUDA)
     with h5py.File(path, "w") as f:
-        for seq, (op, roles) in enumerate(_step(half, bug), start=1):
+        for seq, (op, roles) in enumerate(_step(half, bug, cpu), start=1):
             for role, params in roles.items():
                 group = f.require_group(f"/{op}/{seq}/{role}")
                 for name, value in params.items():

@@ -107,6 +107,22 @@ def test_npu_and_cudnn_convolution_pair_with_their_renamed_input():
     assert paired["weight"] == "weight" and paired["result_0"] == "result_0"
 
 
+def test_a_cpu_run_pairs_its_thnn_convolution(capsys, tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_h5_cases", CASES.parent / "make_h5_cases.py")
+    cases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cases)
+    cases.write(tmp_path / "cpu.h5", half=False, cpu=True)
+    code, doc = _compare(capsys, tmp_path, CASES / "npu_bug.h5", tmp_path / "cpu.h5")
+    assert code == 1 and doc["first"]["node"] == "ReluBackward0.0"
+    npu, cpu = read_pytorch_h5(CASES / "npu_bug.h5"), read_pytorch_h5(tmp_path / "cpu.h5")
+    from graphcmp.core.compare import compare_graphs
+
+    table = compare_graphs(npu, cpu).matches
+    assert table.npu_to_bench[npu.row("NpuConvolutionBackward.0")] == cpu.row("ThnnConv2DBackward.0")
+
+
 def test_without_the_op_table_the_convolutions_stay_unpaired(capsys, tmp_path):
     from graphcmp.core.compare import compare_graphs
     from graphcmp.core.matching import default_matchers
