@@ -20,7 +20,7 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,7 +50,8 @@ class H5Value:
     """One dumped argument or result of one call.
 
     ``path`` is the dataset's path in the file; ``array`` holds the data of a non-tensor value (a scalar or a
-    short list) and None for a tensor, whose data stay in the file.
+    short list) and None for a tensor, whose data stay in the file; ``readable`` is False for a tensor whose data
+    could not be read (no statistics, no reference for the tensor metrics).
     """
 
     op: str
@@ -62,6 +63,7 @@ class H5Value:
     shape: tuple[int, ...]
     tensor: bool
     array: np.ndarray | None = None
+    readable: bool = True
 
 
 def sniff(path: str | os.PathLike[str]) -> bool:
@@ -96,12 +98,13 @@ def read_pytorch_h5(path: str | os.PathLike[str]) -> DumpGraph:
     try:
         with h5py.File(name, "r") as file:
             values, skipped = _walk(file)
-            stats, present = _statistics(file, values)
+            stats, present, lost = _statistics(file, values)
     except DumpFormatError:
         raise
     except (OSError, KeyError, ValueError, RuntimeError) as err:
         raise DumpFormatError(f"{name}: cannot read the HDF5 file, truncated or damaged ({_one_line(err)})") from err
     notes = [f"{skipped} object(s) outside /{{op}}/{{seq}}/{{input|output}} not read"] if skipped else []
+    notes += lost
     return parse_pytorch_h5(values, source=name, stats=stats, present=present, missing=notes)
 
 
@@ -139,7 +142,7 @@ def parse_pytorch_h5(values: Sequence[H5Value], *, source: str = "<memory>", sta
                         [v.slot for v in values], dtype=[v.dtype for v in values],
                         shape=["scalar" if not v.tensor and not v.shape else _shape(v.shape) for v in values],
                         stats=stats, present=present, md5=[""] * n,
-                        file=[f"{base}#h5:{v.path}" if v.tensor else "" for v in values],
+                        file=[f"{base}#h5:{v.path}" if v.tensor and v.readable else "" for v in values],
                         value=[_value_text(v.array) if v.array is not None else "" for v in values])
     info = RunInfo(path=source, format="pytorch_h5", framework="pytorch", task="tensor", missing=tuple(missing))
     return builder.build(info, group_apis=False)
@@ -210,14 +213,24 @@ def _value(node, op: str, seq: int, role: Role, slot: str) -> H5Value | None:
     return H5Value(op, seq, role, slot, node.name, array.dtype.name, tuple(array.shape), False, array)
 
 
-def _statistics(file, values: Sequence[H5Value]) -> tuple[np.ndarray, np.ndarray]:
+def _statistics(file, values: list[H5Value]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Each value's statistics, and a note on the tensors whose data could not be read (a damaged dataset), which
+    are marked unreadable in `values`."""
     stats = np.full((len(values), 4), np.nan)
     present = np.zeros((len(values), 4), bool)
+    lost: list[str] = []
     for k, v in enumerate(values):
-        array = _tensor(file[v.path]) if v.tensor else v.array
+        try:
+            array = _tensor(file[v.path]) if v.tensor else v.array
+        except (OSError, KeyError, ValueError, RuntimeError) as err:
+            lost.append(f"{v.path} ({_one_line(err)})")
+            values[k] = replace(v, readable=False)
+            continue
         if array is not None:
             stats[k], present[k] = tensor_stats(array)
-    return stats, present
+    notes = [f"{len(lost)} tensor(s) unreadable, left without statistics or data: {lost[0]}"
+             + (f" and {len(lost) - 1} more" if len(lost) > 1 else "")] if lost else []
+    return stats, present, notes
 
 
 def _tensor(node) -> np.ndarray:

@@ -150,6 +150,33 @@ def test_a_truncated_file_is_a_one_line_error(capsys, tmp_path):
     assert len(err.splitlines()) == 1 and "npu.h5" in err and "truncated" in err
 
 
+def test_a_partial_read_says_what_it_lost(tmp_path):
+    path = tmp_path / "npu.h5"
+    with h5py.File(path, "w") as f:
+        ok = f.create_dataset("/ReluBackward0/1/output/result", data=np.ones(4, np.float32))
+        ok.attrs.create("DataType", 1, dtype="<i4")
+        lost = f.create_dataset("/ReluBackward0/1/input/grad", shape=(4,), dtype="<f4",
+                                external=[("gone.bin", 0, 16)])  # its data live in a file that is not there
+        lost.attrs.create("DataType", 1, dtype="<i4")
+        f.create_dataset("/notes", data=np.zeros(1))  # not a call
+    graph = read_pytorch_h5(path)
+    assert len(graph.info.missing) == 2
+    assert "1 object(s) outside" in graph.info.missing[0]
+    assert "1 tensor(s) unreadable" in graph.info.missing[1] and "/ReluBackward0/1/input/grad" in graph.info.missing[1]
+    rows = _rows(graph, "ReluBackward0.0", Role.INPUT)
+    assert graph.tensors.file[rows["grad"]] == "" and np.isnan(graph.tensors.stats[rows["grad"]]).all()
+    out = _rows(graph, "ReluBackward0.0", Role.OUTPUT)["result"]
+    assert graph.tensors.stats[out][0] == 1.0 and graph.tensors.file[out].endswith("#h5:/ReluBackward0/1/output/result")
+
+
+def test_the_built_in_op_table_is_the_bare_op_map():
+    from graphcmp.core.matching.specs import matcher_from_spec
+
+    matcher = matcher_from_spec("op-map")
+    assert matcher.name == "op-map" and matcher.table["CudnnConvolutionBackward"][0][0] == "NpuConvolutionBackward"
+    assert {t for t, _ in matcher.table["NpuConvolutionBackward"]} == {"CudnnConvolutionBackward", "ThnnConv2DBackward"}
+
+
 def test_an_hdf5_file_without_calls_is_refused(tmp_path):
     other = tmp_path / "weights.h5"
     with h5py.File(other, "w") as f:
