@@ -30,6 +30,7 @@ from graphcmp.core.hierarchy import execution_keys
 from graphcmp.core.outputs import write_atomic
 from graphcmp.core.records import DumpGraph, Role
 from graphcmp.core.report import CompareReport
+from graphcmp.core.tensorcmp import recorded_shape
 
 __all__ = ["ALGORITHMS", "HEADER", "msaccucmp_rows", "write_msaccucmp"]
 
@@ -151,7 +152,8 @@ def _mean_std(graph: DumpGraph, row: int) -> str:
     mean, norm = float(t.stats[row][2]), float(t.stats[row][3])
     if not (t.present[row][2] and t.present[row][3]):
         return "(NaN;NaN)"
-    n = math.prod(int(d) for d in t.shape[row].strip("[]").replace(" ", "").split(",") if d) if t.shape[row] else 1
+    shape = recorded_shape(t.shape[row])  # "scalar" (a scalar argument) holds one value
+    n = math.prod(shape) if shape is not None else 1
     with np.errstate(all="ignore"):
         std = math.sqrt(max(norm * norm / max(n, 1) - mean * mean, 0.0)) if math.isfinite(norm) else math.nan
     return f"({_three(mean)};{_three(std)})"

@@ -86,6 +86,16 @@ def test_planted_bug_is_the_first_divergence_through_the_op_table(capsys, tmp_pa
     assert doc["first"]["margin"] > 10
 
 
+def test_the_comparison_exports_as_msaccucmp_csv(capsys, tmp_path):
+    _compare(capsys, tmp_path, CASES / "npu_bug.h5", CASES / "gpu.h5")
+    out = tmp_path / "result.csv"
+    assert main(["export", str(tmp_path / "cmp.npz"), "--to", "msaccucmp", "-o", str(out)]) == 0
+    rows = out.read_text().splitlines()
+    assert any(r.startswith("4,ReluBackward0,ReluBackward0.0,") for r in rows[1:])
+    scalar = next(r for r in rows if ":input:alpha," in r)  # a scalar argument: one value, std 0
+    assert "(1.000;0.000),(1.000;0.000)" in scalar
+
+
 def test_clean_npu_run_agrees_with_the_gpu_run(capsys, tmp_path):
     code, doc = _compare(capsys, tmp_path, CASES / "npu_clean.h5", CASES / "gpu.h5")
     assert code == 0 and doc["first"] is None
