@@ -133,6 +133,12 @@ def test_a_cpu_run_pairs_its_thnn_convolution(capsys, tmp_path):
     assert table.npu_to_bench[npu.row("NpuConvolutionBackward.0")] == cpu.row("ThnnConv2DBackward.0")
 
 
+def test_a_bare_op_map_option_names_the_built_in_table(capsys, tmp_path):
+    out = tmp_path / "cmp.npz"
+    code = main(["compare", str(CASES / "npu_bug.h5"), str(CASES / "gpu.h5"), "--op-map", "-o", str(out)])
+    assert code == 1 and "op-map 1" in capsys.readouterr().out
+
+
 def test_without_the_op_table_the_convolutions_stay_unpaired(capsys, tmp_path):
     from graphcmp.core.compare import compare_graphs
     from graphcmp.core.matching import default_matchers
