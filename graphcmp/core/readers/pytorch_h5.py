@@ -193,11 +193,10 @@ def _walk(file) -> tuple[list[H5Value], int]:
                 for param, item in group.items():
                     members = item.items() if isinstance(item, h5py.Group) else [(param, item)]
                     for slot, node in members:
-                        value = _value(node, op, int(seq), role, slot) if isinstance(node, h5py.Dataset) else None
-                        if value is None:
+                        if not isinstance(node, h5py.Dataset):
                             skipped += 1
-                        else:
-                            values.append(value)
+                        elif (value := _value(node, op, int(seq), role, slot)) is not None:
+                            values.append(value)  # None: tensor options, attributes without a value
     return values, skipped
 
 
