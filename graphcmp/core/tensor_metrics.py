@@ -540,7 +540,7 @@ def _kl_pass(blocks: _Blocks, sums: _Sums) -> float:
         np.divide(s, t, out=t)
         np.log(t, out=t)
         weighted += _dot(s, t)
-    result = weighted / s_sum + float(np.log(t_sum / s_sum))
+    result = weighted / s_sum + float(np.log1p((t_sum - s_sum) / s_sum))  # log(T / S), exact near T = S
     return 0.0 if abs(result) < _EPS else result
 
 
