@@ -67,7 +67,7 @@ class _Sums:
         self.size = size
         self.npu_sq = self.bench_sq = self.dot = self.diff_sq = 0.0  # n.n, b.b, n.b, d.d with d = n - b
         self.abs_sum = self.max_abs = 0.0  # sum and max of |d|
-        self.max_rel = 0.0  # max of msprobe's relative error (`_rel_blocks`)
+        self.max_rel = 0.0  # max of msprobe's relative error (`_relative`)
         self.below_1e3 = self.below_5e3 = 0  # elements whose msprobe relative error is < 0.001, < 0.005
         self.rel_nz_sum = self.rel_nz_max = 0.0  # sum and max of msaccucmp's relative error
         self.npu_low = self.bench_low = math.inf  # min and max of each side, for kl
@@ -90,7 +90,7 @@ class _Blocks:
         for lo in range(0, self.npu.size, _BLOCK):
             hi = min(lo + _BLOCK, self.npu.size)
             n, b = n_buf[: hi - lo], b_buf[: hi - lo]
-            np.copyto(n, self.npu[lo:hi], casting="unsafe")  # bool, integers and floats upcast exactly
+            np.copyto(n, self.npu[lo:hi], casting="unsafe")  # bool, integers, floats: as astype(float64)
             np.copyto(b, self.bench[lo:hi], casting="unsafe")
             yield n, b
 
@@ -382,26 +382,27 @@ def compare_tensors(npu: np.ndarray, bench: np.ndarray) -> dict[str, float]:
     >>> math.isnan(compare_tensors(np.zeros(2), np.zeros(3))["max_abs"])
     True
     """
-    return _measure(npu, bench, with_kl=True)
+    sums = _measure(npu, bench, with_kl=True)
+    if sums is None:
+        return dict.fromkeys(_KERNELS, math.nan)
+    return {name: float(kernel(sums)) for name, kernel in _KERNELS.items()}
 
 
 def _apply(kernel: Callable[[_Sums], float], npu: np.ndarray, bench: np.ndarray) -> float:
-    name = next(name for name, known in _KERNELS.items() if known is kernel)
-    return _measure(npu, bench, with_kl=name == "kl")[name]
+    sums = _measure(npu, bench, with_kl=kernel is _kl)
+    return math.nan if sums is None else float(kernel(sums))
 
 
-def _measure(npu: np.ndarray, bench: np.ndarray, *, with_kl: bool) -> dict[str, float]:
+def _measure(npu: np.ndarray, bench: np.ndarray, *, with_kl: bool) -> _Sums | None:
+    """The pair's sums (and kl when asked); None if the shapes or the non-finite positions differ."""
     if not shapes_match(npu, bench):
-        return dict.fromkeys(_KERNELS, math.nan)
+        return None
     with np.errstate(all="ignore"):
         blocks = _Blocks(_flat(npu), _flat(bench))
         sums = _accumulate(blocks)
-        if sums is None:
-            return dict.fromkeys(_KERNELS, math.nan)
-        if with_kl:
+        if sums is not None and with_kl:
             sums.kl = _kl_pass(blocks, sums)
-        return {name: float(kernel(sums)) if name != "kl" or with_kl else math.nan
-                for name, kernel in _KERNELS.items()}
+        return sums
 
 
 def _flat(tensor: np.ndarray) -> np.ndarray:
