@@ -14,6 +14,10 @@ Common rules, applied identically by every metric:
 - Both tensors are flattened and upcast to float64 before anything is subtracted, so large fp16
   values cannot overflow; bool and integer tensors are compared as floats; a complex tensor is
   compared as its interleaved real and imaginary parts.
+- The tensors are read block by block (`_BLOCK` elements) and each block is upcast into a float64
+  buffer that stays in cache: one pass makes every sum, dot product, norm, maximum and count, kl a
+  second. No float64 copy of a whole tensor is made; results differ from whole-array float64
+  arithmetic by summation order only (about 1e-15 relative).
 - Different shapes give NaN for every metric (see `shapes_match`).
 - NaN and ±inf, as msprobe's ``handle_inf_nan``: if both tensors hold the same non-finite value
   at the same positions, those positions count as exact matches (both set to 0); if they differ
@@ -26,7 +30,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import cached_property
 
 import numpy as np
 
@@ -52,34 +55,44 @@ _EPS = float(np.finfo(np.float64).eps)  # msprobe Const.FLOAT_EPSILON / msaccucm
 _KL_FLOOR = float(np.finfo(np.float32).eps)  # msaccucmp KL: normalised values are floored at this
 
 
-class _Pair:
-    """Flat float64 npu and bench arrays with the intermediates several metrics share, made once."""
+_BLOCK = 1 << 15
+"""Elements per block: the float64 working arrays of one block (about 5 x 256 KB) stay in a core's cache, so a
+tensor is read from memory once at its own width however many metrics use it."""
+
+
+class _Sums:
+    """What the metrics of a pair need, accumulated block by block in float64 (see `_accumulate`)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.npu_sq = self.bench_sq = self.dot = self.diff_sq = 0.0  # n.n, b.b, n.b, d.d with d = n - b
+        self.abs_sum = self.max_abs = 0.0  # sum and max of |d|
+        self.max_rel = 0.0  # max of msprobe's relative error (`_relative`)
+        self.below_1e3 = self.below_5e3 = 0  # elements whose msprobe relative error is < 0.001, < 0.005
+        self.rel_nz_sum = self.rel_nz_max = 0.0  # sum and max of msaccucmp's relative error
+        self.npu_low = self.bench_low = math.inf  # min and max of each side, for kl
+        self.npu_high = self.bench_high = -math.inf
+        self.nonfinite = False  # matched NaN/inf were set to 0 (each pass must do it again)
+        self.kl = math.nan  # from a second pass, made only when kl is asked for
+
+
+class _Blocks:
+    """The flat npu and bench arrays at their own dtype, served as float64 blocks in reused buffers."""
 
     def __init__(self, npu: np.ndarray, bench: np.ndarray) -> None:
         self.npu, self.bench = npu, bench
+        length = min(_BLOCK, npu.size)
+        self.buffers = [np.empty(length) for _ in range(5)]
+        self.mask = np.empty(length, dtype=bool)
 
-    @cached_property
-    def abs_diff(self) -> np.ndarray:
-        return np.abs(self.npu - self.bench)
-
-    @cached_property
-    def abs_bench(self) -> np.ndarray:
-        return np.abs(self.bench)
-
-    @cached_property
-    def rel_nonzero(self) -> np.ndarray:
-        # msaccucmp's relative error: |npu - bench| / |bench| where |bench| > eps, 0 elsewhere.
-        counted = self.abs_bench > _EPS
-        return np.divide(self.abs_diff, self.abs_bench, out=np.zeros_like(self.abs_diff), where=counted)
-
-    @cached_property
-    def rel_err(self) -> np.ndarray:
-        # msprobe get_relative_err: where bench == 0, eps is added to both values before dividing.
-        zero = self.bench == 0
-        out = np.divide(self.abs_diff, self.abs_bench, out=np.empty_like(self.abs_diff), where=~zero)
-        if zero.any():  # few positions: computed there only
-            out[zero] = np.abs((self.npu[zero] + _EPS) - _EPS) / _EPS
-        return out
+    def __iter__(self):
+        n_buf, b_buf = self.buffers[0], self.buffers[1]
+        for lo in range(0, self.npu.size, _BLOCK):
+            hi = min(lo + _BLOCK, self.npu.size)
+            n, b = n_buf[: hi - lo], b_buf[: hi - lo]
+            np.copyto(n, self.npu[lo:hi], casting="unsafe")  # bool, integers, floats: as astype(float64)
+            np.copyto(b, self.bench[lo:hi], casting="unsafe")
+            yield n, b
 
 
 def shapes_match(npu: np.ndarray, bench: np.ndarray) -> bool:
@@ -343,7 +356,12 @@ def mean_rel(npu: np.ndarray, bench: np.ndarray) -> float:
 
 
 def compare_tensors(npu: np.ndarray, bench: np.ndarray) -> dict[str, float]:
-    """Compute every metric of `TENSOR_METRICS` in one pass over shared intermediates.
+    """Compute every metric of `TENSOR_METRICS` from one pass over the pair (and one more for kl).
+
+    The tensors are read block by block at their own dtype; each block is upcast to float64 in a buffer that
+    stays in cache, and every sum, dot product, norm, maximum and count is accumulated from it, so no
+    float64 copy of a whole tensor is made. kl needs each side's minimum and maximum before it can scale, so
+    it reads the pair a second time.
 
     Parameters
     ----------
@@ -364,43 +382,107 @@ def compare_tensors(npu: np.ndarray, bench: np.ndarray) -> dict[str, float]:
     >>> math.isnan(compare_tensors(np.zeros(2), np.zeros(3))["max_abs"])
     True
     """
-    with np.errstate(all="ignore"):
-        pair = _prepare(npu, bench)
-        if pair is None:
-            return dict.fromkeys(_KERNELS, math.nan)
-        return {name: float(kernel(pair)) for name, kernel in _KERNELS.items()}
+    sums = _measure(npu, bench, with_kl=True)
+    if sums is None:
+        return dict.fromkeys(_KERNELS, math.nan)
+    return {name: float(kernel(sums)) for name, kernel in _KERNELS.items()}
 
 
-def _apply(kernel: Callable[[_Pair], float], npu: np.ndarray, bench: np.ndarray) -> float:
-    with np.errstate(all="ignore"):
-        pair = _prepare(npu, bench)
-        return math.nan if pair is None else float(kernel(pair))
+def _apply(kernel: Callable[[_Sums], float], npu: np.ndarray, bench: np.ndarray) -> float:
+    sums = _measure(npu, bench, with_kl=kernel is _kl)
+    return math.nan if sums is None else float(kernel(sums))
 
 
-def _prepare(npu: np.ndarray, bench: np.ndarray) -> _Pair | None:
-    """Flatten and upcast both tensors; None if shapes or non-finite positions differ."""
+def _measure(npu: np.ndarray, bench: np.ndarray, *, with_kl: bool) -> _Sums | None:
+    """The pair's sums (and kl when asked); None if the shapes or the non-finite positions differ."""
     if not shapes_match(npu, bench):
         return None
-    n, b = _flat64(npu), _flat64(bench)
+    with np.errstate(all="ignore"):
+        blocks = _Blocks(_flat(npu), _flat(bench))
+        sums = _accumulate(blocks)
+        if sums is not None and with_kl:
+            sums.kl = _kl_pass(blocks, sums)
+        return sums
+
+
+def _flat(tensor: np.ndarray) -> np.ndarray:
+    """The tensor as a flat array of its own dtype (a complex one as its interleaved real and imaginary parts)."""
+    array = np.asarray(tensor)
+    if np.iscomplexobj(array):
+        array = np.ascontiguousarray(array)
+        array = array.view(array.real.dtype)
+    return array.reshape(-1)
+
+
+def _accumulate(blocks: _Blocks) -> _Sums | None:
+    """One pass over the pair: every sum, dot, norm, maximum and count; None if non-finite positions differ."""
+    sums = _Sums(blocks.npu.size)
+    d_buf, r_buf, abs_buf = blocks.buffers[2:5]
+    for n, b in blocks:
+        npu_sq, bench_sq = _dot(n, n), _dot(b, b)
+        if not (math.isfinite(npu_sq) and math.isfinite(bench_sq)):  # a NaN/inf, or squares beyond float64
+            if not _zero_matched_nonfinite(n, b):
+                return None
+            sums.nonfinite = True
+            npu_sq, bench_sq = _dot(n, n), _dot(b, b)
+        sums.npu_sq += npu_sq
+        sums.bench_sq += bench_sq
+        sums.dot += _dot(n, b)
+        sums.npu_low, sums.npu_high = min(sums.npu_low, float(n.min())), max(sums.npu_high, float(n.max()))
+        sums.bench_low, sums.bench_high = min(sums.bench_low, float(b.min())), max(sums.bench_high, float(b.max()))
+        m = n.size
+        d = np.subtract(n, b, out=d_buf[:m])
+        sums.diff_sq += _dot(d, d)
+        abs_diff = np.abs(d, out=d)
+        sums.abs_sum += float(abs_diff.sum())
+        sums.max_abs = _max(sums.max_abs, float(abs_diff.max()))
+        _relative(sums, n, b, abs_diff, np.abs(b, out=abs_buf[:m]), r_buf[:m], blocks.mask[:m])
+    return sums
+
+
+def _relative(sums: _Sums, n: np.ndarray, b: np.ndarray, abs_diff: np.ndarray, abs_bench: np.ndarray,
+              out: np.ndarray, mask: np.ndarray) -> None:
+    """Accumulate both relative errors of one block: msprobe's and msaccucmp's differ only where |b| <= eps."""
+    rel = np.divide(abs_diff, abs_bench, out=out)
+    small = np.less_equal(abs_bench, _EPS, out=mask)
+    tiny = np.flatnonzero(small) if small.any() else None
+    if tiny is not None:  # msprobe get_relative_err: where bench == 0, eps is added to both values
+        zero = tiny[b[tiny] == 0]
+        rel[zero] = np.abs((n[zero] + _EPS) - _EPS) / _EPS
+    sums.max_rel = _max(sums.max_rel, float(rel.max()))
+    sums.below_1e3 += int(np.count_nonzero(np.less(rel, 0.001, out=mask)))
+    sums.below_5e3 += int(np.count_nonzero(np.less(rel, 0.005, out=mask)))
+    if tiny is not None:  # msaccucmp's relative error: 0 where |bench| <= eps
+        rel[tiny] = 0.0
+    sums.rel_nz_sum += float(rel.sum())
+    sums.rel_nz_max = _max(sums.rel_nz_max, float(rel.max()))
+
+
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    """``x . y`` of one block, single-threaded: a BLAS dot spreads each call over threads, which costs more
+    than the block's arithmetic on a busy machine."""
+    return float(np.einsum("i,i->", x, y))
+
+
+def _max(current: float, block: float) -> float:
+    """The larger of two maxima, NaN once either is (as numpy's max over the whole tensor)."""
+    return block if math.isnan(block) else max(current, block)
+
+
+def _zero_matched_nonfinite(n: np.ndarray, b: np.ndarray) -> bool:
+    """Set NaN/inf held by both at the same positions to 0 in place; False if they differ anywhere."""
     finite = np.isfinite(n) & np.isfinite(b)
-    if finite.all():
-        return _Pair(n, b)
     bad = ~finite
     same = (n[bad] == b[bad]) | (np.isnan(n[bad]) & np.isnan(b[bad]))
     if not same.all():
-        return None
-    return _Pair(np.where(finite, n, 0.0), np.where(finite, b, 0.0))
+        return False
+    n[bad] = 0.0
+    b[bad] = 0.0
+    return True
 
 
-def _flat64(tensor: np.ndarray) -> np.ndarray:
-    array = np.asarray(tensor)
-    if np.iscomplexobj(array):
-        array = np.stack((array.real, array.imag), axis=-1)
-    return np.asarray(array, dtype=np.float64).reshape(-1)
-
-
-def _cosine(pair: _Pair) -> float:
-    npu_sq, bench_sq = float(pair.npu.dot(pair.npu)), float(pair.bench.dot(pair.bench))
+def _cosine(sums: _Sums) -> float:
+    npu_sq, bench_sq = sums.npu_sq, sums.bench_sq
     if npu_sq <= _EPS**2 and bench_sq <= _EPS**2:  # both norms <= eps
         return 1.0
     if npu_sq <= _EPS**2 or bench_sq <= _EPS**2:
@@ -408,80 +490,86 @@ def _cosine(pair: _Pair) -> float:
     # sqrt(a * b) rather than sqrt(a) * sqrt(b): exactly 1.0 for identical tensors, unless it overflows.
     product = npu_sq * bench_sq
     denominator = math.sqrt(product) if 0 < product < math.inf else math.sqrt(npu_sq) * math.sqrt(bench_sq)
-    return min(max(float(pair.npu.dot(pair.bench)) / denominator, -1.0), 1.0)
+    return min(max(sums.dot / denominator, -1.0), 1.0)
 
 
-def _max_abs(pair: _Pair) -> float:
-    return float(pair.abs_diff.max()) if pair.npu.size else 0.0
+def _max_abs(sums: _Sums) -> float:
+    return sums.max_abs
 
 
-def _max_rel(pair: _Pair) -> float:
-    return float(pair.rel_err.max()) if pair.npu.size else 0.0
+def _max_rel(sums: _Sums) -> float:
+    return sums.max_rel
 
 
-def _euc_rel(pair: _Pair) -> float:
-    bench_norm, diff_norm = np.linalg.norm(pair.bench), np.linalg.norm(pair.abs_diff)
+def _euc_rel(sums: _Sums) -> float:
+    bench_norm, diff_norm = math.sqrt(sums.bench_sq), math.sqrt(sums.diff_sq)
     if bench_norm <= _EPS:
         return 0.0 if diff_norm <= _EPS else math.inf
-    return float(diff_norm / bench_norm)
+    return diff_norm / bench_norm
 
 
-def _err_ratio(pair: _Pair, threshold: float) -> float:
-    return float(np.count_nonzero(pair.rel_err < threshold) / pair.npu.size) if pair.npu.size else 1.0
+def _one_thousandth(sums: _Sums) -> float:
+    return sums.below_1e3 / sums.size if sums.size else 1.0
 
 
-def _one_thousandth(pair: _Pair) -> float:
-    return _err_ratio(pair, 0.001)
+def _five_thousandths(sums: _Sums) -> float:
+    return sums.below_5e3 / sums.size if sums.size else 1.0
 
 
-def _five_thousandths(pair: _Pair) -> float:
-    return _err_ratio(pair, 0.005)
-
-
-def _kl_distribution(values: np.ndarray) -> np.ndarray:
-    low, high = values.min(), values.max()
+def _kl_scale(values: np.ndarray, low: float, high: float) -> float:
+    """msaccucmp's KL scaling of one block in place (min-max to [0, 1], floored); returns the block's sum."""
     if high > low:
-        scaled = np.subtract(values, low)
-        scaled /= high - low
+        np.subtract(values, low, out=values)
+        values /= high - low
     else:
-        scaled = np.ones_like(values)
-    np.maximum(scaled, _KL_FLOOR, out=scaled)
-    scaled /= scaled.sum()
-    return scaled
+        values.fill(1.0)
+    np.maximum(values, _KL_FLOOR, out=values)
+    return float(values.sum())
 
 
-def _kl(pair: _Pair) -> float:
-    if not pair.npu.size:
+def _kl_pass(blocks: _Blocks, sums: _Sums) -> float:
+    """kl in a second pass: with s, t the scaled values and S, T their sums (p = s / S, q = t / T),
+    ``sum p log(p / q) = sum s log(s / t) / S + log(T / S)``, so both sums and the divergence come from one pass."""
+    if not sums.size:
         return 0.0
-    p, q = _kl_distribution(pair.npu), _kl_distribution(pair.bench)
-    np.divide(p, q, out=q)  # p / q, then p * log(p / q), in place: no temporaries of the tensor's size
-    np.log(q, out=q)
-    q *= p
-    result = float(np.sum(q))
+    s_sum = t_sum = weighted = 0.0
+    for s, t in blocks:
+        if sums.nonfinite:
+            _zero_matched_nonfinite(s, t)
+        s_sum += _kl_scale(s, sums.npu_low, sums.npu_high)
+        t_sum += _kl_scale(t, sums.bench_low, sums.bench_high)
+        np.divide(s, t, out=t)
+        np.log(t, out=t)
+        weighted += _dot(s, t)
+    result = weighted / s_sum + float(np.log1p((t_sum - s_sum) / s_sum))  # log(T / S), exact near T = S
     return 0.0 if abs(result) < _EPS else result
 
 
-def _are(pair: _Pair) -> float:
-    return float(pair.rel_nonzero.sum())
+def _kl(sums: _Sums) -> float:
+    return sums.kl
 
 
-def _mean_abs(pair: _Pair) -> float:
-    return float(pair.abs_diff.mean()) if pair.npu.size else 0.0
+def _are(sums: _Sums) -> float:
+    return sums.rel_nz_sum
 
 
-def _rmse(pair: _Pair) -> float:
-    return float(np.sqrt(np.mean(pair.abs_diff * pair.abs_diff))) if pair.npu.size else 0.0
+def _mean_abs(sums: _Sums) -> float:
+    return sums.abs_sum / sums.size if sums.size else 0.0
 
 
-def _max_rel_nz(pair: _Pair) -> float:
-    return float(pair.rel_nonzero.max()) if pair.npu.size else 0.0
+def _rmse(sums: _Sums) -> float:
+    return math.sqrt(sums.diff_sq / sums.size) if sums.size else 0.0
 
 
-def _mean_rel(pair: _Pair) -> float:
-    return float(pair.rel_nonzero.mean()) if pair.npu.size else 0.0
+def _max_rel_nz(sums: _Sums) -> float:
+    return sums.rel_nz_max
 
 
-_KERNELS: dict[str, Callable[[_Pair], float]] = {
+def _mean_rel(sums: _Sums) -> float:
+    return sums.rel_nz_sum / sums.size if sums.size else 0.0
+
+
+_KERNELS: dict[str, Callable[[_Sums], float]] = {
     "cosine": _cosine,
     "max_abs": _max_abs,
     "max_rel": _max_rel,

@@ -1,0 +1,111 @@
+"""The block-wise one-pass metrics of graphcmp.core.tensor_metrics against a whole-array float64 reference."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from graphcmp.core import tensor_metrics
+from graphcmp.core.tensor_metrics import TENSOR_METRICS, compare_tensors
+
+EPS = float(np.finfo(np.float64).eps)
+
+
+def _reference(npu: np.ndarray, bench: np.ndarray) -> dict[str, float]:
+    """Every metric written out on whole float64 arrays, one numpy expression each (the module's definitions)."""
+    n, b = (np.asarray(x, dtype=np.float64).reshape(-1) for x in (npu, bench))
+    finite = np.isfinite(n) & np.isfinite(b)
+    bad = ~finite
+    if not np.all((n[bad] == b[bad]) | (np.isnan(n[bad]) & np.isnan(b[bad]))):
+        return dict.fromkeys(TENSOR_METRICS, math.nan)
+    n, b = np.where(finite, n, 0.0), np.where(finite, b, 0.0)
+    size = n.size
+    diff, abs_b = np.abs(n - b), np.abs(b)
+    rel = np.where(b == 0, np.abs((n + EPS) - EPS) / EPS, diff / np.where(b == 0, 1.0, abs_b))
+    rel_nz = np.where(abs_b > EPS, diff / np.where(abs_b > EPS, abs_b, 1.0), 0.0)
+    nn, bb = math.fsum(n * n), math.fsum(b * b)
+    cosine = 1.0 if nn <= EPS**2 and bb <= EPS**2 else math.nan if min(nn, bb) <= EPS**2 else \
+        min(max(math.fsum(n * b) / math.sqrt(nn * bb), -1.0), 1.0)
+    bench_norm, diff_norm = math.sqrt(bb), math.sqrt(math.fsum(diff * diff))
+    euc = (0.0 if diff_norm <= EPS else math.inf) if bench_norm <= EPS else diff_norm / bench_norm
+
+    def scaled(x: np.ndarray) -> np.ndarray:
+        s = (x - x.min()) / (x.max() - x.min()) if x.max() > x.min() else np.ones_like(x)
+        s = np.maximum(s, np.finfo(np.float32).eps)
+        return s / math.fsum(s)
+
+    p, q = scaled(n), scaled(b)
+    kl = math.fsum(p * np.log(p / q))
+    return {
+        "cosine": cosine, "max_abs": float(diff.max()), "max_rel": float(rel.max()), "euc_rel": euc,
+        "one_thousandth": np.count_nonzero(rel < 0.001) / size,
+        "five_thousandths": np.count_nonzero(rel < 0.005) / size,
+        "kl": 0.0 if abs(kl) < EPS else kl, "are": math.fsum(rel_nz), "mean_abs": math.fsum(diff) / size,
+        "rmse": math.sqrt(math.fsum(diff * diff) / size), "max_rel_nz": float(rel_nz.max()),
+        "mean_rel": math.fsum(rel_nz) / size,
+    }
+
+
+def _pair(rng: np.random.Generator, size: int, dtype: type, special: bool) -> tuple[np.ndarray, np.ndarray]:
+    npu = rng.standard_normal(size) * 10 ** rng.uniform(-3, 3)
+    bench = npu * (1 + rng.standard_normal(size) * 10 ** rng.uniform(-7, -1))
+    npu[rng.integers(0, size, 3)] = 0.0  # zeros on either side: msprobe's eps guard and msaccucmp's skip
+    bench[rng.integers(0, size, 3)] = 0.0
+    bench[rng.integers(0, size, 2)] = 1e-300  # 0 < |bench| <= eps: counted by max_rel, skipped by are
+    if special:  # NaN and ±inf at the same positions on both sides, in some blocks only
+        for value in (np.nan, np.inf, -np.inf):
+            where = rng.integers(0, size, 2)
+            npu[where] = bench[where] = value
+    return npu.astype(dtype), bench.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("special", [False, True])
+def test_block_pass_equals_the_whole_array_reference(monkeypatch: pytest.MonkeyPatch, dtype: type,
+                                                     special: bool) -> None:
+    monkeypatch.setattr(tensor_metrics, "_BLOCK", 128)  # many blocks, and a short last one
+    rng = np.random.default_rng(32)
+    for size in (1, 127, 128, 1000, 4099):
+        npu, bench = _pair(rng, size, dtype, special)
+        got, want = compare_tensors(npu, bench), _reference(npu, bench)
+        assert list(got) == list(TENSOR_METRICS)
+        for name in TENSOR_METRICS:
+            assert np.isclose(got[name], want[name], rtol=1e-12, atol=4 * EPS, equal_nan=True), \
+                (name, size, got[name], want[name])
+            assert TENSOR_METRICS[name](npu, bench) == pytest.approx(got[name], rel=1e-15, abs=0, nan_ok=True)
+
+
+def test_block_pass_equals_the_reference_on_a_large_float32_pair() -> None:
+    rng = np.random.default_rng(7)
+    npu, bench = _pair(rng, 3 * tensor_metrics._BLOCK + 17, np.float32, True)
+    got, want = compare_tensors(npu, bench), _reference(npu, bench)
+    for name in TENSOR_METRICS:
+        assert np.isclose(got[name], want[name], rtol=1e-12, atol=4 * EPS), (name, got[name], want[name])
+
+
+def test_unmatched_nonfinite_in_a_later_block_gives_nan(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tensor_metrics, "_BLOCK", 16)
+    npu, bench = np.ones(100, dtype=np.float32), np.ones(100, dtype=np.float32)
+    npu[90] = np.inf
+    assert all(math.isnan(v) for v in compare_tensors(npu, bench).values())
+    bench[90] = -np.inf  # +inf against -inf is a difference
+    assert all(math.isnan(v) for v in compare_tensors(npu, bench).values())
+    bench[90] = np.inf
+    assert compare_tensors(npu, bench)["cosine"] == 1.0
+
+
+def test_integer_bool_and_complex_tensors_upcast_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tensor_metrics, "_BLOCK", 8)
+    rng = np.random.default_rng(3)
+    ints = rng.integers(-2**40, 2**40, 50)
+    assert compare_tensors(ints, ints + 1)["max_abs"] == 1.0  # beyond float32's 24 bits: float64 blocks
+    flags = rng.integers(0, 2, 50).astype(bool)
+    assert compare_tensors(flags, flags)["cosine"] == 1.0
+    npu = rng.standard_normal(20) + 1j * rng.standard_normal(20)
+    bench = npu + 0.5j
+    interleaved = np.stack((npu.real, npu.imag), -1), np.stack((bench.real, bench.imag), -1)
+    want = _reference(*interleaved)
+    for name, value in compare_tensors(npu, bench).items():
+        assert np.isclose(value, want[name], rtol=1e-12, atol=4 * EPS), name
