@@ -21,7 +21,7 @@ import csv
 import io
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +42,8 @@ from graphcmp.core.readers.ascend_file import (
 from graphcmp.core.readers.opdebug import OPDEBUG_TYPE, OverflowRecord, read_opdebug
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
-__all__ = ["DumpOp", "find_iterations", "parse_ascend_dump", "read_ascend_dump", "scoped_nodes", "sniff",
-           "step_and_rank", "tensor_stats"]
+__all__ = ["DumpOp", "find_iterations", "folders_holding", "parse_ascend_dump", "read_ascend_dump", "scoped_nodes",
+           "sniff", "step_and_rank", "tensor_stats"]
 
 _SEARCH_DEPTH = 6
 _STATS_HEADER = ("Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape", "Max Value", "Min Value",
@@ -79,19 +79,27 @@ def sniff(path: str | os.PathLike[str]) -> bool:
 
 def find_iterations(folder: Path, *, limit: int | None = None) -> list[Path]:
     """Folders at or below `folder` that hold dump files, in path order (numbers compared as numbers)."""
+    return folders_holding(folder, _is_dump_file, key=_natural, depth=_SEARCH_DEPTH, limit=limit)
+
+
+def folders_holding(folder: Path, holds: Callable[[os.DirEntry], bool], *, key: Callable[[str], tuple], depth: int,
+                    limit: int | None = None) -> list[Path]:
+    """Folders at or below `folder` (down to `depth` levels, hidden ones left out) with a regular file that `holds`
+    accepts, breadth first, each folder's entries in `key` order of their names; a folder that holds such a file
+    is not searched further. At most `limit` of them."""
     found: list[Path] = []
     todo = [(folder, 0)]
     while todo and (limit is None or len(found) < limit):
-        current, depth = todo.pop(0)
+        current, level = todo.pop(0)
         try:
-            entries = sorted(os.scandir(current), key=lambda e: _natural(e.name))
+            entries = sorted(os.scandir(current), key=lambda e: key(e.name))
         except OSError:
             continue
-        if any(e.is_file(follow_symlinks=False) and _is_dump_file(e) for e in entries):
+        if any(e.is_file(follow_symlinks=False) and holds(e) for e in entries):
             found.append(current)
             continue
-        if depth < _SEARCH_DEPTH:
-            todo.extend((Path(e.path), depth + 1) for e in entries if e.is_dir(follow_symlinks=False)
+        if level < depth:
+            todo.extend((Path(e.path), level + 1) for e in entries if e.is_dir(follow_symlinks=False)
                         and not e.name.startswith("."))
     return found
 

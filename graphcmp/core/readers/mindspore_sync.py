@@ -22,7 +22,7 @@ import numpy as np
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.inputs import regular_file
-from graphcmp.core.readers.ascend_dump import scoped_nodes, tensor_stats
+from graphcmp.core.readers.ascend_dump import folders_holding, scoped_nodes, tensor_stats
 from graphcmp.core.records import DumpGraph, Role, RunInfo
 
 __all__ = ["BIN_NAME", "BinFile", "parse_bin_name", "parse_mindspore_sync", "read_bin_tensor",
@@ -166,22 +166,8 @@ def _shape(shape: Iterable[int]) -> str:
 
 def _iterations(folder: Path, *, limit: int | None = None) -> list[Path]:
     """Folders at or below `folder` (three levels) holding synchronous dump files, iterations in number order."""
-    found: list[Path] = []
-    todo = [(folder, 0)]
-    while todo and (limit is None or len(found) < limit):
-        current, depth = todo.pop(0)
-        try:
-            entries = sorted(os.scandir(current), key=lambda e: _number_key(e.name))
-        except OSError:
-            continue
-        if any(e.name.endswith(".bin") and e.is_file(follow_symlinks=False) and BIN_NAME.match(e.name)
-               for e in entries):
-            found.append(current)
-            continue
-        if depth < 3:
-            todo.extend((Path(e.path), depth + 1) for e in entries if e.is_dir(follow_symlinks=False)
-                        and not e.name.startswith("."))
-    return found
+    return folders_holding(folder, lambda e: e.name.endswith(".bin") and bool(BIN_NAME.match(e.name)),
+                           key=_number_key, depth=3, limit=limit)
 
 
 def _number_key(name: str) -> tuple:
