@@ -243,18 +243,25 @@ def _p2p(graphs: Mapping[int, DumpGraph], layout: ParallelLayout, checked: Count
 
 def _dp_parameters(graphs: Mapping[int, DumpGraph], layout: ParallelLayout, checked: Counter) -> list[Disagreement]:
     """Parameters are equal on the data-parallel replicas of one position (same TP index, same stage)."""
+    out = []
+    for stage, ranks in _replica_groups(graphs, layout):
+        if len(ranks) >= 2:
+            out.extend(_same_parameters(graphs, ranks, stage, checked))
+    return out
+
+
+def _replica_groups(graphs: Mapping[int, DumpGraph], layout: ParallelLayout) -> list[tuple[int, list[int]]]:
+    """(stage, ranks) of every position (TP index within a stage): the ranks of the data-parallel replicas that hold
+    it, those with a run only."""
     replicas = layout.replicas()
     if len(replicas) < 2:
         return []
-    out = []
+    groups = []
     for stage in range(layout.pp):
         for position in range(len(replicas[0][stage])):
             ranks = [rep[stage][position] for rep in replicas if stage < len(rep) and position < len(rep[stage])]
-            ranks = [r for r in ranks if r in graphs]
-            if len(ranks) < 2:
-                continue
-            out.extend(_same_parameters(graphs, ranks, stage, checked))
-    return out
+            groups.append((stage, [r for r in ranks if r in graphs]))
+    return groups
 
 
 def _same_parameters(graphs: Mapping[int, DumpGraph], ranks: list[int], stage: int,
@@ -288,16 +295,10 @@ def _dp_tensors(graphs: Mapping[int, DumpGraph], layout: ParallelLayout, checked
     Only a value most replicas share bit for bit says what the others should hold: replicas fed
     different data agree on no activation, and nothing is reported for them.
     """
-    replicas = layout.replicas()
-    if len(replicas) < 3:
-        return []
     out = []
-    for stage in range(layout.pp):
-        for position in range(len(replicas[0][stage])):
-            ranks = [rep[stage][position] for rep in replicas if stage < len(rep) and position < len(rep[stage])]
-            ranks = [r for r in ranks if r in graphs]
-            if len(ranks) >= 3:
-                out.extend(_majority_tensors(graphs, ranks, stage, checked))
+    for stage, ranks in _replica_groups(graphs, layout):
+        if len(ranks) >= 3:
+            out.extend(_majority_tensors(graphs, ranks, stage, checked))
     return out
 
 
