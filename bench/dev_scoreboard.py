@@ -6,9 +6,10 @@
 
 A case is a folder with `npu/`, `bench/` (msprobe step/rank layouts) and `TRUTH.json` (written by
 `tests/gen/make_cases28.py`; tests/data/cases28 holds small ones). Each is compared with the DEFAULT options
-(`graphcmp compare NPU BENCH -o DIR -q`: no `--fuzzy`, parallel layouts detected by graphcmp; `--option` adds
-options), then `graphcmp diverge DIR --json` gives the origins and `graphcmp diverge RESULT --json` on each result file
-in DIR gives the noise level.
+(`graphcmp compare NPU BENCH -o DIR -q`: no `--fuzzy`, parallel layouts detected by graphcmp; a case's own
+`options` in TRUTH.json, such as the mapping options of a MindSpore-vs-PyTorch case, and `--option` add options),
+then `graphcmp diverge DIR --json` gives the origins and `graphcmp diverge RESULT --json` on each result file in DIR
+gives the noise level.
 
 Right means:
   no truth (a clean run)   no origin and `compare` exit 0
@@ -125,7 +126,7 @@ def score(name: str, case: Path, truth: dict, gc: str, work: Path, options: list
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.monotonic()
     rc, _, err = run([gc, "compare", str(case / truth.get("npu", "npu")), str(case / truth.get("bench", "bench")),
-                      *options, "-o", str(out), "-q"])
+                      *truth.get("options", []), *options, "-o", str(out), "-q"])
     row = {"case": name, "kind": truth.get("kind"), "exit": rc, "truth": truth.get("truth"), "answer": None,
            "origins": None, "margin": None, "noise_level": None, "noise_units": None, "right": False, "why": "",
            "note": ""}

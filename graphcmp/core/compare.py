@@ -21,6 +21,7 @@ from graphcmp.core.mapping_files import load_builtin_op_table
 from graphcmp.core.matching import ChildMatcher, RuleMatcher, default_matchers, match_graphs
 from graphcmp.core.matching.by_op_table import OpTableMatcher
 from graphcmp.core.matching.given import GivenMatcher, GivenMatches
+from graphcmp.core.matching.specs import with_framework_layers
 from graphcmp.core.noise import noise_model
 from graphcmp.core.outcome import job_outcome
 from graphcmp.core.overflow import overflow_levels
@@ -94,7 +95,7 @@ def compare_graphs(
     given = [GivenMatcher(matches)] if matches is not None else []
     if matchers is None:
         matchers = [] if given else [*format_matchers(npu, bench), *default_matchers(fuzzy=fuzzy)]
-    matchers = [*given, *matchers]
+    matchers = [*given, *with_framework_layers(matchers, npu, bench)]
     thresholds = thresholds or DEFAULT_THRESHOLDS
     table = match_graphs(npu, bench, matchers)
     npu_rows, bench_rows = pair_tensors(npu, bench, table)

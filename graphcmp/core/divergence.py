@@ -33,7 +33,7 @@ from graphcmp.core.hierarchy import execution_keys
 from graphcmp.core.noise import LIBRARY_ERROR, NoiseModel, Precision, unit_roundoff
 from graphcmp.core.overflow import OVERFLOW_ATTR, OVERFLOW_NAMES, OverflowLevel
 from graphcmp.core.readers.naming import argument_name
-from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, TensorTable, is_input
+from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, TensorTable, is_input, is_output
 from graphcmp.core.shards import attribute_rank
 
 if TYPE_CHECKING:
@@ -252,9 +252,10 @@ def _summary(report: Comparison, row: int, cause: str, margin: float) -> str:
     if cause == "shape change":
         return "an output's shape differs between the runs"
     if cause == "argument differs":
-        return f"a non-tensor argument differs: {', '.join(_fresh_slots(report, row, False))}"
+        args = _fresh_slots(report, row, False, _fresh_rounding(noise, row))
+        return f"a non-tensor argument differs: {', '.join(args)}"
     if cause == "inputs differ":
-        names = ", ".join(_fresh_slots(report, row, True)) or "an input"
+        names = ", ".join(_fresh_slots(report, row, True, _fresh_rounding(noise, row))) or "an input"
         return (f"{names} differs from the bench run's by {noise.fresh_error[row]:.3g} (relative), "
                 f"{_margin(noise.fresh_margin[row])} what rounding lets such an input carry")
     if cause == "communication":
@@ -313,13 +314,14 @@ def _fresh_cause(report: Comparison, row: int) -> tuple[str, ...]:
     """("argument differs" or "inputs differ", evidence) when an argument, a weight or data of `row` differs
     beyond rounding (the origin may have been found by its growth: its weights still explain it), else ()."""
     noise = report.noise
-    rounding = noise.rule.origin_margin * max(float(noise.unit[row]), noise.precision.unit_roundoff)
+    rounding = _fresh_rounding(noise, row)
     if noise.argument_error[row] > rounding and noise.argument_error[row] >= noise.fresh_error[row]:
-        return "argument differs", f"arguments differ: {', '.join(_fresh_slots(report, row, False))}"
+        return "argument differs", f"arguments differ: {', '.join(_fresh_slots(report, row, False, rounding))}"
     if noise.fresh_error[row] <= rounding:
         return ()
-    slots = _fresh_slots(report, row, True)
+    slots = _fresh_slots(report, row, True, rounding)
     what = ("an input computed by a call the bench run does not have" if any("computed by" in s for s in slots)
+            else "a difference made by calls the bench run holds no data for" if any("made by" in s for s in slots)
             else "a weight or data difference")
     carry = noise.fresh_error[row] / noise.fresh_margin[row] if noise.fresh_margin[row] > 0 else rounding
     return ("inputs differ", f"{', '.join(slots)} differ{'s' if len(slots) == 1 else ''} by "
@@ -327,13 +329,18 @@ def _fresh_cause(report: Comparison, row: int) -> tuple[str, ...]:
                              f"(no compared call made it): {what}")
 
 
-def _fresh_slots(report: Comparison, row: int, tensors: bool) -> list[str]:
-    """The differing inputs of `row` no matched earlier call produced, named as the user knows them (``weight
-    (encoder.layers.1.linear1.weight)``, ``eps 1e-05 vs 1e-06``), worst first."""
+def _fresh_rounding(noise: NoiseModel, row: int) -> float:
+    """The largest difference a weight, data or argument of `row` may show from rounding alone."""
+    return noise.rule.origin_margin * max(float(noise.unit[row]), noise.precision.unit_roundoff)
+
+
+def _fresh_slots(report: Comparison, row: int, tensors: bool, beyond: float = 0.0) -> list[str]:
+    """The inputs of `row` no matched earlier call produced that differ by more than `beyond`, named as the user
+    knows them (``weight (encoder.layers.1.linear1.weight)``, ``eps 1e-05 vs 1e-06``), worst first."""
     npu, noise = report.npu, report.noise
     t = npu.tensors
     rows = report.pairs.npu
-    picked = np.flatnonzero((t.node[rows] == row) & noise.fresh_pair & (noise.pair_error > 0))
+    picked = np.flatnonzero((t.node[rows] == row) & noise.fresh_pair & (noise.pair_error > beyond))
     picked = picked[np.argsort(-np.nan_to_num(noise.pair_error[picked], nan=np.inf), kind="stable")]
     out = []
     for k in picked.tolist():
@@ -346,13 +353,21 @@ def _fresh_slots(report: Comparison, row: int, tensors: bool) -> list[str]:
             out.append(f"{name} {t.value[i] or t.stats[i, 0]!s} vs {bench_value}")
             continue
         maker = int(noise.producer[k])
-        if maker < 0 or maker == row or report.matches.npu_to_bench[maker] >= 0:
+        if maker < 0 or maker == row:
             out.append(name)
+        elif report.matches.npu_to_bench[maker] >= 0:
+            out.append(name if _outputs_compared(report, maker) else
+                       f"{name} (made by {npu.nodes.ids[maker]}, whose outputs the bench run holds no data for)")
         elif _computed(npu, maker):
             out.append(f"{name} (computed by {npu.nodes.ids[maker]}, which has no counterpart in the bench run)")
         else:
             out.append(f"{name} (through {npu.nodes.ids[maker]}, which has no counterpart in the bench run)")
     return out
+
+
+def _outputs_compared(report: Comparison, row: int) -> bool:
+    rows = report.pairs.npu
+    return bool(np.any((report.npu.tensors.node[rows] == row) & is_output(report.npu.tensors.role[rows])))
 
 
 def _input_name(npu: DumpGraph, row: int, tensor: int) -> str:

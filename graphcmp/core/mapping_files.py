@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "API_MAPPING_KEYS",
     "BUILTIN_MS_TO_PT_API",
+    "BUILTIN_MS_TO_PT_LAYERS",
     "BUILTIN_MS_TO_PT_PARAMS",
     "MANUAL_FORMAT",
     "MANUAL_VERSION",
@@ -53,6 +54,7 @@ __all__ = [
 BUILTIN_MS_TO_PT_API = "ms_to_pt_api.yaml"
 """Built-in MindSpore -> PyTorch API name table (msprobe's own, see the file's header)."""
 BUILTIN_MS_TO_PT_PARAMS = "ms_to_pt_params.yaml"
+BUILTIN_MS_TO_PT_LAYERS = "ms_to_pt_layers.yaml"
 """Built-in MindSpore -> PyTorch parameter names per layer class (``gamma`` -> ``weight`` ...)."""
 BUILTIN_OP_TABLE = "pt15_npu_op_map.yaml"
 """Built-in op table of PyTorch 1.5 NPU dumps: Npu* autograd functions -> Cudnn* / Thnn* (see the file's header)."""
@@ -750,7 +752,8 @@ def _id_or_ids(doc: _Doc, found: tuple[Any, int] | None, line: int) -> tuple[str
 
 
 def load_builtin(name: str) -> RuleFile:
-    """A table shipped in ``graphcmp/data`` (`BUILTIN_MS_TO_PT_API` or `BUILTIN_MS_TO_PT_PARAMS`).
+    """A table shipped in ``graphcmp/data`` (`BUILTIN_MS_TO_PT_API`, `BUILTIN_MS_TO_PT_PARAMS` or
+    `BUILTIN_MS_TO_PT_LAYERS`; the last two are ``{class: {name: name}}``).
 
     >>> table = load_builtin(BUILTIN_MS_TO_PT_API)
     >>> table.builtin, len(table.entries) > 300
@@ -758,10 +761,10 @@ def load_builtin(name: str) -> RuleFile:
     """
     text = resources.files("graphcmp").joinpath("data", name).read_text(encoding="utf-8")
     doc = _Doc(f"built-in {name}", _parse_yaml(text, f"built-in {name}"))
-    if name == BUILTIN_MS_TO_PT_PARAMS:
+    if name in (BUILTIN_MS_TO_PT_PARAMS, BUILTIN_MS_TO_PT_LAYERS):
         entries = []
         for cls, table, line in _expect_map(doc, doc.root, "a mapping of classes").items:
-            entries.extend(RuleEntry(_where(doc, ln), k, _name(doc, v, ln, "a parameter name"), scope=cls)
+            entries.extend(RuleEntry(_where(doc, ln), k, _name(doc, v, ln, "a name"), scope=cls)
                            for k, v, ln in _expect_map(doc, table, "a {param: param} table", line).items)
         return _rule_file(doc, entries, builtin=True)
     return _rule_file(doc, _flat_pairs(doc, "API names"), builtin=True)

@@ -414,7 +414,7 @@ def noise_model(
     origin = _one_per_cause(origin, by_growth, end, keys, e, npu.nodes.direction, npu.nodes.micro_step)
     roles, origins, level = _roles(keys, end, e.leaves, origin, compared, e.output_error, e.unit)
     first = int(origins[0]) if len(origins) else -1
-    precision, dtype_pair = _precision(npu, pairs, texts, e.is_out, e.leaves, keys, first, e.output_error)
+    precision, dtype_pair = _precision(npu, pairs, texts, e.is_out, e.leaves, keys, first, e.output_error, e.inner)
     return NoiseModel(
         pair_error=e.error, fresh_pair=e.fresh, producer=e.producer, unit=e.unit, output_error=e.output_error,
         input_error=e.input_error, fresh_error=e.fresh_error, argument_error=e.argument_error,
@@ -491,6 +491,7 @@ class _Errors:
     fresh_error: np.ndarray  # per node: its fresh tensor inputs
     argument_error: np.ndarray  # per node: its fresh non-tensor arguments
     leaves: np.ndarray  # compared leaf rows in execution order
+    inner: tuple[np.ndarray, np.ndarray, list[str]]  # `_inner_precision`
 
 
 def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: TensorPairs, keys: np.ndarray,
@@ -501,15 +502,21 @@ def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: Tensor
     role = npu.tensors.role[i]
     is_out, is_in = is_output(role), is_input(role)
     order = np.argsort(keys, kind="stable")
-    npu_units = _chain_units(order, node, texts.npu_unit, n, _trained_floor(npu, texts.npu_unit))
+    inner = _inner_precision(npu, pairs)
+    npu_units = _chain_units(order, node, texts.npu_unit, n,
+                             _trained_floor(npu, np.append(texts.npu_unit, inner[0])), inner[0])
     bench_units = _chain_units(order, node, texts.bench_unit, n, _trained_floor(bench, texts.bench_unit))
     error = _pair_errors(npu, bench, pairs, npu_units[node], bench_units[node], texts.bench_count, texts.bench_kind)
     producer = earliest_producers(npu)[i] if len(i) else np.zeros(0, np.int64)
     made = np.maximum(producer, 0)
-    fresh = is_in & ~((producer >= 0) & (keys[made] < keys[node]) & (matches.npu_to_bench[made] >= 0))
-    if is_cross_framework(npu, bench):  # positional arguments of API calls pair unreliably across frameworks:
-        error[fresh & (role == Role.INPUT)] = 0.0  # their weights count through the modules' named parameters
     has_out = np.bincount(node[is_out], minlength=n) > 0
+    # made by a compared call before it; a call the bench run holds no data for explains nothing
+    fresh = is_in & ~((producer >= 0) & (keys[made] < keys[node]) & (matches.npu_to_bench[made] >= 0) & has_out[made])
+    if is_cross_framework(npu, bench):  # positional arguments of API calls pair unreliably across frameworks:
+        stats = npu.tensors.stats[i]  # weights (made by no call; a constant's statistics name no maker) count
+        constant = stats[:, 0] == stats[:, 1]  # through the modules' named parameters
+        uncompared = (producer >= 0) & (matches.npu_to_bench[made] >= 0) & ~constant  # made by a matched call the
+        error[fresh & (role == Role.INPUT) & ~uncompared] = 0.0  # bench run holds no data for: a real input
     output_error = _node_max(node[is_out], error[is_out], n)
     leaves = compared_leaves(npu, matches, has_out, keys)
     input_error = _context_errors(npu, _node_max(node[is_in], error[is_in], n), output_error, leaves)
@@ -518,7 +525,7 @@ def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: Tensor
         node=node, role=role, is_in=is_in, is_out=is_out, error=error, producer=producer, fresh=fresh,
         unit=np.maximum(npu_units, bench_units), has_out=has_out, output_error=output_error,
         input_error=input_error, fresh_error=_node_max(node[fresh & tensor], error[fresh & tensor], n),
-        argument_error=_node_max(node[fresh & ~tensor], error[fresh & ~tensor], n), leaves=leaves,
+        argument_error=_node_max(node[fresh & ~tensor], error[fresh & ~tensor], n), leaves=leaves, inner=inner,
     )
 
 
@@ -584,19 +591,20 @@ def _fresh_margins(npu: DumpGraph, pairs: TensorPairs, e: _Errors, texts: _PairT
 
 
 def compared_leaves(npu: DumpGraph, matches: MatchTable, has_out: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Rows of the matched calls with compared outputs and no data below them, in execution order.
+    """Rows of the matched calls with compared outputs and no matched data below them, in execution order.
 
-    These are the innermost calls (API calls, or modules in a module-level dump). A fused group
-    compared through its enclosing module (a MindSpore Dense's Reshape/MatMul/BiasAdd against one
-    PyTorch linear) is not compared member by member, so the module stands for it.
+    These are the innermost compared calls (API calls, or modules in a module-level dump). A module whose
+    calls inside are all unmatched (a MindSpore Dense's Primitive calls against one PyTorch linear, with no
+    table pairing them) stands for them, and so does the module of a fused group compared through it.
     """
     nodes = npu.nodes
+    matched = matches.npu_to_bench >= 0
     has_data = nodes.has_data & (nodes.kind != NodeKind.GROUP)
     data_below = np.zeros(len(npu), bool)
     parent = nodes.parent
     for rows in reversed(levels(depths(parent))[1:]):
-        np.logical_or.at(data_below, parent[rows], has_data[rows] | data_below[rows])
-    leaf = has_data & ~data_below & (matches.npu_to_bench >= 0)
+        np.logical_or.at(data_below, parent[rows], (has_data[rows] & matched[rows]) | data_below[rows])
+    leaf = has_data & ~data_below & matched
     for group in matches.groups:
         if group.via >= 0:
             leaf[list(group.npu)] = False
@@ -733,13 +741,47 @@ def _zero_in_theory(npu: DumpGraph, rows: np.ndarray, magnitude_a: np.ndarray, m
 
 
 def _chain_units(order: np.ndarray, node: np.ndarray, unit_pair: np.ndarray, n: int,
-                 floor: float = UNIT_ROUNDOFF["float64"]) -> np.ndarray:
+                 floor: float = UNIT_ROUNDOFF["float64"], inner: np.ndarray | None = None) -> np.ndarray:
     """u per node: the coarsest unit roundoff of any pair of a call at or before it in execution order
-    (`order`: the rows in execution order), at least `floor`."""
+    (`order`: the rows in execution order), or of the unmatched calls such a call stands for (`inner`), at
+    least `floor`."""
     own = _node_max(node, unit_pair, n)
+    if inner is not None:
+        np.maximum(own, inner, out=own)
     chained = np.empty(n)
     chained[order] = np.maximum.accumulate(own[order]) if n else own
     return np.maximum(chained, max(floor, UNIT_ROUNDOFF["float64"]))
+
+
+def _inner_precision(npu: DumpGraph, pairs: TensorPairs) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Per npu node, the coarsest float precision of the calls below it that it is compared for: the unit roundoff
+    and the dtype (a code into the returned names, -1 for none) of every tensor of a call without compared tensors
+    (unmatched, or a member of a fused group), down to the next compared call. A MindSpore Dense under mixed
+    precision casts to float16 inside (its Primitive calls) and back: its own inputs and outputs say float32, the
+    rounding it did was float16's."""
+    n = len(npu)
+    unit, code = np.zeros(n), np.full(n, -1, np.int64)
+    compared = np.zeros(n, bool)
+    compared[npu.tensors.node[pairs.npu]] = True
+    owner = np.where(compared, np.arange(n), -1)  # the nearest compared call at or above each row (-1: none)
+    parent = npu.nodes.parent
+    for rows in levels(depths(parent))[1:]:
+        up = rows[~compared[rows]]
+        owner[up] = owner[parent[up]]
+    tensors = npu.tensors
+    stands_for = np.zeros(n + 1, bool)  # a compared call with no compared call below it stands for what is below
+    stands_for[:n] = compared
+    np.logical_and.at(stands_for, owner[parent[compared & (parent >= 0)]], False)
+    inner = ~compared[tensors.node] & stands_for[owner[tensors.node]]
+    if not inner.any():
+        return unit, code, []
+    codes, names = string_codes(tensors.dtype)
+    table = _unit_table(names)
+    at, c = owner[tensors.node[inner]], codes[inner]
+    order = np.argsort(table[c], kind="stable")  # finest first: the coarsest is written last
+    unit[at[order]] = table[c[order]]
+    code[at[order]] = c[order]
+    return unit, np.where(unit > 0, code, -1), names
 
 
 def _trained_floor(graph: DumpGraph, unit_pair: np.ndarray) -> float:
@@ -1054,7 +1096,7 @@ def _one_per_cause(origin: np.ndarray, by_growth: np.ndarray, end: np.ndarray, k
     if len(origins) < 2:
         return origin
     first = float(end[origins].min())
-    level = _level_before(e.leaves, keys, first, e.output_error, e.unit)
+    level = _level_before(e.leaves, end, first, e.output_error, e.unit)
     leaves = e.leaves
     differing = origin | ((end > first) & (e.output_error > level))  # what the first origin's difference reached
     made = e.is_in & (e.producer >= 0)
@@ -1077,10 +1119,11 @@ def _gradients_after(differing: np.ndarray, keys: np.ndarray, direction: np.ndar
     return (direction == Direction.BACKWARD) & (keys > start[micro])
 
 
-def _level_before(leaves: np.ndarray, keys: np.ndarray, first: float, output_error: np.ndarray,
+def _level_before(leaves: np.ndarray, end: np.ndarray, first: float, output_error: np.ndarray,
                   unit: np.ndarray) -> float:
-    """The largest output error of the leaves that run before execution key `first`, at least their u."""
-    before = leaves[keys[leaves] < first]
+    """The largest output error of the leaves that end before execution key `first`, at least their u (`end`: the
+    subtree end keys; a module standing for its unmatched calls ends with the last of them)."""
+    before = leaves[end[leaves] < first]
     floor = float(unit[leaves].max(initial=0.0))
     return max(float(output_error[before].max(initial=0.0)), floor)
 
@@ -1094,9 +1137,9 @@ def _roles(keys: np.ndarray, end: np.ndarray, leaves: np.ndarray, origin: np.nda
     origins = np.flatnonzero(origin)
     origins = origins[np.argsort(end[origins], kind="stable")]
     if not len(origins):
-        return role, origins, _level_before(leaves, keys, np.inf, output_error, unit)
+        return role, origins, _level_before(leaves, end, np.inf, output_error, unit)
     first = end[origins[0]]
-    level = _level_before(leaves, keys, first, output_error, unit)
+    level = _level_before(leaves, end, first, output_error, unit)
     role[compared & (end >= first) & (output_error > level)] = NodeRole.PROPAGATED
     role[origins] = NodeRole.ORIGIN
     return role, origins, level
@@ -1112,10 +1155,12 @@ def _subtree_end_keys(npu: DumpGraph, keys: np.ndarray) -> np.ndarray:
 
 
 def _precision(npu: DumpGraph, pairs: TensorPairs, texts: _PairTexts, is_out: np.ndarray, leaves: np.ndarray,
-               keys: np.ndarray, first: int, output_error: np.ndarray) -> tuple[Precision, np.ndarray]:
+               keys: np.ndarray, first: int, output_error: np.ndarray,
+               inner: tuple[np.ndarray, np.ndarray, list[str]]) -> tuple[Precision, np.ndarray]:
     """The comparison's precision, and per npu node the index of its dtype pair in it (-1: none).
 
-    A node's dtype pair is that of its coarsest compared float output (npu dtype, bench dtype).
+    A node's dtype pair is that of its coarsest compared float output (npu dtype, bench dtype); its npu dtype is
+    the coarser one of the unmatched calls it stands for (`inner`, `_inner_precision`) where they rounded coarser.
     """
     node = npu.tensors.node[pairs.npu[is_out]]
     npu_names, bench_names = texts.npu_dtypes, texts.bench_dtypes
@@ -1129,13 +1174,18 @@ def _precision(npu: DumpGraph, pairs: TensorPairs, texts: _PairTexts, is_out: np
     owners, picked = node[floats][order], combined[floats][order]
     head = np.ones(len(owners), bool)
     head[1:] = owners[1:] != owners[:-1]
+    owners, picked = owners[head], picked[head]
+    per_node = [names[c] for c in picked.tolist()]
+    inner_unit, inner_code, inner_names = inner
+    for k in np.flatnonzero(inner_unit[owners] > unit[picked]).tolist():  # it rounded coarser inside
+        per_node[k] = (normalize_dtype(inner_names[inner_code[owners[k]]]), per_node[k][1])
     counts: dict[tuple[str, str], int] = {}
-    for code, k in zip(*np.unique(picked[head], return_counts=True)):
-        counts[names[code]] = counts.get(names[code], 0) + int(k)
+    for pair in per_node:
+        counts[pair] = counts.get(pair, 0) + 1
     dtype_pairs = tuple((a, b, k) for (a, b), k in sorted(counts.items(), key=lambda item: -item[1]))
     index = {(a, b): k for k, (a, b, _) in enumerate(dtype_pairs)}
     node_pair = np.full(len(npu), -1, np.int16)
-    node_pair[owners[head]] = [index[names[c]] for c in picked[head].tolist()]
+    node_pair[owners] = [index[pair] for pair in per_node]
     coarsest = max((max(unit_roundoff(a), unit_roundoff(b)) for a, b, _ in dtype_pairs), default=0.0)
     if any(a != b for a, b, _ in dtype_pairs):
         kind = "mixed precision"

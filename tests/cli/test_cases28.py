@@ -1,5 +1,6 @@
-"""The development cases in tests/data/cases28 (made by tests/gen/make_cases28.py with other models than the shared
-data): their truth files agree with their dumps, and graphcmp's default answer on each is judged the way
+"""The development cases in tests/data/cases28 (made by tests/gen/make_cases28.py and make_ms_cases28.py with other
+models than the shared data): their truth files agree with their dumps, and graphcmp's answer with the default options
+(and a case's own `options`: the mapping options of a MindSpore-vs-PyTorch case) is judged the way
 bench/dev_scoreboard.py judges it."""
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def test_truth_names_a_call_of_the_npu_dump(name):
 def test_default_options_give_the_truth(name, tmp_path, capsys):
     t = truth_of(name)
     out = tmp_path / "cmp"
-    code = main(["compare", str(CASES / name / t["npu"]), str(CASES / name / t["bench"]), "-o", str(out), "-q"])
+    code = main(["compare", str(CASES / name / t["npu"]), str(CASES / name / t["bench"]), *t.get("options", []),
+                 "-o", str(out), "-q"])
     capsys.readouterr()
     main(["diverge", str(out), "--json"])
     doc = json.loads(capsys.readouterr().out)

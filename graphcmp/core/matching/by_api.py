@@ -11,6 +11,7 @@ the entry does not name are not compared.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -26,7 +27,7 @@ from graphcmp.core.matching.base import Claim, RuleMatcher, SlotMap, Walk
 from graphcmp.core.matching.ids import api_name
 from graphcmp.core.records import DumpGraph, NodeKind, Role
 
-__all__ = ["ApiMatcher", "framework_param_renames", "is_cross_framework", "is_reversed_pair"]
+__all__ = ["ApiMatcher", "framework_class", "framework_param_renames", "is_cross_framework", "is_reversed_pair"]
 
 _ROLES = {"args": int(Role.INPUT), "outputs": int(Role.OUTPUT), "parameters": int(Role.PARAM),
           "parameters_grad": int(Role.PARAM_GRAD)}
@@ -47,6 +48,19 @@ def _builtin(name: str) -> RuleFile:
     return load_builtin(name)
 
 
+_AMP_RENAMED = re.compile(r"(?P<cls>\w+?)Opt(?:_\d+)?")  # MindSpore's mixed precision rewrites Dense as DenseOpt_3
+
+
+def framework_class(cls: str) -> str:
+    """The class name a MindSpore network had before `amp.auto_mixed_precision` rewrote it (``Opt``, ``Opt_N``).
+
+    >>> framework_class("LayerNormOpt_6"), framework_class("DenseOpt"), framework_class("Optimizer")
+    ('LayerNorm', 'Dense', 'Optimizer')
+    """
+    found = _AMP_RENAMED.fullmatch(cls)
+    return found["cls"] if found else cls
+
+
 def framework_param_renames(npu: DumpGraph, bench: DumpGraph) -> dict[str, dict[str, str]]:
     """Npu class -> {npu parameter name: bench parameter name} for a MindSpore/PyTorch pair, else {}.
 
@@ -64,6 +78,10 @@ def framework_param_renames(npu: DumpGraph, bench: DumpGraph) -> dict[str, dict[
     for entry in _builtin(BUILTIN_MS_TO_PT_PARAMS).entries:
         old, new = (str(entry.value), entry.key) if reverse else (entry.key, str(entry.value))
         renames.setdefault(entry.scope, {})[old] = new
+    mindspore = bench if reverse else npu
+    for cls in set(mindspore.nodes.op):  # classes renamed by mixed precision keep their parameters' names
+        if framework_class(cls) in renames and cls not in renames:
+            renames[cls] = renames[framework_class(cls)]
     return renames
 
 

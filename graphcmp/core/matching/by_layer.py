@@ -29,13 +29,13 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from graphcmp.core.mapping_files import RuleFile
+from graphcmp.core.mapping_files import BUILTIN_MS_TO_PT_LAYERS, RuleFile, load_builtin
 from graphcmp.core.matching.base import Claim, RuleMatcher, Walk
-from graphcmp.core.matching.by_api import framework_param_renames, is_reversed_pair
+from graphcmp.core.matching.by_api import framework_class, framework_param_renames, is_reversed_pair
 from graphcmp.core.matching.ids import PathIndex, join, module_id, relative
 from graphcmp.core.records import DumpGraph, NodeKind
 
-__all__ = ["TOP_LAYER", "LayerMatcher"]
+__all__ = ["FRAMEWORK_LAYERS", "TOP_LAYER", "LayerMatcher", "framework_layers"]
 
 TOP_LAYER = "TopLayer"
 _MODULE, _PARAM_GRAD, _API, _GROUP = int(NodeKind.MODULE), int(NodeKind.PARAM_GRAD), int(NodeKind.API), int(
@@ -92,6 +92,11 @@ class LayerMatcher(RuleMatcher):
         for i, entry in enumerate(self.entries):
             key, value = (str(entry.value), entry.key) if self.reverse else (entry.key, str(entry.value))
             self.by_scope[entry.scope].setdefault(key, (value, i))
+        for cls in list(self.npu_classes):  # a class mixed precision renamed takes its original class's entries
+            original = framework_class(cls)
+            if original != cls and original in self.by_scope and cls not in self.by_scope:
+                self.by_scope[cls] = self.by_scope[original]
+            self.npu_classes.add(original)
         self.seen, self.missing = set(), {}
         self.param_renames = framework_param_renames(npu, bench)
 
@@ -263,3 +268,13 @@ def _widen(walk: Walk, here: _Scope, claims: list[Claim], npu_rows: Sequence[int
         else:
             out.extend(pairs)
     return out
+
+
+FRAMEWORK_LAYERS = "framework-layers"
+
+
+def framework_layers() -> LayerMatcher:
+    """The layer mapping of the frameworks' own layers (built-in ``ms_to_pt_layers.yaml``: a MindSpore ``Dense``'s
+    ``MatMul`` is a PyTorch ``Linear``'s ``linear``), applied after the user's rules (`FRAMEWORK_LAYERS` in
+    `RULE_ORDER`), so an API mapping file's entry with argument positions wins over it."""
+    return LayerMatcher(load_builtin(BUILTIN_MS_TO_PT_LAYERS), FRAMEWORK_LAYERS)

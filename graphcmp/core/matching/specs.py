@@ -24,8 +24,8 @@ from graphcmp.core.mapping_files import (
     load_op_table,
 )
 from graphcmp.core.matching.base import ChildMatcher, RuleMatcher
-from graphcmp.core.matching.by_api import ApiMatcher
-from graphcmp.core.matching.by_layer import LayerMatcher
+from graphcmp.core.matching.by_api import ApiMatcher, is_cross_framework
+from graphcmp.core.matching.by_layer import FRAMEWORK_LAYERS, LayerMatcher, framework_layers
 from graphcmp.core.matching.by_mapping import CellMatcher, DataMatcher, ModelExplorerMatcher
 from graphcmp.core.matching.by_name import ExactMatcher
 from graphcmp.core.matching.by_op_table import OpTableMatcher
@@ -35,17 +35,18 @@ from graphcmp.core.matching.fuzzy import FuzzyMatcher
 from graphcmp.core.matching.given import GivenMatcher, GivenMatches
 from graphcmp.core.matching.manual import ManualMatcher, load_manual_matches
 from graphcmp.core.readers.vis import read_vis_links
+from graphcmp.core.records import DumpGraph
 
-__all__ = ["FILE_REQUIRED", "RULE_ORDER", "matcher_from_spec", "matchers_from_specs", "spec"]
+__all__ = ["FILE_REQUIRED", "RULE_ORDER", "matcher_from_spec", "matchers_from_specs", "spec", "with_framework_layers"]
 
 RULE_ORDER = ("manual", "msprobe", "data-mapping", "me-mapping", "cell-mapping", "fused-ops",
-              "layer-mapping", "api-mapping", "op-map", "exact", "fuzzy", "fused")
+              "layer-mapping", "api-mapping", "op-map", FRAMEWORK_LAYERS, "exact", "fuzzy", "fused")
 """Rule sources in the order they apply (pins of the first six, then per matched parent pair)."""
 
 FILE_REQUIRED = ("manual", "msprobe", "data-mapping", "me-mapping")
 """Sources that need a file (the others have a default: no entries or a built-in table)."""
 
-_NO_FILE = ("exact", "fuzzy", "fused", "fused-ops")
+_NO_FILE = ("exact", "fuzzy", "fused", "fused-ops", FRAMEWORK_LAYERS)
 
 
 def spec(source: str, path: str | os.PathLike[str] | None = None) -> str:
@@ -79,6 +80,7 @@ _DEFAULTS: dict[str, Callable[[], ChildMatcher | RuleMatcher]] = {
     "layer-mapping": LayerMatcher, "cell-mapping": CellMatcher, "api-mapping": ApiMatcher,
     "op-map": lambda: OpTableMatcher(*load_builtin_op_table()),
     "exact": ExactMatcher, "fuzzy": FuzzyMatcher, "fused": DecompositionMatcher, "fused-ops": FusedOpsMatcher,
+    FRAMEWORK_LAYERS: framework_layers,
 }
 
 
@@ -98,7 +100,8 @@ def matcher_from_spec(text: str) -> ChildMatcher | RuleMatcher:
     Traceback (most recent call last):
     ...
     graphcmp.core.errors.MappingError: unknown rule source 'typo-mapping' (known: manual, msprobe, \
-data-mapping, me-mapping, cell-mapping, fused-ops, layer-mapping, api-mapping, op-map, exact, fuzzy, fused)
+data-mapping, me-mapping, cell-mapping, fused-ops, layer-mapping, api-mapping, op-map, framework-layers, exact, fuzzy, \
+fused)
     """
     source, _, path = text.partition("=")
     if source not in RULE_ORDER:
@@ -122,3 +125,26 @@ def matchers_from_specs(specs: Sequence[str]) -> list[ChildMatcher | RuleMatcher
                      in RULE_ORDER else -1)
     fuzzy = "fuzzy" in ordered  # with fuzzy names, exact names keep execution order too (see ExactMatcher)
     return [ExactMatcher(ordered=True) if s == "exact" and fuzzy else matcher_from_spec(s) for s in ordered]
+
+
+_CROSS_FRAMEWORK_RULES = ("layer-mapping", "api-mapping")  # cell-mapping keeps its own meaning: class names kept
+
+
+def with_framework_layers(matchers: Sequence[ChildMatcher | RuleMatcher], npu: DumpGraph,
+                          bench: DumpGraph) -> list[ChildMatcher | RuleMatcher]:
+    """`matchers` with the frameworks' own layers (`framework_layers`) in their `RULE_ORDER` place, for a MindSpore
+    run against a PyTorch run compared with a cross-framework rule; else `matchers` as they are.
+
+    >>> from graphcmp.core.readers.msprobe import parse_msprobe
+    >>> ms = parse_msprobe({"framework": "mindspore", "data": {}})
+    >>> pt = parse_msprobe({"framework": "pytorch", "data": {}})
+    >>> [m.name for m in with_framework_layers(matchers_from_specs(["layer-mapping", "exact"]), ms, pt)]
+    ['layer-mapping', 'framework-layers', 'exact']
+    """
+    names = [m.name.partition("=")[0] for m in matchers]
+    if not is_cross_framework(npu, bench) or FRAMEWORK_LAYERS in names or not set(names) & set(_CROSS_FRAMEWORK_RULES):
+        return list(matchers)
+    place = RULE_ORDER.index(FRAMEWORK_LAYERS)
+    at = next((k for k, name in enumerate(names) if name in RULE_ORDER and RULE_ORDER.index(name) > place),
+              len(names))
+    return [*matchers[:at], framework_layers(), *matchers[at:]]
