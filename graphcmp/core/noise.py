@@ -411,7 +411,7 @@ def noise_model(
         by_growth = (margin > rule.origin_margin) & ~(fresh_margin > rule.origin_margin) & ~shape_changed
     if overflow is not None:
         by_growth &= ~((overflow == OverflowLevel.CRITICAL) & (e.output_error > 0))
-    origin = _one_per_cause(origin, by_growth, end, keys, e, npu.nodes.direction, npu.nodes.micro_step)
+    origin = _one_per_cause(npu, origin, by_growth, end, keys, e)
     roles, origins, level = _roles(keys, end, e.leaves, origin, compared, e.output_error, e.unit)
     first = int(origins[0]) if len(origins) else -1
     precision, dtype_pair = _precision(npu, pairs, texts, e.is_out, e.leaves, keys, first, e.output_error, e.inner)
@@ -516,7 +516,8 @@ def _errors(npu: DumpGraph, bench: DumpGraph, matches: MatchTable, pairs: Tensor
         stats = npu.tensors.stats[i]  # weights (made by no call; a constant's statistics name no maker) count
         constant = stats[:, 0] == stats[:, 1]  # through the modules' named parameters
         uncompared = (producer >= 0) & (matches.npu_to_bench[made] >= 0) & ~constant  # made by a matched call the
-        error[fresh & (role == Role.INPUT) & ~uncompared] = 0.0  # bench run holds no data for: a real input
+        api = npu.nodes.kind[node] == NodeKind.API  # bench run holds no data for: a real input; a Cell's inputs are
+        error[fresh & (role == Role.INPUT) & api & ~uncompared] = 0.0  # its forward's arguments, the same in both
     output_error = _node_max(node[is_out], error[is_out], n)
     leaves = compared_leaves(npu, matches, has_out, keys)
     input_error = _context_errors(npu, _node_max(node[is_in], error[is_in], n), output_error, leaves)
@@ -1081,8 +1082,8 @@ def _origins(npu: DumpGraph, leaves: np.ndarray, margin: np.ndarray, fresh_margi
     return origin | (hard & ~below)
 
 
-def _one_per_cause(origin: np.ndarray, by_growth: np.ndarray, end: np.ndarray, keys: np.ndarray,
-                   e: _Errors, npu_direction: np.ndarray, npu_micro: np.ndarray) -> np.ndarray:
+def _one_per_cause(npu: DumpGraph, origin: np.ndarray, by_growth: np.ndarray, end: np.ndarray, keys: np.ndarray,
+                   e: _Errors) -> np.ndarray:
     """`origin` without the calls after the first origin that are origins by their growth alone (`by_growth`)
     while their inputs already carry more error than the noise before it, or were made by a call the first
     origin's difference reached (a gradient flowing back from it).
@@ -1095,18 +1096,38 @@ def _one_per_cause(origin: np.ndarray, by_growth: np.ndarray, end: np.ndarray, k
     origins = np.flatnonzero(origin)
     if len(origins) < 2:
         return origin
-    first = float(end[origins].min())
+    first_row = int(origins[np.argmin(end[origins])])
+    first = float(end[first_row])
     level = _level_before(e.leaves, end, first, e.output_error, e.unit)
     leaves = e.leaves
-    differing = origin | ((end > first) & (e.output_error > level))  # what the first origin's difference reached
+    after = (end > first) | (keys >= keys[first_row])  # the first origin's calls inside it too
+    differing = origin | (after & (e.output_error > level))  # what the first origin's difference reached
+    differing = _through_uncompared(npu, differing, e.has_out, keys)
     made = e.is_in & (e.producer >= 0)
     fed = np.zeros(len(origin), bool)  # an input made by such a call: its difference, whatever its statistics show
     fed[e.node[made][differing[e.producer[made]] & (keys[e.producer[made]] < keys[e.node[made]])]] = True
-    fed |= _gradients_after(differing, keys, npu_direction, npu_micro)  # autograd sums them: no producer is recorded
+    fed |= _gradients_after(differing, keys, npu.nodes.direction, npu.nodes.micro_step)  # autograd sums them
     carried = leaves[(end[leaves] > first) & by_growth[leaves] & ((e.input_error[leaves] > level) | fed[leaves])]
     kept = origin.copy()
     kept[carried] = False
     return kept
+
+
+def _through_uncompared(npu: DumpGraph, differing: np.ndarray, compared: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """`differing` with the calls whose outputs were not compared that took an input from a differing call, and
+    from such calls in turn (a MindSpore amp cast cell between two compared cells passes the difference on)."""
+    t = npu.tensors
+    producer = earliest_producers(npu)
+    rows = np.flatnonzero(is_input(t.role) & (producer >= 0))
+    rows = rows[~compared[t.node[rows]] & (keys[producer[rows]] < keys[t.node[rows]])]
+    if not len(rows):
+        return differing
+    out = differing.copy()
+    while True:
+        reached = t.node[rows][out[producer[rows]] & ~out[t.node[rows]]]
+        if not len(reached):
+            return out
+        out[reached] = True
 
 
 def _gradients_after(differing: np.ndarray, keys: np.ndarray, direction: np.ndarray, micro: np.ndarray) -> np.ndarray:

@@ -5,11 +5,14 @@ every Cell class `…Opt`, `…Opt_N`) against PyTorch float32, with and without
     MS=/work/gen/msvenv/bin/python PT=/work/gen/venv/bin/python \
         python3 tests/gen/make_ms_cases28.py --root /work/cases28
 
-Runs (under <root>/_runs/): ms_o1_{none,swap_kv,gamma_beta}, ms_o1_none_rerun, pt_fp32. Cases:
+Runs (under <root>/_runs/): ms_o1_{none,swap_kv,gamma_beta}, ms_o1_none_rerun, ms_o2_{none,gamma_beta}, pt_fp32.
+Under O2 MindSpore wraps the network and every LayerNorm in cast cells (`Cell._backbone.layers.0.ln1._OutputTo16`
+holding `..._backbone.LayerNorm`). Cases:
   ms_amp_clean        ms_o1_none against pt_fp32: no divergence (the rerun is bit-identical, every difference is
                       float16 rounding and the two frameworks' kernels)
   ms_amp_swap_kv      ms_o1_swap_kv against pt_fp32: the first dump.json entry differing from ms_o1_none
   ms_amp_gamma_beta   ms_o1_gamma_beta against pt_fp32: likewise
+  ms_amp_o2_clean, ms_amp_o2_gamma_beta   the same under O2
 Each case is compared with `--layer-mapping= --api-mapping=` (the built-in cross-framework rules), written to
 TRUTH.json's `options`.
 """
@@ -48,16 +51,16 @@ def module_of(run_dir: str, node: str) -> str | None:
     return truth28.construct(run_dir, 0, 0).get(node)
 
 
-def make_case(root: str, name: str, npu_run: str, bug: str) -> None:
+def make_case(root: str, name: str, npu_run: str, bug: str, amp: str = "O1") -> None:
     runs = os.path.join(root, "_runs")
     case = os.path.join(root, name)
     shutil.rmtree(case, ignore_errors=True)
     shutil.copytree(os.path.join(runs, npu_run), os.path.join(case, "npu"))
     shutil.copytree(os.path.join(runs, "pt_fp32"), os.path.join(case, "bench"))
-    nobug = os.path.join(runs, "ms_o1_none")
+    nobug = os.path.join(runs, f"ms_{amp.lower()}_none")
     first = truth28.first_diff(os.path.join(runs, npu_run), nobug, 0, 0) if bug != "none" else None
     truth = {"kind": "ms_amp", "npu": "npu", "bench": "bench", "options": OPTIONS, "model": MODEL,
-             "precision": "npu MindSpore 2.10 CPU, auto_mixed_precision O1 float16; bench PyTorch float32",
+             "precision": f"npu MindSpore 2.10 CPU, auto_mixed_precision {amp} float16; bench PyTorch float32",
              "steps": 1, "micro": 1, "bug": bug, "npu_run": npu_run, "bench_run": "pt_fp32", "micro_steps": 1,
              "truth": None, "truth_ids": [], "truth_ranks": [0]}
     if first is not None:
@@ -69,9 +72,10 @@ def make_case(root: str, name: str, npu_run: str, bug: str) -> None:
         truth["note"] = (f"the k and v blocks of the fused weight are swapped: Max/Min/Mean/Norm of the weight and of "
                          f"the qkv output are unchanged (the first entry differs only by the summation order of its "
                          f"Mean), so the first call statistics can show it is inside {owner}, which owns the weight")
-    rerun = truth28.first_diff(os.path.join(runs, "ms_o1_none_rerun"), nobug, 0, 0)
+    rerun = truth28.first_diff(os.path.join(runs, "ms_o1_none_rerun"), os.path.join(runs, "ms_o1_none"), 0, 0)
     truth["verification"] = {
-        "method": "tests/gen/truth28.py first_diff: bug run vs ms_o1_none (same framework and precision, CPU)",
+        "method": f"tests/gen/truth28.py first_diff: bug run vs {os.path.basename(nobug)} (same framework and "
+                  "precision, CPU)",
         "rerun_of_ms_o1_none_identical": rerun is None}
     with open(os.path.join(case, "TRUTH.json"), "w") as f:
         json.dump(truth, f, indent=1)
@@ -91,9 +95,13 @@ def main() -> int:
     for bug in ("none", "swap_kv", "gamma_beta"):
         run(ms_py, "ms_amp28.py", os.path.join(runs, f"ms_o1_{bug}"), "--amp", "O1", "--bug", bug, force=a.force)
     run(ms_py, "ms_amp28.py", os.path.join(runs, "ms_o1_none_rerun"), "--amp", "O1", force=a.force)
+    for bug in ("none", "gamma_beta"):
+        run(ms_py, "ms_amp28.py", os.path.join(runs, f"ms_o2_{bug}"), "--amp", "O2", "--bug", bug, force=a.force)
     make_case(a.root, "ms_amp_clean", "ms_o1_none", "none")
     make_case(a.root, "ms_amp_swap_kv", "ms_o1_swap_kv", "swap_kv")
     make_case(a.root, "ms_amp_gamma_beta", "ms_o1_gamma_beta", "gamma_beta")
+    make_case(a.root, "ms_amp_o2_clean", "ms_o2_none", "none", "O2")
+    make_case(a.root, "ms_amp_o2_gamma_beta", "ms_o2_gamma_beta", "gamma_beta", "O2")
     return 0
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from graphcmp.core.matching.ids import wrapper_rows
 from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind
 
 if TYPE_CHECKING:
@@ -613,11 +614,16 @@ def _table(
 
 
 def _flat_children(graph: DumpGraph) -> list[list[int]]:
-    """Children per row, with group nodes replaced by their members."""
+    """Children per row, with group nodes replaced by their members and MindSpore's wrapper cells by what they
+    hold (`wrapper_rows`)."""
     kids = children_rows(graph)
-    groups = set(np.flatnonzero(graph.nodes.kind == NodeKind.GROUP).tolist())
-    for parent in {int(graph.nodes.parent[g]) for g in groups}:
-        kids[parent] = [m for k in kids[parent] for m in (kids[k] if k in groups else [k])]
+    hidden = set(np.flatnonzero(graph.nodes.kind == NodeKind.GROUP).tolist()) | wrapper_rows(graph)
+
+    def through(rows: list[int]) -> list[int]:
+        return [m for k in rows for m in (through(kids[k]) if k in hidden else [k])]
+
+    for parent in {int(graph.nodes.parent[g]) for g in hidden} - hidden:
+        kids[parent] = through(kids[parent])
     return kids
 
 

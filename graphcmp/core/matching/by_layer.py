@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from graphcmp.core.mapping_files import BUILTIN_MS_TO_PT_LAYERS, RuleFile, load_builtin
 from graphcmp.core.matching.base import Claim, RuleMatcher, Walk
 from graphcmp.core.matching.by_api import framework_class, framework_param_renames, is_reversed_pair
-from graphcmp.core.matching.ids import PathIndex, join, module_id, relative
+from graphcmp.core.matching.ids import PathIndex, join, module_id, relative, wrapper_rows
 from graphcmp.core.records import DumpGraph, NodeKind
 
 __all__ = ["FRAMEWORK_LAYERS", "TOP_LAYER", "LayerMatcher", "framework_layers"]
@@ -80,9 +80,11 @@ class LayerMatcher(RuleMatcher):
         self.seen: set[int] = set()
         self.missing: dict[int, str] = {}
         self.param_renames: dict[str, dict[str, str]] = {}
+        self.npu_wrappers: frozenset[int] = frozenset()
 
     def prepare(self, npu: DumpGraph, bench: DumpGraph) -> None:
         self.npu_paths, self.bench_paths = PathIndex(npu), PathIndex(bench)
+        self.npu_wrappers = wrapper_rows(npu)
         self.bench_ids = bench.nodes.ids
         self.npu_classes = _classes(npu, self.npu_paths)
         self.reverse = is_reversed_pair(npu, bench)
@@ -115,7 +117,7 @@ class LayerMatcher(RuleMatcher):
         npu = walk.npu
         out = []
         while row >= 0:
-            if walk.npu_kind[row] != _GROUP:
+            if walk.npu_kind[row] != _GROUP and row not in self.npu_wrappers:
                 partner = int(walk.npu_to_bench[row])
                 npu_path = self.npu_paths.path(row)
                 bench_path = self.bench_paths.path(partner) if partner >= 0 else None
@@ -146,10 +148,10 @@ class LayerMatcher(RuleMatcher):
         for n in walk.npu_kids[scopes[0].npu_row]:
             if kinds[n] != _MODULE and kinds[n] != _PARAM_GRAD:
                 continue
-            parts = module_id(ids[n])
-            if parts is None:
+            parts, path = module_id(ids[n]), self.npu_paths.path(n)
+            if parts is None or path is None:
                 continue
-            target, entry = self._module_target(parts.path, scopes)
+            target, entry = self._module_target(path, scopes)
             if target is None:
                 continue
             b = self.bench_paths.find(target, parts.call)

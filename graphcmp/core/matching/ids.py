@@ -17,7 +17,7 @@ import numpy as np
 
 from graphcmp.core.records import DumpGraph, NodeKind
 
-__all__ = ["ModuleId", "PathIndex", "api_name", "join", "module_id", "relative"]
+__all__ = ["ModuleId", "PathIndex", "api_name", "join", "module_id", "relative", "unwrapped_path", "wrapper_rows"]
 
 _MODULE = re.compile(r"^(?P<prefix>Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<call>(?:forward|backward)\.\d+)$")
 _PARAM_GRAD = re.compile(r"^(?P<prefix>Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.parameters_grad(?:\.\d+)?$")
@@ -63,8 +63,56 @@ def api_name(node_id: str) -> str:
     return m["api"] if m else ""
 
 
+_WRAPPER_CLASSES = frozenset({"_OutputTo16", "_OutputTo32"})  # MindSpore amp's casts around a cell or the network
+_WRAPPED = "_backbone"  # the attribute a MindSpore wrapper (amp, WithLossCell) holds the wrapped cell in
+
+
+def unwrapped_path(path: str) -> str:
+    """A MindSpore module path without the ``_backbone`` steps of the cells that wrap another.
+
+    >>> unwrapped_path("_backbone.layers.0.ln1._backbone"), unwrapped_path("_backbone")
+    ('layers.0.ln1', '')
+    """
+    return ".".join(part for part in path.split(".") if part != _WRAPPED)
+
+
+def wrapper_rows(graph: DumpGraph) -> frozenset[int]:
+    """The module rows of a MindSpore run that only wrap another cell: amp's ``_OutputTo16``/``_OutputTo32``, and a
+    cell at the same unwrapped path as the cell it is in (the network itself under amp O2 or ``WithLossCell``,
+    ``Cell._backbone.Net.forward.0``). Matching looks through them to the cells they hold.
+
+    >>> from graphcmp.core.readers.msprobe import parse_msprobe
+    >>> ids = ["Cell._backbone.Net.forward.0", "Cell._backbone.ln._OutputTo16.forward.0",
+    ...        "Cell._backbone.ln._backbone.LayerNorm.forward.0"]
+    >>> g = parse_msprobe({"framework": "mindspore", "data": {i: {} for i in ids}},
+    ...                   {ids[0]: None, ids[1]: ids[0], ids[2]: ids[1]})
+    >>> sorted(g.nodes.ids[r] for r in wrapper_rows(g))
+    ['Cell._backbone.Net.forward.0', 'Cell._backbone.ln._OutputTo16.forward.0']
+    """
+    if graph.info.framework != "mindspore":
+        return frozenset()
+    kinds, ids, parent = graph.nodes.kind, graph.nodes.ids, graph.nodes.parent
+    rows = np.flatnonzero((kinds == NodeKind.MODULE) | (kinds == NodeKind.PARAM_GRAD)).tolist()
+    if not any(_WRAPPED in ids[r] or "_OutputTo" in ids[r] for r in rows):
+        return frozenset()
+    path: dict[int, str] = {0: ""}  # rows are in pre-order: a parent before its children
+    wrappers: set[int] = set()
+    for row in rows:
+        parts = module_id(ids[row])
+        if parts is None:
+            continue
+        up = int(parent[row])
+        while up in wrappers:
+            up = int(parent[up])
+        path[row] = unwrapped_path(parts.path)
+        if parts.cls in _WRAPPER_CLASSES or path[row] == path.get(up):
+            wrappers.add(row)
+    return frozenset(wrappers)
+
+
 class PathIndex:
-    """Module and parameter-gradient rows of one run by (path, call), and each row's path.
+    """Module and parameter-gradient rows of one run by (path, call), and each row's path (MindSpore's wrappers
+    left out and their ``_backbone`` steps taken out of the paths: `wrapper_rows`).
 
     Examples
     --------
@@ -80,11 +128,13 @@ class PathIndex:
         self.rows: dict[tuple[str, str], int] = {}
         kinds = graph.nodes.kind
         ids = graph.nodes.ids
+        wrappers = wrapper_rows(graph)
+        unwrap = unwrapped_path if wrappers else str
         for row in np.flatnonzero((kinds == NodeKind.MODULE) | (kinds == NodeKind.PARAM_GRAD)).tolist():
             parts = module_id(ids[row])
-            if parts is not None:
-                self.paths[row] = parts.path
-                self.rows.setdefault((parts.path, parts.call), row)
+            if parts is not None and row not in wrappers:
+                path = self.paths[row] = unwrap(parts.path)
+                self.rows.setdefault((path, parts.call), row)
 
     def path(self, row: int) -> str | None:
         """Module path of `row` (``""`` for the root), None when the row is not a module call."""
