@@ -1102,7 +1102,7 @@ def _one_per_cause(npu: DumpGraph, origin: np.ndarray, by_growth: np.ndarray, en
     leaves = e.leaves
     after = (end > first) | (keys >= keys[first_row])  # the first origin's calls inside it too
     differing = origin | (after & (e.output_error > level))  # what the first origin's difference reached
-    differing = _through_uncompared(npu, differing, e.has_out, keys)
+    differing = _reached(npu, differing, keys)
     made = e.is_in & (e.producer >= 0)
     fed = np.zeros(len(origin), bool)  # an input made by such a call: its difference, whatever its statistics show
     fed[e.node[made][differing[e.producer[made]] & (keys[e.producer[made]] < keys[e.node[made]])]] = True
@@ -1113,18 +1113,21 @@ def _one_per_cause(npu: DumpGraph, origin: np.ndarray, by_growth: np.ndarray, en
     return kept
 
 
-def _through_uncompared(npu: DumpGraph, differing: np.ndarray, compared: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """`differing` with the calls whose outputs were not compared that took an input from a differing call, and
-    from such calls in turn (a MindSpore amp cast cell between two compared cells passes the difference on)."""
+def _reached(npu: DumpGraph, differing: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """`differing` with every call that took an input from a differing call, and the calls after those in turn.
+
+    Statistics see only part of an input's error: a causal mask of -1e4 added to attention scores hides their
+    difference in the sum's statistics, and a call whose outputs were not compared (a MindSpore amp cast cell)
+    shows none; the difference still flows on to the calls that read them. Each round follows one more step of
+    the data flow, so the rounds are as many as the longest such hidden chain."""
     t = npu.tensors
     producer = earliest_producers(npu)
     rows = np.flatnonzero(is_input(t.role) & (producer >= 0))
-    rows = rows[~compared[t.node[rows]] & (keys[producer[rows]] < keys[t.node[rows]])]
-    if not len(rows):
-        return differing
+    rows = rows[keys[producer[rows]] < keys[t.node[rows]]]
+    made_by, reader = producer[rows], t.node[rows]
     out = differing.copy()
     while True:
-        reached = t.node[rows][out[producer[rows]] & ~out[t.node[rows]]]
+        reached = reader[out[made_by] & ~out[reader]]
         if not len(reached):
             return out
         out[reached] = True
