@@ -13,7 +13,8 @@ gives the noise level.
 
 Right means:
   no truth (a clean run)   no origin and `compare` exit 0
-  a truth                  `compare` exit 1 and the first origin names the truth op or its module (`truth_ids`), on a
+  a truth                  `compare` exit 1 and the first origin names the truth op or its module (`truth_ids`; a
+                           merged pipeline job's origin by its id in its rank's own dump too, `source_id`), on a
                            truth rank (`truth_ranks`; an origin without a rank is wrong unless its `ranks` list holds
                            one), at the truth's step, and at its micro-step when the answer gives one
   `only_origins` given     also every origin is one of those calls (op or module), e.g. a perturbed weight's calls
@@ -92,7 +93,7 @@ def judge(truth: dict, origin: dict | None, origins: list[dict], exit_code: int)
     why = []
     if exit_code != 1:
         why.append(f"exit {exit_code}")
-    if not {origin.get("node"), origin.get("module")} & set(truth["truth_ids"]):
+    if not {origin.get("node"), origin.get("module"), origin.get("source_id")} & set(truth["truth_ids"]):
         why.append("other op")
     ranks = set(truth.get("truth_ranks") or [t["rank"]])
     got_ranks = {origin.get("rank")} | set(origin.get("ranks") or [])

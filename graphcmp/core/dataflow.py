@@ -32,6 +32,7 @@ __all__ = [
     "forward_twins",
     "keep_flow_edges",
     "latest_producers",
+    "run_fingerprints",
 ]
 
 _NOT_COMMUNICATION = frozenset({"init_process_group", "new_group", "destroy_process_group", "get_rank",
@@ -104,9 +105,11 @@ def _stable_order(keys: np.ndarray) -> np.ndarray:
     return np.sort((keys << bits) | np.arange(n)) & ((1 << bits) - 1)
 
 
-def _fingerprints_of(graph: DumpGraph) -> np.ndarray:
-    """`fingerprints` of a run's tensors, computed once per run (the noise model and the data-flow edges both ask)."""
+def run_fingerprints(graph: DumpGraph) -> np.ndarray:
+    """`fingerprints` of a run's tensors, computed once per run (matching, the noise model and the data-flow edges
+    all ask)."""
     return graph.memo("fingerprints", lambda: _read_only(fingerprints(graph.tensors)))
+
 
 
 def _read_only(values: np.ndarray) -> np.ndarray:
@@ -127,7 +130,7 @@ def earliest_producers(graph: DumpGraph) -> np.ndarray:
 def _earliest_producers(graph: DumpGraph) -> np.ndarray:
     keys = execution_keys(graph)
     t = graph.tensors
-    fingerprint = _fingerprints_of(graph)
+    fingerprint = run_fingerprints(graph)
     outputs = np.flatnonzero((t.role == Role.OUTPUT) & t.has_shape())
     made = t.node[outputs].astype(np.int64)
     rank = np.unique(keys, return_inverse=True)[1].reshape(-1)
@@ -237,7 +240,7 @@ def latest_producers(graph: DumpGraph, keys: np.ndarray, calls: np.ndarray,
     out = np.full(len(t), -1, np.int64)
     if not len(t):
         return out
-    fingerprint = _fingerprints_of(graph).astype(np.int64)
+    fingerprint = run_fingerprints(graph).astype(np.int64)
     rank = np.unique(keys, return_inverse=True)[1].reshape(-1).astype(np.int64)
     span = int(rank.max(initial=0)) + 1
     outputs = np.flatnonzero((t.role == Role.OUTPUT) & t.has_shape() & calls[t.node])

@@ -1,6 +1,6 @@
 """Megatron-style tensor- and data-parallel TinyLlama on CPU (torch.distributed, gloo), dumped with msprobe 26.2.0.
 
-    python dist28.py --tp 2 --dp 2 --precision fp32 [--perturb RANK:PARAM:LAYER_OR_-1:SCALE] --out DIR
+    python dist28.py --tp 2 --dp 2 [--pp 2] --precision fp32 [--perturb RANK:PARAM:LAYER_OR_-1:SCALE] --out DIR
 
 Model (plain torch, Megatron-core names; node ids like
 `Module.module.decoder.layers.1.mlp.linear_fc1.ColumnParallelLinear.forward.0`):
@@ -18,8 +18,13 @@ Model (plain torch, Megatron-core names; node ids like
   RowParallelLinear all-reduces its partial output over the TP group (identity backward). No bias anywhere.
   The full weights are generated once (Generator seed 1234, fixed order) and sliced per TP rank, so every layout
   computes the same function.
-Layout  world = tp x dp, rank order tp-dp (Megatron's tp-cp-ep-dp-pp with cp = ep = pp = 1): tp_rank = rank % tp,
-  dp_rank = rank // tp. TP groups [0,1],[2,3]; DP groups [0,2],[1,3]. Every collective gets an explicit new_group.
+Layout  world = tp x dp x pp, rank order tp-dp-pp (Megatron's tp-cp-ep-dp-pp with cp = ep = 1): tp_rank = rank % tp,
+  dp_rank = rank // tp % dp, pp_rank = rank // (tp dp). With tp = dp = 2: TP groups [0,1],[2,3]; DP groups [0,2],[1,3]
+  (and [4,6],[5,7] on a second stage). Every collective gets an explicit new_group.
+Pipeline  --pp 2: stage 0 holds the embedding and layers 0-1, stage 1 layers 2-3 (named layers.0 and layers.1 on
+  both stages, as Megatron names them), the final norm and the output layer; each micro-batch runs forward on stage 0,
+  its activation goes to stage 1 (dist.send / dist.recv over the PP group), which runs forward and backward and sends
+  the activation's gradient back; stage 0 then runs its backward (one micro-batch in flight).
 Step    2 micro-batches of 2x16 tokens per data-parallel rank (replica r's micro-batch m: seeds 500 + 10 r + m;
   the same whatever the TP size), loss cross_entropy / 2, backward inside the dump window; then, still inside it,
   the data-parallel gradient all_reduce (SUM over the DP group, then / dp) when dp > 1; SGD step outside.
@@ -46,27 +51,46 @@ VOCAB, D, HEADS, FF, LAYERS, SEQ, BS, N_MICRO = 96, 48, 4, 128, 4, 16, 2, 2
 
 
 class PS:
-    tp = dp = 1
-    rank = tp_rank = dp_rank = 0
-    tp_group = dp_group = None
+    tp = dp = pp = 1
+    rank = tp_rank = dp_rank = pp_rank = 0
+    tp_group = dp_group = pp_group = None
 
 
-def init_state(tp: int, dp: int) -> None:
-    PS.tp, PS.dp = tp, dp
-    if tp * dp == 1:
+def _rank_of(t: int, d: int, p: int) -> int:
+    return p * PS.tp * PS.dp + d * PS.tp + t
+
+
+def init_state(tp: int, dp: int, pp: int = 1) -> None:
+    PS.tp, PS.dp, PS.pp = tp, dp, pp
+    if tp * dp * pp == 1:
         return
     PS.rank = dist.get_rank()
-    PS.tp_rank, PS.dp_rank = PS.rank % tp, PS.rank // tp
-    for d in range(dp):  # all ranks create all groups in the same order
-        ranks = [d * tp + i for i in range(tp)]
-        g = dist.new_group(ranks)
-        if PS.rank in ranks:
-            PS.tp_group = g
-    for i in range(tp):
-        ranks = [d * tp + i for d in range(dp)]
-        g = dist.new_group(ranks)
-        if PS.rank in ranks:
-            PS.dp_group = g
+    PS.tp_rank, PS.dp_rank, PS.pp_rank = PS.rank % tp, PS.rank // tp % dp, PS.rank // (tp * dp)
+    for p in range(pp):  # all ranks create all groups in the same order
+        for d in range(dp):
+            ranks = [_rank_of(i, d, p) for i in range(tp)]
+            g = dist.new_group(ranks)
+            if PS.rank in ranks:
+                PS.tp_group = g
+        for i in range(tp):
+            ranks = [_rank_of(i, d, p) for d in range(dp)]
+            g = dist.new_group(ranks)
+            if PS.rank in ranks:
+                PS.dp_group = g
+    for d in range(dp):
+        for i in range(tp):
+            ranks = [_rank_of(i, d, p) for p in range(pp)]
+            g = dist.new_group(ranks)
+            if PS.rank in ranks:
+                PS.pp_group = g
+
+
+def first_stage() -> bool:
+    return PS.pp_rank == 0
+
+
+def last_stage() -> bool:
+    return PS.pp_rank == PS.pp - 1
 
 
 class LinearWithGradAccumulationAndAsyncCommunication(torch.autograd.Function):
@@ -208,24 +232,27 @@ class LanguageModelEmbedding(nn.Module):
 class TransformerBlock(nn.Module):
     def __init__(self):
         super().__init__()
-        self.layers = nn.ModuleList([TransformerLayer() for _ in range(LAYERS)])
-        self.final_layernorm = RMSNorm(D)
+        self.layers = nn.ModuleList([TransformerLayer() for _ in range(LAYERS // PS.pp)])
+        self.final_layernorm = RMSNorm(D) if last_stage() else None
 
     def forward(self, x):
         for layer in self.layers:
             x = layer(x)
-        return self.final_layernorm(x)
+        return self.final_layernorm(x) if self.final_layernorm is not None else x
 
 
 class GPTModel(nn.Module):
+    """One pipeline stage: the first embeds token ids, the others take the previous stage's activation."""
+
     def __init__(self):
         super().__init__()
-        self.embedding = LanguageModelEmbedding()
+        self.embedding = LanguageModelEmbedding() if first_stage() else None
         self.decoder = TransformerBlock()
-        self.output_layer = nn.Linear(D, VOCAB, bias=False)
+        self.output_layer = nn.Linear(D, VOCAB, bias=False) if last_stage() else None
 
-    def forward(self, ids):
-        return self.output_layer(self.decoder(self.embedding(ids)))
+    def forward(self, ids=None, hidden=None):
+        h = self.decoder(self.embedding(ids) if self.embedding is not None else hidden)
+        return self.output_layer(h) if self.output_layer is not None else h
 
 
 class Wrapper(nn.Module):
@@ -258,7 +285,16 @@ def full_weights() -> dict:
     return w
 
 
+def global_name(name: str) -> str:
+    """The full model's name of a stage's parameter (stage p's decoder.layers.i is layer p * LAYERS / pp + i)."""
+    if not name.startswith("decoder.layers."):
+        return name
+    i, rest = name[len("decoder.layers."):].split(".", 1)
+    return f"decoder.layers.{PS.pp_rank * (LAYERS // PS.pp) + int(i)}.{rest}"
+
+
 def shard(full: dict, name: str) -> torch.Tensor:
+    name = global_name(name)
     t, r = PS.tp, PS.tp_rank
     if name.endswith("linear_qkv.weight"):
         n = full[name].shape[0] // t
@@ -301,7 +337,7 @@ def run_rank(rank: int, world: int, a, port: int) -> None:
     from msprobe.pytorch import PrecisionDebugger, seed_all
 
     seed_all(1234)
-    init_state(a.tp, a.dp)
+    init_state(a.tp, a.dp, a.pp)
     dbg = PrecisionDebugger(config_path=a.out.rstrip("/") + ".msprobe_config.json")
     model = build(a.perturb)
     model.train()
@@ -312,14 +348,29 @@ def run_rank(rank: int, world: int, a, port: int) -> None:
     losses = []
     for m in range(N_MICRO):
         x, y = batch(m)
+        hidden = None
+        if not first_stage():
+            hidden = torch.empty(BS, SEQ, D)
+            dist.recv(hidden, src=_rank_of(PS.tp_rank, PS.dp_rank, PS.pp_rank - 1), group=PS.pp_group)
+            hidden.requires_grad_(True)
         if a.precision == "bf16":
             with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
-                out = model(x)
+                out = model(x, hidden) if hidden is not None else model(x)
         else:
-            out = model(x)
-        loss = F.cross_entropy(out.float().reshape(-1, VOCAB), y.reshape(-1)) / N_MICRO
-        loss.backward()
-        losses.append(loss.detach())
+            out = model(x, hidden) if hidden is not None else model(x)
+        if last_stage():
+            loss = F.cross_entropy(out.float().reshape(-1, VOCAB), y.reshape(-1)) / N_MICRO
+            loss.backward()
+            losses.append(loss.detach())
+        else:
+            dist.send(out.detach().float().contiguous(), dst=_rank_of(PS.tp_rank, PS.dp_rank, PS.pp_rank + 1),
+                      group=PS.pp_group)
+            grad = torch.empty(BS, SEQ, D)
+            dist.recv(grad, src=_rank_of(PS.tp_rank, PS.dp_rank, PS.pp_rank + 1), group=PS.pp_group)
+            out.backward(grad.to(out.dtype))
+        if hidden is not None:
+            dist.send(hidden.grad.contiguous(), dst=_rank_of(PS.tp_rank, PS.dp_rank, PS.pp_rank - 1),
+                      group=PS.pp_group)
     if PS.dp > 1:
         for p in model.parameters():
             dist.all_reduce(p.grad, group=PS.dp_group)
@@ -328,7 +379,8 @@ def run_rank(rank: int, world: int, a, port: int) -> None:
     opt.step()
     opt.zero_grad()
     dbg.step()
-    print(f"[rank{rank}] loss {sum(float(x) for x in losses):.6f}", flush=True)
+    if losses:
+        print(f"[rank{rank}] loss {sum(float(x) for x in losses):.6f}", flush=True)
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
@@ -338,6 +390,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tp", type=int, default=1)
     ap.add_argument("--dp", type=int, default=1)
+    ap.add_argument("--pp", type=int, default=1, choices=[1, 2])
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--perturb")
     ap.add_argument("--out", required=True)
@@ -348,7 +401,7 @@ def main() -> None:
            "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}
     with open(a.out.rstrip("/") + ".msprobe_config.json", "w") as f:
         json.dump(cfg, f, indent=2)
-    world = a.tp * a.dp
+    world = a.tp * a.dp * a.pp
     if world == 1:
         run_rank(0, 1, a, 0)
         return

@@ -79,6 +79,9 @@ RUNS = {
     "tp1dp2_fp32": ("dist28.py", "--tp 1 --dp 2 --precision fp32"),
     "tp2dp2_fp32": ("dist28.py", "--tp 2 --dp 2 --precision fp32"),
     "tp2dp2_fp32_replica": ("dist28.py", "--tp 2 --dp 2 --precision fp32 --perturb 3:pre_mlp_layernorm.weight:2:0.05"),
+    "tp2pp2dp2_fp32": ("dist28.py", "--tp 2 --dp 2 --pp 2 --precision fp32"),
+    "tp2pp2dp2_fp32_replica": ("dist28.py",
+                               "--tp 2 --dp 2 --pp 2 --precision fp32 --perturb 6:pre_mlp_layernorm.weight:0:0.05"),
 }
 
 AUTOCAST = ("npu: forward under torch.autocast('cpu', dtype=torch.{}); loss on out.float() and backward outside; "
@@ -158,6 +161,22 @@ CASES = {
         steps=1, micro=2,
         layout={"npu": "tp=2,dp=2 (order tp-dp)", "bench": "tp=1,dp=2 (rank r = replica r)"}, bug=None,
         note="dp_replica without the bug: TP2 sums the matmuls in another order than TP1, fp32 rounding only."),
+    "pp_dp_replica": dict(
+        kind="dp_replica", npu="tp2pp2dp2_fp32_replica", bench="tp1dp2_fp32", ref="tp2pp2dp2_fp32", model=TLLAMA,
+        precision="fp32 both", steps=1, micro=2,
+        layout={"npu": "tp=2,pp=2,dp=2 (order tp-dp-pp: stage 0 = ranks 0-3, stage 1 = ranks 4-7; replica 1 = ranks "
+                       "2,3,6,7); stage 1 names its layers 2-3 layers.0-1, as Megatron does",
+                "bench": "tp=1,dp=2 (rank r = replica r, the same micro-batches as npu replica r)"},
+        bug="rank 6 (tp rank 0, replica 1, stage 1) holds its layers.0 (layer 2 of the model) pre_mlp_layernorm.weight "
+            "(an RMSNorm weight, replicated over TP and DP) += 0.05*randn (seed 99); rank 7 of its TP group and every "
+            "other rank hold the right value. Truth ids are rank 6's own (stage-local); the answer's source_id says "
+            "its id there."),
+    "pp_dp_clean": dict(
+        kind="dp_replica", npu="tp2pp2dp2_fp32", bench="tp1dp2_fp32", ref=None, model=TLLAMA, precision="fp32 both",
+        steps=1, micro=2,
+        layout={"npu": "tp=2,pp=2,dp=2 (order tp-dp-pp)", "bench": "tp=1,dp=2 (rank r = replica r)"}, bug=None,
+        note="pp_dp_replica without the bug: the stages reduce their gradients in another order than the TP1 run "
+             "(last stage first); fp32 rounding only."),
     "mixer_perturb_4mb": dict(
         kind="stress", npu="mixer_fp32_4mb_perturb", bench="mixer_fp32_4mb", ref="mixer_fp32_4mb", model=MIXER,
         precision="fp32 both", steps=1, micro=4, param=("layers.9.channel_mix.fc1.weight", [64, 32]),

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from graphcmp.core.matching.ids import wrapper_rows
-from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind
+from graphcmp.core.dataflow import run_fingerprints
+from graphcmp.core.hierarchy import execution_keys
+from graphcmp.core.matching.ids import api_name, wrapper_rows
+from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind, Role
 
 if TYPE_CHECKING:
     from graphcmp.core.mapping_files import RuleEntry, RuleFile
@@ -479,8 +481,27 @@ def match_graphs(npu: DumpGraph, bench: DumpGraph, matchers: Sequence[ChildMatch
         todo.extend(_pin(walk, matchers, rich))
     elif matchers and isinstance(matchers[0], TreeMatcher):
         todo = matchers[0].match_tree(walk, RuleCode.FIRST_MATCHER, more=len(matchers) > 1)
+    _descend(walk, steps, todo)
+    exact = next((code for code, matcher, _ in steps if matcher.name == "exact"), None)
+    if exact is not None:
+        _descend(walk, steps, _moved_modules(walk, exact))
+        _between_modules_by_data(walk, exact)
+    n2b, b2n = np.array(walk.npu_to_bench, np.int32), np.array(walk.bench_to_npu, np.int32)
+    rule = np.array(walk.rule, np.int8)
+    if walk.blocked:
+        n2b[n2b == _BLOCKED] = -1
+        b2n[b2n == _BLOCKED] = -1
+    _match_groups(npu, bench, n2b, b2n, rule)
+    return _table(walk, matchers, rich, rules, MatchTable(n2b, b2n, rule, rules))
+
+
+def _descend(walk: Walk, steps: list[tuple[int, ChildMatcher | RuleMatcher, bool]],
+             todo: list[tuple[int, int]]) -> None:
+    """Match the children of every pair in `todo`, and of every pair that makes, asking the matchers in order."""
+    if not todo:
+        return
     n2b, b2n = walk.npu_to_bench, walk.bench_to_npu
-    npu_kids, bench_kids = (walk.npu_kids, walk.bench_kids) if todo else ([], [])
+    npu_kids, bench_kids = walk.npu_kids, walk.bench_kids
     while todo:
         n_parent, b_parent = todo.pop()
         n_free = [r for r in npu_kids[n_parent] if n2b[r] == -1]
@@ -499,13 +520,106 @@ def match_graphs(npu: DumpGraph, bench: DumpGraph, matchers: Sequence[ChildMatch
                         todo.append((n, b))
             n_free = [r for r in n_free if n2b[r] == -1]
             b_free = [r for r in b_free if b2n[r] == -1]
-    n2b, b2n = np.array(n2b, np.int32), np.array(b2n, np.int32)
-    rule = np.array(walk.rule, np.int8)
-    if walk.blocked:
-        n2b[n2b == _BLOCKED] = -1
-        b2n[b2n == _BLOCKED] = -1
-    _match_groups(npu, bench, n2b, b2n, rule)
-    return _table(walk, matchers, rich, rules, MatchTable(n2b, b2n, rule, rules))
+
+
+def _moved_modules(walk: Walk, code: int) -> list[tuple[int, int]]:
+    """Module calls and parameter gradients left unmatched on both sides with the same id, paired (`code`: the
+    exact matcher's): msprobe nests a backward call under the module whose backward hook fired before it, which
+    differs between runs (a pipeline stage after the first takes an input that needs a gradient, the first stage
+    and a run without pipeline do not), so the same call can stand under another parent."""
+    npu, bench = walk.npu, walk.bench
+    kinds = (int(NodeKind.MODULE), int(NodeKind.PARAM_GRAD))
+    n2b, b2n = walk.npu_to_bench, walk.bench_to_npu
+    npu_free = np.flatnonzero(np.isin(npu.nodes.kind, kinds) & (np.asarray(n2b) == -1))
+    bench_free = np.flatnonzero(np.isin(bench.nodes.kind, kinds) & (np.asarray(b2n) == -1))
+    if not len(npu_free) or not len(bench_free):
+        return []
+    free = {bench.nodes.ids[b]: b for b in bench_free.tolist()}
+    pairs = []
+    for n in npu_free.tolist():
+        b = free.get(npu.nodes.ids[n], -1)
+        if b >= 0 and b2n[b] == -1 and bench.nodes.kind[b] == npu.nodes.kind[n]:
+            n2b[n], b2n[b], walk.rule[n] = b, n, code
+            pairs.append((n, b))
+    return pairs
+
+
+def _between_modules_by_data(walk: Walk, code: int) -> None:
+    """Pair the API calls between modules by the data they take: a call whose first input is a matched call's
+    output or parameter gradient pairs with the bench call of the same API whose input is that call's partner's.
+    Their order is the schedule's, not the model's (a pipeline job reduces its last stage's gradients first, a run
+    without pipeline in parameter order, each reduction followed by its division); order alone pairs them with
+    other parameters' calls. Rounds follow the data (a division pairs once its all_reduce has); calls whose maker
+    is unmatched or not unique keep the pairs the walk gave them."""
+    npu_calls, bench_calls = _calls_between_modules(walk.npu), _calls_between_modules(walk.bench)
+    if not len(npu_calls) or not len(bench_calls):
+        return
+    npu_inputs, bench_inputs = _InputHolders(walk.npu, npu_calls), _InputHolders(walk.bench, bench_calls)
+    for _ in range(4):
+        if not _pair_by_makers(walk, code, npu_inputs, bench_inputs):
+            return
+
+
+def _calls_between_modules(graph: DumpGraph) -> np.ndarray:
+    parent, kind = graph.nodes.parent, graph.nodes.kind
+    top = (parent == 0) | ((parent > 0) & (kind[np.maximum(parent, 0)] == NodeKind.GROUP))
+    return np.flatnonzero((kind == NodeKind.API) & top)
+
+
+class _InputHolders:
+    """For calls of one run: the calls holding each one's first input as an output or a parameter gradient (by
+    `fingerprints`), earlier in execution order."""
+
+    def __init__(self, graph: DumpGraph, calls: np.ndarray) -> None:
+        t = graph.tensors
+        fingerprint = run_fingerprints(graph)
+        keys = execution_keys(graph)
+        is_call = np.zeros(len(graph), bool)
+        is_call[calls] = True
+        inputs = np.flatnonzero(is_call[t.node] & (t.role == Role.INPUT))
+        first = {int(t.node[k]): int(fingerprint[k]) for k in inputs.tolist()
+                 if t.slot[k] == "0" and t.shape[k] not in ("", "scalar")}  # a tensor, not a value
+        wanted = np.fromiter(first.values(), np.int64, len(first))
+        held = np.flatnonzero(np.isin(fingerprint, wanted) & ((t.role == Role.OUTPUT) | (t.role == Role.PARAM_GRAD)))
+        by_print: dict[int, list[tuple[float, int]]] = {}
+        for k in held.tolist():
+            by_print.setdefault(int(fingerprint[k]), []).append((float(keys[t.node[k]]), int(t.node[k])))
+        self.holders = {call: sorted(h for h in by_print.get(fp, ()) if h[0] < keys[call] and h[1] != call)
+                        for call, fp in first.items()}
+
+    def makers(self, partner: list[int]) -> dict[int, int]:
+        """Per call, its earliest holder that has a partner."""
+        out = {}
+        for call, holders in self.holders.items():
+            maker = next((node for _, node in holders if partner[node] >= 0), -1)
+            if maker >= 0:
+                out[call] = maker
+        return out
+
+
+def _pair_by_makers(walk: Walk, code: int, npu_inputs: _InputHolders, bench_inputs: _InputHolders) -> bool:
+    """One round of `_between_modules_by_data`; True when it changed a pair."""
+    npu, bench = walk.npu, walk.bench
+    n2b, b2n = walk.npu_to_bench, walk.bench_to_npu
+    offered: dict[tuple[str, int, int], list[int]] = {}
+    for b, maker in bench_inputs.makers(b2n).items():
+        offered.setdefault((api_name(bench.nodes.ids[b]), int(bench.nodes.direction[b]), maker), []).append(b)
+    wanted = {}
+    for n, maker in npu_inputs.makers(n2b).items():
+        found = offered.get((api_name(npu.nodes.ids[n]), int(npu.nodes.direction[n]), n2b[maker]), [])
+        if len(found) == 1 and n2b[n] != found[0]:
+            wanted[n] = found[0]
+    if not wanted or len(set(wanted.values())) != len(wanted):
+        return False
+    for n, b in wanted.items():  # release both sides' old partners, then pair
+        if n2b[n] >= 0:
+            b2n[n2b[n]] = -1
+        if b2n[b] >= 0:
+            n2b[b2n[b]] = -1
+            walk.rule[b2n[b]] = RuleCode.UNMATCHED
+    for n, b in wanted.items():
+        n2b[n], b2n[b], walk.rule[n] = b, n, code
+    return True
 
 
 def non_crossing(positions: Sequence[tuple[int, int]]) -> list[int]:
