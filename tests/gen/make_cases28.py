@@ -79,6 +79,8 @@ RUNS = {
     "tp1dp2_fp32": ("dist28.py", "--tp 1 --dp 2 --precision fp32"),
     "tp2dp2_fp32": ("dist28.py", "--tp 2 --dp 2 --precision fp32"),
     "tp2dp2_fp32_replica": ("dist28.py", "--tp 2 --dp 2 --precision fp32 --perturb 3:pre_mlp_layernorm.weight:2:0.05"),
+    "tp2pp2_bf16": ("dist28.py", "--tp 2 --pp 2 --precision bf16"),
+    "tp2pp2_bf16_perturb": ("dist28.py", "--tp 2 --pp 2 --precision bf16 --perturb 3:mlp.linear_fc1.weight:1:0.05"),
     "tp2pp2dp2_fp32": ("dist28.py", "--tp 2 --dp 2 --pp 2 --precision fp32"),
     "tp2pp2dp2_fp32_replica": ("dist28.py",
                                "--tp 2 --dp 2 --pp 2 --precision fp32 --perturb 6:pre_mlp_layernorm.weight:0:0.05"),
@@ -161,6 +163,16 @@ CASES = {
         steps=1, micro=2,
         layout={"npu": "tp=2,dp=2 (order tp-dp)", "bench": "tp=1,dp=2 (rank r = replica r)"}, bug=None,
         note="dp_replica without the bug: TP2 sums the matmuls in another order than TP1, fp32 rounding only."),
+    "tp2pp2_bf16_perturb": dict(
+        kind="tp_mixed", npu="tp2pp2_bf16_perturb", bench="tp1_fp32", ref="tp2pp2_bf16", model=TLLAMA,
+        precision=AUTOCAST.format("bfloat16"), steps=1, micro=2,
+        layout={"npu": "tp=2,pp=2 (stage 1 = ranks 2,3, its layers named layers.0-1)", "bench": "tp=1"},
+        bug="rank 3's shard (stage 1, tp rank 1) of its layers.1 (layer 3 of the model) mlp.linear_fc1.weight += "
+            "0.05*randn (seed 99); truth ids are rank 3's own (stage-local)."),
+    "tp2pp2_bf16_clean": dict(
+        kind="tp_mixed", npu="tp2pp2_bf16", bench="tp1_fp32", ref=None, model=TLLAMA,
+        precision=AUTOCAST.format("bfloat16"), steps=1, micro=2, layout={"npu": "tp=2,pp=2", "bench": "tp=1"},
+        bug=None),
     "pp_dp_replica": dict(
         kind="dp_replica", npu="tp2pp2dp2_fp32_replica", bench="tp1dp2_fp32", ref="tp2pp2dp2_fp32", model=TLLAMA,
         precision="fp32 both", steps=1, micro=2,
