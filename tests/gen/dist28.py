@@ -51,7 +51,7 @@ VOCAB, D, HEADS, FF, LAYERS, SEQ, BS, N_MICRO = 96, 48, 4, 128, 4, 16, 2, 2
 
 
 class PS:
-    tp = dp = pp = 1
+    tp = dp = pp = vpp = 1
     rank = tp_rank = dp_rank = pp_rank = 0
     tp_group = dp_group = pp_group = None
 
@@ -85,12 +85,13 @@ def init_state(tp: int, dp: int, pp: int = 1) -> None:
                 PS.pp_group = g
 
 
-def first_stage() -> bool:
-    return PS.pp_rank == 0
+def virtual_stage(chunk: int) -> int:
+    """Megatron's interleaving: model chunk c of stage s is virtual stage c * pp + s."""
+    return chunk * PS.pp + PS.pp_rank
 
 
-def last_stage() -> bool:
-    return PS.pp_rank == PS.pp - 1
+def layers_per_chunk() -> int:
+    return LAYERS // (PS.pp * PS.vpp)
 
 
 class LinearWithGradAccumulationAndAsyncCommunication(torch.autograd.Function):
@@ -230,10 +231,10 @@ class LanguageModelEmbedding(nn.Module):
 
 
 class TransformerBlock(nn.Module):
-    def __init__(self):
+    def __init__(self, last: bool):
         super().__init__()
-        self.layers = nn.ModuleList([TransformerLayer() for _ in range(LAYERS // PS.pp)])
-        self.final_layernorm = RMSNorm(D) if last_stage() else None
+        self.layers = nn.ModuleList([TransformerLayer() for _ in range(layers_per_chunk())])
+        self.final_layernorm = RMSNorm(D) if last else None
 
     def forward(self, x):
         for layer in self.layers:
@@ -242,13 +243,14 @@ class TransformerBlock(nn.Module):
 
 
 class GPTModel(nn.Module):
-    """One pipeline stage: the first embeds token ids, the others take the previous stage's activation."""
+    """One virtual pipeline stage: the first embeds token ids, the others take the previous one's activation."""
 
-    def __init__(self):
+    def __init__(self, virtual: int = 0):
         super().__init__()
-        self.embedding = LanguageModelEmbedding() if first_stage() else None
-        self.decoder = TransformerBlock()
-        self.output_layer = nn.Linear(D, VOCAB, bias=False) if last_stage() else None
+        last = virtual == PS.pp * PS.vpp - 1
+        self.embedding = LanguageModelEmbedding() if virtual == 0 else None
+        self.decoder = TransformerBlock(last)
+        self.output_layer = nn.Linear(D, VOCAB, bias=False) if last else None
 
     def forward(self, ids=None, hidden=None):
         h = self.decoder(self.embedding(ids) if self.embedding is not None else hidden)
@@ -285,16 +287,16 @@ def full_weights() -> dict:
     return w
 
 
-def global_name(name: str) -> str:
-    """The full model's name of a stage's parameter (stage p's decoder.layers.i is layer p * LAYERS / pp + i)."""
+def global_name(name: str, virtual: int) -> str:
+    """The full model's name of a virtual stage's parameter (its decoder.layers.i is layer v * layers_per_chunk + i)."""
     if not name.startswith("decoder.layers."):
         return name
     i, rest = name[len("decoder.layers."):].split(".", 1)
-    return f"decoder.layers.{PS.pp_rank * (LAYERS // PS.pp) + int(i)}.{rest}"
+    return f"decoder.layers.{virtual * layers_per_chunk() + int(i)}.{rest}"
 
 
-def shard(full: dict, name: str) -> torch.Tensor:
-    name = global_name(name)
+def shard(full: dict, name: str, virtual: int) -> torch.Tensor:
+    name = global_name(name, virtual)
     t, r = PS.tp, PS.tp_rank
     if name.endswith("linear_qkv.weight"):
         n = full[name].shape[0] // t
@@ -310,24 +312,64 @@ def shard(full: dict, name: str) -> torch.Tensor:
     return full[name]
 
 
-def build(perturb: str | None) -> Wrapper:
-    model = GPTModel()
+def build(perturb: str | None) -> list[Wrapper]:
+    """This rank's model chunks (one without virtual stages)."""
     full = full_weights()
+    chunks = [GPTModel(virtual_stage(c)) for c in range(PS.vpp)]
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(shard(full, name))
+        for c, model in enumerate(chunks):
+            for name, p in model.named_parameters():
+                p.copy_(shard(full, name, virtual_stage(c)))
         if perturb:
             rank, param, layer, scale = perturb.split(":")
+            chunk, _, layer = layer.rpartition(".")  # CHUNK.LAYER with virtual stages
             if int(rank) == PS.rank:
-                p = model.get_parameter(f"decoder.layers.{layer}.{param}")
+                p = chunks[int(chunk or 0)].get_parameter(f"decoder.layers.{layer}.{param}")
                 p.add_(float(scale) * torch.randn(p.shape, generator=torch.Generator().manual_seed(99)))
-    return Wrapper(model)
+    return [Wrapper(m) for m in chunks]
 
 
 def batch(m: int):
     g = torch.Generator().manual_seed(500 + 10 * PS.dp_rank + m)
     x = torch.randint(0, VOCAB, (BS, SEQ), generator=g)
     return x, torch.randint(0, VOCAB, (BS, SEQ), generator=g)
+
+
+def _peer(virtual: int) -> int:
+    """The rank of this rank's tensor-parallel and data-parallel position on the stage running `virtual`."""
+    return _rank_of(PS.tp_rank, PS.dp_rank, virtual % PS.pp)
+
+
+def micro_batch(chunks: list[Wrapper], x: torch.Tensor, y: torch.Tensor, bf16: bool) -> list[torch.Tensor]:
+    """One micro-batch through every virtual stage this rank runs, forward then backward, one micro-batch in
+    flight: activations go to the next virtual stage and gradients back over dist.send / dist.recv."""
+    last = PS.pp * PS.vpp - 1
+    mine = [v for v in range(last + 1) if v % PS.pp == PS.pp_rank]
+    kept, losses = {}, []
+    for v in mine:
+        hidden = None
+        if v > 0:
+            hidden = torch.empty(BS, SEQ, D)
+            dist.recv(hidden, src=_peer(v - 1), group=PS.pp_group)
+            hidden.requires_grad_(True)
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = chunks[v // PS.pp](x) if hidden is None else chunks[v // PS.pp](x, hidden)
+        if v == last:
+            loss = F.cross_entropy(out.float().reshape(-1, VOCAB), y.reshape(-1)) / N_MICRO
+            loss.backward()
+            losses.append(loss.detach())
+        else:
+            dist.send(out.detach().float().contiguous(), dst=_peer(v + 1), group=PS.pp_group)
+        kept[v] = (hidden, out)
+    for v in reversed(mine):
+        hidden, out = kept[v]
+        if v != last:
+            grad = torch.empty(BS, SEQ, D)
+            dist.recv(grad, src=_peer(v + 1), group=PS.pp_group)
+            out.backward(grad.to(out.dtype))
+        if v > 0:
+            dist.send(hidden.grad.contiguous(), dst=_peer(v - 1), group=PS.pp_group)
+    return losses
 
 
 def run_rank(rank: int, world: int, a, port: int) -> None:
@@ -338,41 +380,21 @@ def run_rank(rank: int, world: int, a, port: int) -> None:
 
     seed_all(1234)
     init_state(a.tp, a.dp, a.pp)
+    PS.vpp = a.vpp
     dbg = PrecisionDebugger(config_path=a.out.rstrip("/") + ".msprobe_config.json")
-    model = build(a.perturb)
-    model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    chunks = build(a.perturb)
+    params = [p for c in chunks for p in c.parameters()]
+    for c in chunks:
+        c.train()
+    opt = torch.optim.SGD(params, lr=0.05)
     if world > 1:
         dist.barrier()
-    dbg.start(model, rank_id=rank)
+    dbg.start(chunks if PS.vpp > 1 else chunks[0], rank_id=rank)  # a model list: msprobe writes Module.<chunk>.
     losses = []
     for m in range(N_MICRO):
-        x, y = batch(m)
-        hidden = None
-        if not first_stage():
-            hidden = torch.empty(BS, SEQ, D)
-            dist.recv(hidden, src=_rank_of(PS.tp_rank, PS.dp_rank, PS.pp_rank - 1), group=PS.pp_group)
-            hidden.requires_grad_(True)
-        if a.precision == "bf16":
-            with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
-                out = model(x, hidden) if hidden is not None else model(x)
-        else:
-            out = model(x, hidden) if hidden is not None else model(x)
-        if last_stage():
-            loss = F.cross_entropy(out.float().reshape(-1, VOCAB), y.reshape(-1)) / N_MICRO
-            loss.backward()
-            losses.append(loss.detach())
-        else:
-            dist.send(out.detach().float().contiguous(), dst=_rank_of(PS.tp_rank, PS.dp_rank, PS.pp_rank + 1),
-                      group=PS.pp_group)
-            grad = torch.empty(BS, SEQ, D)
-            dist.recv(grad, src=_rank_of(PS.tp_rank, PS.dp_rank, PS.pp_rank + 1), group=PS.pp_group)
-            out.backward(grad.to(out.dtype))
-        if hidden is not None:
-            dist.send(hidden.grad.contiguous(), dst=_rank_of(PS.tp_rank, PS.dp_rank, PS.pp_rank - 1),
-                      group=PS.pp_group)
+        losses.extend(micro_batch(chunks, *batch(m), a.precision == "bf16"))
     if PS.dp > 1:
-        for p in model.parameters():
+        for p in params:
             dist.all_reduce(p.grad, group=PS.dp_group)
             p.grad.div_(PS.dp)
     dbg.stop()
@@ -391,6 +413,7 @@ def main() -> None:
     ap.add_argument("--tp", type=int, default=1)
     ap.add_argument("--dp", type=int, default=1)
     ap.add_argument("--pp", type=int, default=1, choices=[1, 2])
+    ap.add_argument("--vpp", type=int, default=1, choices=[1, 2], help="model chunks per stage (needs --pp 2)")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--perturb")
     ap.add_argument("--out", required=True)

@@ -81,6 +81,9 @@ RUNS = {
     "tp2dp2_fp32_replica": ("dist28.py", "--tp 2 --dp 2 --precision fp32 --perturb 3:pre_mlp_layernorm.weight:2:0.05"),
     "tp2pp2_bf16": ("dist28.py", "--tp 2 --pp 2 --precision bf16"),
     "tp2pp2_bf16_perturb": ("dist28.py", "--tp 2 --pp 2 --precision bf16 --perturb 3:mlp.linear_fc1.weight:1:0.05"),
+    "tp2pp2vpp2_fp32": ("dist28.py", "--tp 2 --pp 2 --vpp 2 --precision fp32"),
+    "tp2pp2vpp2_fp32_perturb": ("dist28.py",
+                                "--tp 2 --pp 2 --vpp 2 --precision fp32 --perturb 1:mlp.linear_fc1.weight:1.0:0.05"),
     "tp2pp2dp2_fp32": ("dist28.py", "--tp 2 --dp 2 --pp 2 --precision fp32"),
     "tp2pp2dp2_fp32_replica": ("dist28.py",
                                "--tp 2 --dp 2 --pp 2 --precision fp32 --perturb 6:pre_mlp_layernorm.weight:0:0.05"),
@@ -173,6 +176,16 @@ CASES = {
         kind="tp_mixed", npu="tp2pp2_bf16", bench="tp1_fp32", ref=None, model=TLLAMA,
         precision=AUTOCAST.format("bfloat16"), steps=1, micro=2, layout={"npu": "tp=2,pp=2", "bench": "tp=1"},
         bug=None),
+    "vpp_perturb": dict(
+        kind="tp_pp_vpp", npu="tp2pp2vpp2_fp32_perturb", bench="tp1_fp32", ref="tp2pp2vpp2_fp32", model=TLLAMA,
+        precision="fp32 both", steps=1, micro=2,
+        layout={"npu": "tp=2,pp=2,vpp=2 (two model chunks a stage, one layer each: virtual stage c*2+s; msprobe "
+                       "names a model list's chunks Module.<c>.)", "bench": "tp=1"},
+        bug="rank 1's shard (stage 0, tp rank 1) of chunk 1's layers.0 (virtual stage 2: layer 2 of the model) "
+            "mlp.linear_fc1.weight += 0.05*randn (seed 99); truth ids are rank 1's own."),
+    "vpp_clean": dict(
+        kind="tp_pp_vpp", npu="tp2pp2vpp2_fp32", bench="tp1_fp32", ref=None, model=TLLAMA, precision="fp32 both",
+        steps=1, micro=2, layout={"npu": "tp=2,pp=2,vpp=2", "bench": "tp=1"}, bug=None),
     "pp_dp_replica": dict(
         kind="dp_replica", npu="tp2pp2dp2_fp32_replica", bench="tp1dp2_fp32", ref="tp2pp2dp2_fp32", model=TLLAMA,
         precision="fp32 both", steps=1, micro=2,

@@ -136,11 +136,14 @@ def first_compute(bug_run: str, ref_run: str, first: dict) -> str | None:
 
 
 def first_diff_job(bug_run: str, ref_run: str) -> dict | None:
-    """The first difference over the job: earliest step, then earliest position over ranks (ties: lowest rank)."""
+    """The first difference over the job: earliest step; then, of the ranks whose first difference is a call of
+    their own (not a `Distributed.*` call, whose output came from another rank: a pipeline receive, an all_reduce),
+    the earliest position (ties: lowest rank); positions of different ranks are only compared among those."""
     for step in steps_of(bug_run):
         found = [d for r in ranks_of(bug_run, step) if (d := first_diff(bug_run, ref_run, step, r))]
+        own = [d for d in found if not d["node"].startswith("Distributed.")]
         if found:
-            return min(found, key=lambda d: (d["index"], d["rank"]))
+            return min(own or found, key=lambda d: (d["index"], d["rank"]))
     return None
 
 
