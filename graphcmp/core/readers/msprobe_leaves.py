@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Container, Iterable, Sequence
-from itertools import chain, compress, islice, repeat
-from operator import is_not, itemgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, is_not, itemgetter
 from sys import intern
 from types import NoneType
 from typing import Any
@@ -28,7 +28,6 @@ import msgspec
 import numpy as np
 import orjson
 from msgspec import UNSET, UnsetType
-from msgspec.structs import astuple
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
@@ -399,7 +398,7 @@ def _struct_columns(items: list[Any]) -> tuple:
         recs = items.copy()
         for i in odd:
             recs[i] = _BLANK
-    _, dtypes, shapes, *stat_columns, grads, md5s, files = islice(zip(*map(astuple, recs)), _LAST_COLUMN)
+    dtypes, shapes, *stat_columns, grads, md5s, files = [list(map(get, recs)) for get in _FIELD_GETTERS]
     dtype = _text_column(dtypes, lambda v: intern(v or ""))
     shape = _text_column(shapes, _shape_text)
     md5 = _text_column(md5s, lambda v: v or "")
@@ -472,9 +471,11 @@ def _set_all(column: _TextColumn | list[Any], rows: list[int], values: Iterable[
         deque(map(column.__setitem__, rows, values), maxlen=0)
 
 
-_LAST_COLUMN = 10
-assert Leaf.__struct_fields__[:_LAST_COLUMN] == ("type", "dtype", "shape", *STAT_KEYS, "requires_grad", "md5",
-                                                 FILE_KEY)
+_COLUMN_FIELDS = ("dtype", "shape", *STAT_KEYS, "requires_grad", "md5", FILE_KEY)
+_FIELD_GETTERS = tuple(map(attrgetter, _COLUMN_FIELDS))
+"""A leaf's fields that `_struct_columns` reads, a column each: one getter per field over a chunk's leaves (a fifth
+faster than `msgspec.structs.astuple` of every leaf transposed by ``zip``, which also makes the fields no column
+takes)."""
 
 
 def requires_grad_code(value: Any) -> int:
