@@ -2,14 +2,21 @@
 
 Used when both runs dumped tensors (msprobe task ``tensor``). Files are looked up in the run's
 ``dump_tensor_data`` folder by the name the dump records; a pair whose files are missing keeps
-NaN metrics and is judged on its statistics.
+NaN metrics and is judged on its statistics, and a `MissingTensorFiles` warning names the first of them.
+
+The next pair is read (a ``.pt`` storage mapped in place and its CRC-32 checked, which releases the GIL) while the
+current one is measured, so reading and measuring share the two cores; no more than two pairs are held at once.
+A comparison holding at least ``tensor_metrics.FUSED_FROM_BYTES`` of tensor files measures its large pairs with
+the compiled kernels (`graphcmp.core.tensor_fused`).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -18,11 +25,15 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.inputs import regular_file, split_tensor_part
 from graphcmp.core.records import DumpGraph
 
-__all__ = ["TENSOR_DATA_DIR", "recorded_shape", "tensor_file", "tensor_metrics_for"]
+__all__ = ["TENSOR_DATA_DIR", "MissingTensorFiles", "recorded_shape", "tensor_file", "tensor_metrics_for"]
 
 TENSOR_DATA_DIR = "dump_tensor_data"
 
 Progress = Callable[[int, int], None]
+
+
+class MissingTensorFiles(UserWarning):
+    """Tensor files a dump records are not in its folder: their pairs keep NaN tensor metrics."""
 
 
 def tensor_file(graph: DumpGraph, row: int) -> Path | None:
@@ -30,6 +41,9 @@ def tensor_file(graph: DumpGraph, row: int) -> Path | None:
 
     The name a dump records is looked up inside the run's folder only: a name that leads out of it
     (``../x.pt``, an absolute path elsewhere) is refused, as is a FIFO, a device or a link loop there.
+    A relative name is looked up in the run's ``dump_tensor_data`` folder, in the run's folder, then as it
+    reads from the working folder, which is how a reader given a relative run folder records the files it
+    found there (MindSpore kernel dumps).
 
     Raises
     ------
@@ -49,9 +63,17 @@ def tensor_file(graph: DumpGraph, row: int) -> Path | None:
         if os.path.commonpath([folder, candidate]) != folder:
             raise DumpFormatError(f"{graph.info.path}: the tensor file {name!r} lies outside the dump folder; "
                                   "graphcmp reads a run's tensors from its own folder only")
-        if os.path.lexists(candidate) and (os.path.exists(candidate) or _loops(candidate)):
+        if _present(candidate):
             return Path(str(regular_file(candidate)) + suffix)
+    if not os.path.isabs(name) and _present(name):  # already holds the run's (relative) folder
+        inside = os.path.commonpath([os.path.abspath(folder), os.path.abspath(name)]) == os.path.abspath(folder)
+        if inside:
+            return Path(str(regular_file(os.path.normpath(name))) + suffix)
     return None
+
+
+def _present(path: str) -> bool:
+    return os.path.lexists(path) and (os.path.exists(path) or _loops(path))
 
 
 def _loops(path: str) -> bool:
@@ -79,33 +101,89 @@ def measure_pairs(
     npu: DumpGraph, bench: DumpGraph, npu_rows: np.ndarray, bench_rows: np.ndarray,
     *, progress: Progress | None = None,
 ) -> dict[str, np.ndarray]:
-    """Tensor metrics per pair (NaN where either file is missing), loading one pair at a time."""
-    from graphcmp.core.tensor_metrics import TENSOR_METRICS  # lazy: statistics-only runs never need it
+    """Tensor metrics per pair (NaN where either file is missing, with a `MissingTensorFiles` warning).
+
+    The next pair's files are read in a thread while the current pair is measured; at most two pairs are held.
+    """
+    from graphcmp.core.tensor_metrics import FUSED_FROM_BYTES, TENSOR_METRICS  # lazy: statistics-only runs
 
     out = {name: np.full(len(npu_rows), np.nan) for name in TENSOR_METRICS}
+    pairs, missing = _pair_files(npu, bench, npu_rows, bench_rows)
+    for graph, names in missing:
+        warnings.warn(MissingTensorFiles(
+            f"{graph.info.path}: {len(names)} tensor file(s) the dump records are not in its folder (first: "
+            f"{names[0]!r}); their pairs have no tensor metrics and are judged on their statistics"), stacklevel=2)
+    fused = sum(_file_bytes(a) + _file_bytes(b) for _, a, b, _, _ in pairs) >= FUSED_FROM_BYTES
     total = len(npu_rows)
-    for k, (i, j) in enumerate(zip(npu_rows.tolist(), bench_rows.tolist())):
-        a, b = tensor_file(npu, i), tensor_file(bench, j)
-        if a is not None and b is not None:
-            for name, value in _compare_files(a, b, npu.tensors.shape[i], bench.tensors.shape[j]).items():
-                out[name][k] = value
+    for k, values in _measured(pairs, fused):
+        for name, value in values.items():
+            out[name][k] = value
         if progress is not None:
             progress(k + 1, total)
+    if progress is not None and total:
+        progress(total, total)
     return out
 
 
-def _compare_files(npu_file: Path, bench_file: Path, npu_shape: str = "", bench_shape: str = "") -> dict[str, float]:
+_Pair = tuple[int, Path, Path, str, str]
+
+
+def _pair_files(npu: DumpGraph, bench: DumpGraph, npu_rows: np.ndarray,
+                bench_rows: np.ndarray) -> tuple[list[_Pair], list[tuple[DumpGraph, list[str]]]]:
+    """The pairs whose two files are found (position, files, recorded shapes), and for each run with some
+    missing, the recorded names of the files that are not found."""
+    pairs: list[_Pair] = []
+    missing: tuple[list[str], list[str]] = ([], [])
+    for k, (i, j) in enumerate(zip(npu_rows.tolist(), bench_rows.tolist())):
+        a, b = tensor_file(npu, i), tensor_file(bench, j)
+        for lost, graph, row, found in ((missing[0], npu, i, a), (missing[1], bench, j, b)):
+            if found is None and graph.tensors.file[row]:
+                lost.append(graph.tensors.file[row])
+        if a is not None and b is not None:
+            pairs.append((k, a, b, npu.tensors.shape[i], bench.tensors.shape[j]))
+    return pairs, [(graph, lost) for graph, lost in zip((npu, bench), missing) if lost]
+
+
+def _file_bytes(path: Path) -> int:
+    try:
+        return os.path.getsize(split_tensor_part(str(path))[0])
+    except OSError:
+        return 0
+
+
+def _measured(pairs: list[_Pair], fused: bool) -> Iterator[tuple[int, dict[str, float]]]:
+    """(position, metrics) of each pair, the next pair read by a thread while this one is measured."""
     from graphcmp.core.tensor_metrics import compare_tensors
+
+    if not pairs:
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="graphcmp-tensor-read") as reader:
+        ahead = reader.submit(_read_pair, pairs[0])
+        for index, (k, npu_file, bench_file, _, _) in enumerate(pairs):
+            npu, bench = ahead.result()
+            if index + 1 < len(pairs):
+                ahead = reader.submit(_read_pair, pairs[index + 1])
+            try:
+                yield k, compare_tensors(npu, bench, fused=fused)
+            except (OSError, ValueError) as err:
+                raise DumpFormatError(f"{npu_file} / {bench_file}: cannot compare tensors ({err})") from err
+            del npu, bench  # no tensor outlives its pair
+
+
+def _read_pair(pair: _Pair) -> tuple[np.ndarray, np.ndarray]:
+    _, npu_file, bench_file, npu_shape, bench_shape = pair
+    return _read_checked(npu_file, npu_shape), _read_checked(bench_file, bench_shape)
+
+
+def _read_checked(file: Path, recorded: str) -> np.ndarray:
     from graphcmp.core.tensorio import read_tensor
 
     try:
-        npu = _checked(np.asarray(read_tensor(npu_file)), npu_file, npu_shape)
-        bench = _checked(np.asarray(read_tensor(bench_file)), bench_file, bench_shape)
-        return compare_tensors(npu, bench)
+        return _checked(np.asarray(read_tensor(file)), file, recorded)
     except DumpFormatError:
         raise
     except (OSError, ValueError) as err:
-        raise DumpFormatError(f"{npu_file} / {bench_file}: cannot compare tensors ({err})") from err
+        raise DumpFormatError(f"{file}: cannot read the tensor ({err})") from err
 
 
 def _checked(array: np.ndarray, file: Path, recorded: str) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.readers import read_graph
-from graphcmp.core.tensorcmp import measure_pairs, recorded_shape, tensor_file
+from graphcmp.core.tensorcmp import MissingTensorFiles, measure_pairs, recorded_shape, tensor_file
 from tests.corpus.cases import OTHER, WEIGHT, tensor_dump
 
 
@@ -63,3 +64,27 @@ def test_recorded_shapes():
     assert recorded_shape("[8, 3, 3, 3]") == (8, 3, 3, 3)
     assert recorded_shape("scalar") == recorded_shape("[]") == ()
     assert recorded_shape("") is None and recorded_shape("[?, 3]") is None
+
+
+def test_a_mindspore_kernel_dump_given_as_a_relative_path_is_measured(tmp_path, monkeypatch):
+    """The reader records each .npy with the (relative) run folder it was given: the file must still be found."""
+    from tests.conftest import DATA
+
+    shutil.copytree(DATA / "mindspore_dump_lenet_cast", tmp_path / "case")
+    monkeypatch.chdir(tmp_path)
+    npu, bench = read_graph(os.path.join("case", "npu")), read_graph(os.path.join("case", "bench"))
+    rows = np.flatnonzero([bool(name) for name in npu.tensors.file])
+    assert len(rows) > 10 and not os.path.isabs(npu.tensors.file[rows[0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MissingTensorFiles)
+        metrics = measure_pairs(npu, npu, rows, rows)
+    assert np.isfinite(metrics["cosine"]).all() and (metrics["max_abs"] == 0).all()
+    assert tensor_file(npu, rows[0]).is_file() and tensor_file(bench, rows[0]) is not None
+
+
+def test_missing_tensor_files_are_named_in_a_warning(run):
+    graph, row = _named(run, "missing.pt")
+    rows = np.array([row])
+    with pytest.warns(MissingTensorFiles, match=r"1 tensor file\(s\) the dump records .*'missing\.pt'"):
+        metrics = measure_pairs(graph, run, rows, rows)
+    assert np.isnan(metrics["cosine"]).all()
