@@ -1,12 +1,16 @@
 """Compiled kernels for the tensor metrics of large pairs: every sum of a pair in one pass, kl in a second.
 
 `graphcmp.core.tensor_metrics` computes the same sums with numpy, block by block; this module does it with
-numba-compiled loops, for pairs large enough to repay loading numba (see ``tensor_metrics.use_fused``). Each
-element is read once per pass at its own width (float16 decoded from its bits in the loop, float32 and float64
-as they are), upcast to float64 in registers, and added to float64 accumulators. The tensor is cut into chunks of
-`CHUNK` elements, whatever the number of threads; each chunk is summed in order by one thread (``prange`` over
-both cores) and the chunks' partial sums are added with ``math.fsum``, so a result does not depend on the
-number of threads, and differs from whole-array float64 arithmetic by summation order only.
+numba-compiled loops, for comparisons large enough to repay loading numba (``compare_tensors(fused=True)``).
+Each element is read once per pass at its own width (float16 decoded from its bits in the loop, float32 and
+float64 as they are), upcast to float64 in registers, and added to float64 accumulators. The tensor is cut into
+chunks of `CHUNK` elements summed in order, and the chunks' partial sums are added with ``math.fsum``: a result
+differs from whole-array float64 arithmetic by summation order only.
+
+A pair is measured on the calling thread, which releases the GIL in the compiled loops and in numpy's log:
+`graphcmp.core.tensorcmp` measures two pairs at once, one per core. Splitting one pair over both cores
+(``prange``) was measured slower on the shared 2-core machine: each call waits for the second thread's wake-up,
+several milliseconds when other jobs hold the cores (bench/README.md, issue 32).
 
 Compiled code is cached on disk (``cache=True``): the first comparison after an install compiles each dtype
 pair once (a few seconds); later ones load it.
@@ -15,17 +19,17 @@ pair once (a few seconds); later ones load it.
 from __future__ import annotations
 
 import math
-import threading
 
 import numba
 import numpy as np
-from numba import prange, types
+from numba import types
 from numba.extending import overload
 
 __all__ = ["CHUNK", "SUPPORTED", "first_pass", "kl_pass"]
 
 CHUNK = 1 << 14
-"""Elements per chunk: one thread sums a chunk in order; chunks are the unit of work of both cores."""
+"""Elements per chunk: a chunk is summed in order, the chunks' sums exactly; kl's buffers (2 x 128 KB) stay in
+cache."""
 
 SUPPORTED = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
 """The dtypes the kernels read (float16 as its uint16 bits); other dtypes take numpy's path."""
@@ -114,9 +118,9 @@ def _chunk_sums(npu, bench, lo, hi, careful, row, counts):  # pragma: no cover -
     counts[NONFINITE] = 0 if nonfinite == 0.0 else 1
 
 
-@numba.njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _first_pass(npu, bench, chunk, partials, counts):  # pragma: no cover - compiled
-    for c in prange(partials.shape[0]):
+    for c in range(partials.shape[0]):
         lo, hi = c * chunk, min(npu.size, (c + 1) * chunk)
         _chunk_sums(npu, bench, lo, hi, False, partials[c], counts[c])
         if counts[c, NONFINITE]:  # rare: sum the chunk again, matching NaN/inf side by side
@@ -171,27 +175,15 @@ def kl_pass(npu: np.ndarray, bench: np.ndarray, npu_range: tuple[float, float], 
     """Per-chunk sums of kl's second pass: columns S, T (the scaled values' sums) and sum s log(s / t).
 
     The scaling and the ratios are compiled (`_kl_ratios`); the log is numpy's, whose SIMD loop is about six
-    times faster than the scalar log compiled code calls. Chunks are split between two threads (numpy and the
-    compiled code both release the GIL)."""
+    times faster than the scalar log compiled code calls (1.7 against 10 ns per element here)."""
     chunks = max(1, math.ceil(npu.size / chunk))
     partials = np.zeros((chunks, 3))
     npu, bench = _bits(npu), _bits(bench)
-
-    def run(first: int, last: int) -> None:
-        scaled, ratio = np.empty(chunk), np.empty(chunk)
-        for c in range(first, last):
-            lo = c * chunk
-            m = min(npu.size, lo + chunk) - lo
-            s_sum, t_sum = _kl_ratios(npu, bench, lo, *npu_range, *bench_range, scaled[:m], ratio[:m])
-            logs = np.log(ratio[:m], out=ratio[:m])
-            partials[c] = s_sum, t_sum, np.einsum("i,i->", scaled[:m], logs)
-
-    half = chunks // 2
-    if half:
-        worker = threading.Thread(target=run, args=(half, chunks))
-        worker.start()
-        run(0, half)
-        worker.join()
-    else:
-        run(0, chunks)
+    scaled, ratio = np.empty(min(chunk, npu.size)), np.empty(min(chunk, npu.size))
+    for c in range(chunks):
+        lo = c * chunk
+        m = min(npu.size, lo + chunk) - lo
+        s_sum, t_sum = _kl_ratios(npu, bench, lo, *npu_range, *bench_range, scaled[:m], ratio[:m])
+        logs = np.log(ratio[:m], out=ratio[:m])
+        partials[c] = s_sum, t_sum, np.einsum("i,i->", scaled[:m], logs)
     return partials

@@ -4,8 +4,8 @@ Used when both runs dumped tensors (msprobe task ``tensor``). Files are looked u
 ``dump_tensor_data`` folder by the name the dump records; a pair whose files are missing keeps
 NaN metrics and is judged on its statistics, and a `MissingTensorFiles` warning names the first of them.
 
-The next pair is read (a ``.pt`` storage mapped in place and its CRC-32 checked, which releases the GIL) while the
-current one is measured, so reading and measuring share the two cores; no more than two pairs are held at once.
+Two pairs are read and measured at once, each on its own thread (a ``.pt`` storage is mapped in place; the
+compiled kernels and numpy release the GIL), so both cores work; no more than two pairs are held at once.
 A comparison holding at least ``tensor_metrics.FUSED_FROM_BYTES`` of tensor files measures its large pairs with
 the compiled kernels (`graphcmp.core.tensor_fused`).
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import warnings
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -103,7 +104,7 @@ def measure_pairs(
 ) -> dict[str, np.ndarray]:
     """Tensor metrics per pair (NaN where either file is missing, with a `MissingTensorFiles` warning).
 
-    The next pair's files are read in a thread while the current pair is measured; at most two pairs are held.
+    Two pairs are read and measured at once (`_WORKERS`); at most two pairs are held.
     """
     from graphcmp.core.tensor_metrics import FUSED_FROM_BYTES, TENSOR_METRICS  # lazy: statistics-only runs
 
@@ -152,22 +153,35 @@ def _file_bytes(path: Path) -> int:
 
 
 def _measured(pairs: list[_Pair], fused: bool) -> Iterator[tuple[int, dict[str, float]]]:
-    """(position, metrics) of each pair, the next pair read by a thread while this one is measured."""
+    """(position, metrics) of each pair in order, `_WORKERS` pairs read and measured at once (one per core)."""
+    if len(pairs) < 2:
+        yield from ((pair[0], _measure_pair(pair, fused)) for pair in pairs)
+        return
+    pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="graphcmp-tensors")
+    try:
+        pending = deque(pool.submit(_measure_pair, pair, fused) for pair in pairs[:_WORKERS])
+        for index, pair in enumerate(pairs):
+            values = pending.popleft().result()
+            if index + _WORKERS < len(pairs):  # the next pair starts when this one is done: at most _WORKERS held
+                pending.append(pool.submit(_measure_pair, pairs[index + _WORKERS], fused))
+            yield pair[0], values
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_WORKERS = max(1, min(2, os.cpu_count() or 1))
+"""Pairs read and measured at once: one per core of the 2-core machines graphcmp is measured on, each pair on one
+thread (the compiled kernels and numpy release the GIL); two pairs' tensors are held at most."""
+
+
+def _measure_pair(pair: _Pair, fused: bool) -> dict[str, float]:
     from graphcmp.core.tensor_metrics import compare_tensors
 
-    if not pairs:
-        return
-    with ThreadPoolExecutor(1, thread_name_prefix="graphcmp-tensor-read") as reader:
-        ahead = reader.submit(_read_pair, pairs[0])
-        for index, (k, npu_file, bench_file, _, _) in enumerate(pairs):
-            npu, bench = ahead.result()
-            if index + 1 < len(pairs):
-                ahead = reader.submit(_read_pair, pairs[index + 1])
-            try:
-                yield k, compare_tensors(npu, bench, fused=fused)
-            except (OSError, ValueError) as err:
-                raise DumpFormatError(f"{npu_file} / {bench_file}: cannot compare tensors ({err})") from err
-            del npu, bench  # no tensor outlives its pair
+    npu, bench = _read_pair(pair)
+    try:
+        return compare_tensors(npu, bench, fused=fused)
+    except (OSError, ValueError) as err:
+        raise DumpFormatError(f"{pair[1]} / {pair[2]}: cannot compare tensors ({err})") from err
 
 
 def _read_pair(pair: _Pair) -> tuple[np.ndarray, np.ndarray]:
