@@ -4,6 +4,7 @@
 Usage::
 
     .venv/bin/python bench/bench_tensor_mode.py PAIR [--tree OTHER] [--msprobe PYTHON] [--runs 3] [--json]
+        [--only TOOL ...] [--no-warm]
 
 PAIR is a folder made by ``bench/make_tensor_pair.py`` (``PAIR/npu`` and ``PAIR/bench``, msprobe tensor mode, one
 step, rank 0). Each run is a fresh process, its peak RSS read from ``os.wait4``:
@@ -97,6 +98,9 @@ def main() -> int:
     parser.add_argument("--tree", type=Path, help="root of another checkout of graphcmp to time side by side")
     parser.add_argument("--msprobe", metavar="PYTHON", help="a Python with msprobe installed, to time msprobe")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-warm", action="store_true", help="skip the untimed runs (page cache already warm)")
+    parser.add_argument("--only", action="append", choices=["this tree", "other tree", "msprobe"],
+                        help="time only these tools (repeatable); default all that are given")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     npu, bench = rank_folder(args.pair / "npu"), rank_folder(args.pair / "bench")
@@ -110,8 +114,11 @@ def main() -> int:
         tools[label] = (command, env, out)
     if args.msprobe:
         tools["msprobe"] = (msprobe_command(args.msprobe, npu, bench, work / "msprobe"), None, work / "msprobe")
-    for label in trees:  # warm: page cache, bytecode, compiled kernels
-        timed(tools[label][0], tools[label][1])
+    if args.only:
+        tools = {label: tool for label, tool in tools.items() if label in args.only}
+    for label in trees if not args.no_warm else ():  # warm: page cache, bytecode, compiled kernels
+        if label in tools:
+            timed(tools[label][0], tools[label][1])
     results: dict[str, list[tuple[float, float]]] = {label: [] for label in tools}
     for _ in range(args.runs):
         for label, (command, env, _out) in tools.items():
@@ -125,7 +132,7 @@ def main() -> int:
         summary["tools"][label] = {"wall_median": statistics.median(walls), "wall_min": min(walls),
                                    "wall_max": max(walls), "rss_max_mb": max(rss), "rss_min_mb": min(rss),
                                    "gb_per_s_median": gigabytes / statistics.median(walls)}
-    if args.tree:
+    if "this tree" in tools and "other tree" in tools:
         summary["metrics_max_rel_diff"] = metric_agreement(tools["this tree"][2], tools["other tree"][2])
     if args.json:
         print(json.dumps(summary, indent=1))
@@ -135,7 +142,7 @@ def main() -> int:
     for label, row in summary["tools"].items():
         print(f"| {label} | {row['wall_median']:.1f} s ({row['wall_min']:.1f}-{row['wall_max']:.1f}) | "
               f"{row['rss_min_mb']:.0f}-{row['rss_max_mb']:.0f} MB | {row['gb_per_s_median']:.2f} GB/s |")
-    if args.tree:
+    if "metrics_max_rel_diff" in summary:
         print(f"metric columns, this tree against the other: largest relative difference "
               f"{summary['metrics_max_rel_diff']:.2e}")
     return 0

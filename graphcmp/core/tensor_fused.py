@@ -130,8 +130,8 @@ def _first_pass(npu, bench, chunk, partials, counts):  # pragma: no cover - comp
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _kl_ratios(npu, bench, lo, npu_low, npu_high, bench_low, bench_high, scaled, ratio):  # pragma: no cover
     """msaccucmp's KL scaling of elements lo:lo + len(scaled): s into `scaled`, s / t into `ratio`; returns
-    (S, T) of the block (its log is numpy's, vectorised: see `kl_pass`). S and T are summed with Neumaier's
-    compensation: kl adds log(T / S) to a nearly opposite term, so their rounding would show in it."""
+    (S, T) of the block (its log is numpy's, vectorised: see `kl_pass`). S and T are summed with compensation
+    (TwoSum): kl adds log(T / S) to a nearly opposite term, so their rounding would show in it."""
     s_sum = t_sum = s_carry = t_carry = 0.0
     npu_span, bench_span = npu_high - npu_low, bench_high - bench_low
     for k in range(scaled.size):
@@ -143,11 +143,13 @@ def _kl_ratios(npu, bench, lo, npu_low, npu_high, bench_low, bench_high, scaled,
         t = (y - bench_low) / bench_span if bench_high > bench_low else 1.0
         s = _KL_FLOOR if s < _KL_FLOOR else s  # a NaN stays NaN, as numpy.maximum
         t = _KL_FLOOR if t < _KL_FLOOR else t
-        total = s_sum + s
-        s_carry += (s_sum - total) + s if abs(s_sum) >= abs(s) else (s - total) + s_sum
+        total = s_sum + s  # Knuth's TwoSum: the rounding error of each addition, exactly, without a branch
+        part = total - s_sum
+        s_carry += (s_sum - (total - part)) + (s - part)
         s_sum = total
         total = t_sum + t
-        t_carry += (t_sum - total) + t if abs(t_sum) >= abs(t) else (t - total) + t_sum
+        part = total - t_sum
+        t_carry += (t_sum - (total - part)) + (t - part)
         t_sum = total
         scaled[k] = s
         ratio[k] = s / t
