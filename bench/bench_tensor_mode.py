@@ -48,10 +48,11 @@ def tensor_bytes(*folders: Path) -> int:
                if path.suffix in (".pt", ".npy"))
 
 
-def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS in MB, exit code) of one process."""
+def timed(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS in MB, exit code) of one process, started in `cwd` (``python -m`` puts its working
+    folder before PYTHONPATH: started in a checkout, it would run that checkout whatever PYTHONPATH says)."""
     start = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -79,7 +80,8 @@ def metric_agreement(this: Path, other: Path) -> float:
     with np.load(this, allow_pickle=False) as a, np.load(other, allow_pickle=False) as b:
         for key in sorted(set(a.files) & set(b.files)):
             x, y = a[key], b[key]
-            if x.dtype.kind != "f" or x.shape != y.shape:
+            if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)) or x.dtype.kind != "f" or \
+                    x.shape != y.shape:
                 continue
             both = np.isfinite(x) & np.isfinite(y)
             if not np.array_equal(np.isfinite(x), np.isfinite(y)):
@@ -118,11 +120,11 @@ def main() -> int:
         tools = {label: tool for label, tool in tools.items() if label in args.only}
     for label in trees if not args.no_warm else ():  # warm: page cache, bytecode, compiled kernels
         if label in tools:
-            timed(tools[label][0], tools[label][1])
+            timed(tools[label][0], tools[label][1], work)
     results: dict[str, list[tuple[float, float]]] = {label: [] for label in tools}
     for _ in range(args.runs):
         for label, (command, env, _out) in tools.items():
-            wall, rss, _code = timed(command, env)
+            wall, rss, _code = timed(command, env, work)
             results[label].append((wall, rss))
             print(f"  {label}: {wall:.1f} s, {rss:.0f} MB", file=sys.stderr)
     summary = {"pair": str(args.pair), "tensor_gigabytes": round(gigabytes, 3), "load": os.getloadavg(),
