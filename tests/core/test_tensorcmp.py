@@ -88,3 +88,34 @@ def test_missing_tensor_files_are_named_in_a_warning(run):
     with pytest.warns(MissingTensorFiles, match=r"1 tensor file\(s\) the dump records .*'missing\.pt'"):
         metrics = measure_pairs(graph, run, rows, rows)
     assert np.isnan(metrics["cosine"]).all()
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_pairs_measured_two_at_a_time_keep_their_order(run, tmp_path, monkeypatch, fused):
+    from graphcmp.core import tensor_metrics
+    from graphcmp.core.tensorio import read_tensor
+
+    if fused:
+        monkeypatch.setattr(tensor_metrics, "FUSED_FROM_BYTES", 0)
+        monkeypatch.setattr(tensor_metrics, "FUSED_MIN_SIZE", 1)
+    other = read_graph(tensor_dump(tmp_path / "other", WEIGHT, shape=[8, 3, 3, 3]))
+    weights = os.path.join(other.info.path, "dump_tensor_data", "w.pt")
+    row = list(run.tensors.file).index("w.pt")
+    rows = np.array([row] * 5)
+    same = measure_pairs(run, other, rows, rows)
+    assert same["cosine"].tolist() == [1.0] * 5
+    want = tensor_metrics.compare_tensors(read_tensor(weights), read_tensor(weights) * 2)
+    np.save(weights + ".npy", read_tensor(weights) * 2)  # a bench twin scaled by 2
+    files = list(other.tensors.file)
+    files[row] = "w.pt.npy"
+    twice = replace(other, tensors=replace(other.tensors, file=tuple(files)))
+    mixed = measure_pairs(run, twice, rows, rows)
+    assert np.allclose(mixed["max_abs"], want["max_abs"]) and np.allclose(mixed["cosine"], 1.0)
+
+
+def test_a_bad_pair_among_many_stops_the_comparison(run, tmp_path):
+    other = read_graph(tensor_dump(tmp_path / "other", WEIGHT, shape=[8, 3, 3, 3]))
+    shutil.copy(OTHER, os.path.join(other.info.path, "dump_tensor_data", "w.pt"))
+    rows = np.array([list(run.tensors.file).index("w.pt")] * 6)
+    with pytest.raises(DumpFormatError, match=r"w\.pt: holds a tensor of shape \[4, 32\]"):
+        measure_pairs(run, other, rows, rows)
