@@ -239,8 +239,8 @@ def _read_pt(name: str) -> np.ndarray:
 def _mapped(file: IO[bytes]) -> mmap.mmap | None:
     """The file mapped read-only, its pages loaded now (``MAP_POPULATE``: by the thread reading ahead, not by the
     one measuring); None if it cannot be mapped (empty, or not a mappable file: it is then read with zipfile)."""
-    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
     try:
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
         return mmap.mmap(file.fileno(), 0, flags=flags, prot=mmap.PROT_READ)
     except (OSError, ValueError, AttributeError):  # AttributeError: no MAP_SHARED/PROT_READ (Windows)
         return None
