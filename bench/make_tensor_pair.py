@@ -10,8 +10,9 @@ small transformer language model (embedding, ``--layers`` ``nn.TransformerEncode
 ``--d / 64`` heads and a 4 x d feed-forward, layer norm, linear head) on a batch of ``--batch`` x ``--seq`` tokens.
 Both runs start from the same seed; the npu run has one weight perturbed (``encoder.layers.1.linear1.weight``
 plus 0.05 x N(0, 1)), so the first divergence is that layer's ``linear1`` in the forward pass. The defaults give
-about 4.7 GB per side (989 ``.pt`` files). Keep OUT outside the repository (e.g. /tmp/tmode). Each run is a
-process of its own (msprobe's debugger is a singleton); this script starts them.
+about 5.1 GB per side (1,015 ``.pt`` files; torch 2.13.0+cpu, msprobe 26.2.0; about 135 s per side). Keep OUT
+outside the repository (e.g. /tmp/tmode). Each run is a process of its own (msprobe's debugger is a singleton);
+this script starts them.
 """
 
 from __future__ import annotations
