@@ -96,8 +96,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensor_metrics"): "0.5 ms, with tensorio: tensor tasks only",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensorio"): "8 ms per comparison: tensor-task comparisons only",
     ("graphcmp.core.tensor_metrics", "graphcmp.core.tensor_fused"):
-        "500 ms (numba, llvmlite; fresh processes, median of 5): only comparisons holding FUSED_FROM_BYTES of "
-        "tensor files, where it saves seconds",
+        "240 ms (numba, llvmlite; median of 3, 200-360), and 260-410 ms loading the cached kernels at the first "
+        "call: only comparisons holding tensor_metrics.FUSED_FROM_BYTES of tensor files, where they save seconds",
     ("graphcmp.core.tensorio", "graphcmp.core.readers.mindspore_sync"):
         "30-45 ms (the raw dump reader it shares, protobuf gencode): only MindSpore synchronous dump tensors",
     ("graphcmp.core.tensorio", "graphcmp.core.readers.pytorch_h5"):
