@@ -37,6 +37,7 @@ BASES = {"graphcmp.core.compare": (CLI, *COMPARE), "graphcmp.core.tensorcmp": (C
          "graphcmp.core.distributed.batch": (CLI, "graphcmp.core.distributed.batch"),
          "graphcmp.core.distributed.merge": (CLI, "graphcmp.core.distributed.merge"),
          "graphcmp.core.distributed.merged": (CLI, "graphcmp.core.distributed.merged"),
+         "graphcmp.core.tensor_metrics": (CLI, *COMPARE, "graphcmp.core.tensor_metrics", "graphcmp.core.tensorio"),
          "graphcmp": ("graphcmp",)}
 COMPUTED = {"graphcmp.core.readers.detect": ("graphcmp.core.readers.ge",),  # what `import_module` would load
             "graphcmp": ("graphcmp.core.compare", "graphcmp.core.divergence", "graphcmp.core.distributed.batch")}

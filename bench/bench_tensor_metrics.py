@@ -3,7 +3,7 @@
 
 Usage::
 
-    .venv/bin/python bench/bench_tensor_metrics.py [--tree OTHER] [--mb 64] [--rounds 5] [--pt DIR]
+    .venv/bin/python bench/bench_tensor_metrics.py [--tree OTHER] [--mb 64] [--rounds 5] [--pt DIR] [--fused]
 
 For each dtype (float32, float16) an npu tensor of ``--mb`` MB and its bench twin (the npu values with a relative
 noise of the dtype's own precision, a few exact zeros) are made from a fixed seed. One process per tree makes the
@@ -13,7 +13,8 @@ and range of the calls, the throughput in GB/s of tensor data (both tensors' byt
 against the other. ``--tree`` is the root of another checkout (``git archive main | tar -x -C DIR``), imported
 through ``PYTHONPATH``. ``--pt DIR`` writes each pair as two ``.pt`` files laid out as ``torch.save`` writes them
 (a zip of ``data.pkl`` and the raw storage; no torch needed) into DIR (keep it out of the repo, e.g. /tmp) and times
-``read_tensor`` of both files plus ``compare_tensors``: the whole per-pair cost of tensor mode.
+``read_tensor`` of both files plus ``compare_tensors``: the whole per-pair cost of tensor mode. ``--fused`` passes
+``fused=True`` (the compiled kernels of core/tensor_fused.py) to the trees that accept it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ import numpy as np
 from graphcmp.core.tensor_metrics import compare_tensors
 from graphcmp.core.tensorio import read_tensor
 mb, folder = float(sys.argv[1]), sys.argv[2]
+import functools, inspect
+if sys.argv[3] == "fused" and "fused" in inspect.signature(compare_tensors).parameters:
+    compare_tensors = functools.partial(compare_tensors, fused=True)  # the compiled kernels, where the tree has them
 
 def write_pt(path, array):
     storage = {"float32": "FloatStorage", "float16": "HalfStorage"}[array.dtype.name]
@@ -81,9 +85,10 @@ for line in sys.stdin:
 
 
 class _Tree:
-    def __init__(self, tree: Path, mb: float, folder: str) -> None:
+    def __init__(self, tree: Path, mb: float, folder: str, fused: bool = False) -> None:
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, str(mb), folder], stdin=subprocess.PIPE,
+        command = [sys.executable, "-c", _SERVER, str(mb), folder, "fused" if fused else "numpy"]
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=env, cwd=tempfile.gettempdir())
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError(f"{tree}: the benchmark process failed (exit {self.proc.wait()})")
@@ -104,11 +109,13 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=64.0, help="size of each tensor in MB (default 64)")
     parser.add_argument("--pt", type=Path, help="write the pairs as .pt files here and time reading them too")
     parser.add_argument("--rounds", type=int, default=5, help="timed calls per dtype and tree (default 5)")
+    parser.add_argument("--fused", action="store_true",
+                        help="compare_tensors(fused=True): the compiled kernels, in trees that have them")
     args = parser.parse_args()
     trees = {"this tree": ROOT} | ({f"{args.tree}": args.tree} if args.tree else {})
     if args.pt:
         args.pt.mkdir(parents=True, exist_ok=True)
-    servers = {name: _Tree(path, args.mb, str(args.pt or "")) for name, path in trees.items()}
+    servers = {name: _Tree(path, args.mb, str(args.pt or ""), args.fused) for name, path in trees.items()}
     try:
         print(f"| dtype | tree | median s | range s | GB/s (2 x {args.mb:g} MB) |")
         print("|---|---|---|---|---|")

@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("readers", ("graphcmp.core.readers", "graphcmp.core.readers.*", "graphcmp.core.mapping_files",
                  "graphcmp.core.export.graph_json")),
     ("matching", ("graphcmp.core.matching", "graphcmp.core.matching.*")),
-    ("pairing", ("graphcmp.core.pairing", "graphcmp.core.tensor_metrics",
+    ("pairing", ("graphcmp.core.pairing", "graphcmp.core.tensor_metrics", "graphcmp.core.tensor_fused",
                  "graphcmp.core.tensorio", "graphcmp.core.tensorcmp", "graphcmp.core.elementwise")),
     ("judge", ("graphcmp.core.judge", "graphcmp.core.noise", "graphcmp.core.overflow", "graphcmp.core.reference")),
     ("divergence", ("graphcmp.core.divergence",)),
@@ -95,6 +95,9 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.core.readers.detect", "*"): "29 ms for GE's protobuf gencode: each reader loads for its format",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensor_metrics"): "0.5 ms, with tensorio: tensor tasks only",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensorio"): "8 ms per comparison: tensor-task comparisons only",
+    ("graphcmp.core.tensor_metrics", "graphcmp.core.tensor_fused"):
+        "240 ms (numba, llvmlite; median of 3, 200-360), and 260-410 ms loading the cached kernels at the first "
+        "call: only comparisons holding tensor_metrics.FUSED_FROM_BYTES of tensor files, where they save seconds",
     ("graphcmp.core.tensorio", "graphcmp.core.readers.mindspore_sync"):
         "30-45 ms (the raw dump reader it shares, protobuf gencode): only MindSpore synchronous dump tensors",
     ("graphcmp.core.tensorio", "graphcmp.core.readers.pytorch_h5"):

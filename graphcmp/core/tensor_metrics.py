@@ -34,6 +34,8 @@ from collections.abc import Callable
 import numpy as np
 
 __all__ = [
+    "FUSED_FROM_BYTES",
+    "FUSED_MIN_SIZE",
     "TENSOR_METRICS",
     "are",
     "compare_tensors",
@@ -58,6 +60,17 @@ _KL_FLOOR = float(np.finfo(np.float32).eps)  # msaccucmp KL: normalised values a
 _BLOCK = 1 << 15
 """Elements per block: the float64 working arrays of one block (about 5 x 256 KB) stay in a core's cache, so a
 tensor is read from memory once at its own width however many metrics use it."""
+
+
+FUSED_MIN_SIZE = 1 << 16
+"""Elements from which ``compare_tensors(fused=True)`` uses the compiled kernels (below, the call and the
+threads' wake-up cost more than numpy's blocks; see bench/README.md, issue 32)."""
+
+FUSED_FROM_BYTES = 1 << 30
+"""Tensor bytes (both sides) of a comparison from which the compiled kernels repay loading numba once per
+process (see bench/README.md, issue 32)."""
+
+_FUSED_DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
 
 
 class _Sums:
@@ -355,7 +368,7 @@ def mean_rel(npu: np.ndarray, bench: np.ndarray) -> float:
     return _apply(_mean_rel, npu, bench)
 
 
-def compare_tensors(npu: np.ndarray, bench: np.ndarray) -> dict[str, float]:
+def compare_tensors(npu: np.ndarray, bench: np.ndarray, *, fused: bool = False) -> dict[str, float]:
     """Compute every metric of `TENSOR_METRICS` from one pass over the pair (and one more for kl).
 
     The tensors are read block by block at their own dtype; each block is upcast to float64 in a buffer that
@@ -367,6 +380,11 @@ def compare_tensors(npu: np.ndarray, bench: np.ndarray) -> dict[str, float]:
     ----------
     npu, bench : numpy.ndarray
         The tensor of the run under test and its baseline.
+    fused : bool, optional
+        Compute float16/32/64 pairs of at least `FUSED_MIN_SIZE` elements with the compiled kernels of
+        `graphcmp.core.tensor_fused` (numba, both cores) instead of numpy. The values are the same up to
+        summation order. Loading numba costs about a second once per process: ask for it when the comparison
+        holds enough tensor data to repay it (`FUSED_FROM_BYTES`). Defaults to False.
 
     Returns
     -------
@@ -382,7 +400,7 @@ def compare_tensors(npu: np.ndarray, bench: np.ndarray) -> dict[str, float]:
     >>> math.isnan(compare_tensors(np.zeros(2), np.zeros(3))["max_abs"])
     True
     """
-    sums = _measure(npu, bench, with_kl=True)
+    sums = _measure(npu, bench, with_kl=True, fused=fused)
     if sums is None:
         return dict.fromkeys(_KERNELS, math.nan)
     return {name: float(kernel(sums)) for name, kernel in _KERNELS.items()}
@@ -393,16 +411,47 @@ def _apply(kernel: Callable[[_Sums], float], npu: np.ndarray, bench: np.ndarray)
     return math.nan if sums is None else float(kernel(sums))
 
 
-def _measure(npu: np.ndarray, bench: np.ndarray, *, with_kl: bool) -> _Sums | None:
+def _measure(npu: np.ndarray, bench: np.ndarray, *, with_kl: bool, fused: bool = False) -> _Sums | None:
     """The pair's sums (and kl when asked); None if the shapes or the non-finite positions differ."""
     if not shapes_match(npu, bench):
         return None
+    npu, bench = _flat(npu), _flat(bench)
+    if fused and npu.size >= FUSED_MIN_SIZE and npu.dtype in _FUSED_DTYPES and bench.dtype in _FUSED_DTYPES:
+        return _fused_sums(np.ascontiguousarray(npu), np.ascontiguousarray(bench), with_kl=with_kl)
     with np.errstate(all="ignore"):
-        blocks = _Blocks(_flat(npu), _flat(bench))
+        blocks = _Blocks(npu, bench)
         sums = _accumulate(blocks)
         if sums is not None and with_kl:
             sums.kl = _kl_pass(blocks, sums)
         return sums
+
+
+def _fused_sums(npu: np.ndarray, bench: np.ndarray, *, with_kl: bool, chunk: int | None = None) -> _Sums | None:
+    """`_measure` by the compiled kernels of `graphcmp.core.tensor_fused`: the same sums, chunk by chunk on both
+    cores, the chunks' partial sums added exactly (``math.fsum``)."""
+    import graphcmp.core.tensor_fused as fused  # see tests/test_layers.py: LAZY_IMPORTS
+
+    chunk = chunk or fused.CHUNK
+    partials, counts = fused.first_pass(npu, bench, chunk)
+    if counts[:, fused.MISMATCH].any():
+        return None
+    sums = _Sums(npu.size)
+    column = partials.T
+    sums.npu_sq, sums.bench_sq, sums.dot, sums.diff_sq, sums.abs_sum, sums.rel_nz_sum = (
+        math.fsum(column[k]) for k in (fused.NPU_SQ, fused.BENCH_SQ, fused.DOT, fused.DIFF_SQ, fused.ABS_SUM,
+                                       fused.REL_NZ_SUM))
+    sums.max_abs, sums.max_rel, sums.rel_nz_max, sums.npu_high, sums.bench_high = (
+        float(column[k].max()) for k in (fused.MAX_ABS, fused.MAX_REL, fused.REL_NZ_MAX, fused.NPU_HIGH,
+                                         fused.BENCH_HIGH))
+    sums.npu_low, sums.bench_low = float(column[fused.NPU_LOW].min()), float(column[fused.BENCH_LOW].min())
+    sums.below_1e3, sums.below_5e3 = (int(counts[:, k].sum()) for k in (fused.BELOW_1E3, fused.BELOW_5E3))
+    sums.nonfinite = bool(counts[:, fused.NONFINITE].any())
+    if with_kl and sums.size:
+        kl_sums = fused.kl_pass(npu, bench, (sums.npu_low, sums.npu_high), (sums.bench_low, sums.bench_high), chunk)
+        sums.kl = _kl_value(*(math.fsum(kl_sums[:, k]) for k in range(3)))
+    elif with_kl:
+        sums.kl = 0.0
+    return sums
 
 
 def _flat(tensor: np.ndarray) -> np.ndarray:
@@ -541,6 +590,11 @@ def _kl_pass(blocks: _Blocks, sums: _Sums) -> float:
         np.divide(s, t, out=t)
         np.log(t, out=t)
         weighted += _dot(s, t)
+    return _kl_value(s_sum, t_sum, weighted)
+
+
+def _kl_value(s_sum: float, t_sum: float, weighted: float) -> float:
+    """kl from S, T and sum s log(s / t) (see `_kl_pass`); values below float64 eps become 0."""
     result = weighted / s_sum + float(np.log1p((t_sum - s_sum) / s_sum))  # log(T / S), exact near T = S
     return 0.0 if abs(result) < _EPS else result
 

@@ -2,14 +2,22 @@
 
 Used when both runs dumped tensors (msprobe task ``tensor``). Files are looked up in the run's
 ``dump_tensor_data`` folder by the name the dump records; a pair whose files are missing keeps
-NaN metrics and is judged on its statistics.
+NaN metrics and is judged on its statistics, and a `MissingTensorFiles` warning names the first of them.
+
+Two pairs are read and measured at once, each on its own thread (a ``.pt`` storage is mapped in place; the
+compiled kernels and numpy release the GIL), so both cores work; no more than two pairs are held at once.
+A comparison holding at least ``tensor_metrics.FUSED_FROM_BYTES`` of tensor files measures its large pairs with
+the compiled kernels (`graphcmp.core.tensor_fused`).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -18,11 +26,15 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.inputs import regular_file, split_tensor_part
 from graphcmp.core.records import DumpGraph
 
-__all__ = ["TENSOR_DATA_DIR", "recorded_shape", "tensor_file", "tensor_metrics_for"]
+__all__ = ["TENSOR_DATA_DIR", "MissingTensorFiles", "recorded_shape", "tensor_file", "tensor_metrics_for"]
 
 TENSOR_DATA_DIR = "dump_tensor_data"
 
 Progress = Callable[[int, int], None]
+
+
+class MissingTensorFiles(UserWarning):
+    """Tensor files a dump records are not in its folder: their pairs keep NaN tensor metrics."""
 
 
 def tensor_file(graph: DumpGraph, row: int) -> Path | None:
@@ -30,6 +42,9 @@ def tensor_file(graph: DumpGraph, row: int) -> Path | None:
 
     The name a dump records is looked up inside the run's folder only: a name that leads out of it
     (``../x.pt``, an absolute path elsewhere) is refused, as is a FIFO, a device or a link loop there.
+    A relative name is looked up in the run's ``dump_tensor_data`` folder, in the run's folder, then as it
+    reads from the working folder, which is how a reader given a relative run folder records the files it
+    found there (MindSpore kernel dumps).
 
     Raises
     ------
@@ -49,9 +64,17 @@ def tensor_file(graph: DumpGraph, row: int) -> Path | None:
         if os.path.commonpath([folder, candidate]) != folder:
             raise DumpFormatError(f"{graph.info.path}: the tensor file {name!r} lies outside the dump folder; "
                                   "graphcmp reads a run's tensors from its own folder only")
-        if os.path.lexists(candidate) and (os.path.exists(candidate) or _loops(candidate)):
+        if _present(candidate):
             return Path(str(regular_file(candidate)) + suffix)
+    if not os.path.isabs(name) and _present(name):  # already holds the run's (relative) folder
+        inside = os.path.commonpath([os.path.abspath(folder), os.path.abspath(name)]) == os.path.abspath(folder)
+        if inside:
+            return Path(str(regular_file(os.path.normpath(name))) + suffix)
     return None
+
+
+def _present(path: str) -> bool:
+    return os.path.lexists(path) and (os.path.exists(path) or _loops(path))
 
 
 def _loops(path: str) -> bool:
@@ -79,33 +102,102 @@ def measure_pairs(
     npu: DumpGraph, bench: DumpGraph, npu_rows: np.ndarray, bench_rows: np.ndarray,
     *, progress: Progress | None = None,
 ) -> dict[str, np.ndarray]:
-    """Tensor metrics per pair (NaN where either file is missing), loading one pair at a time."""
-    from graphcmp.core.tensor_metrics import TENSOR_METRICS  # lazy: statistics-only runs never need it
+    """Tensor metrics per pair (NaN where either file is missing, with a `MissingTensorFiles` warning).
+
+    Two pairs are read and measured at once (`_WORKERS`); at most two pairs are held.
+    """
+    from graphcmp.core.tensor_metrics import FUSED_FROM_BYTES, TENSOR_METRICS  # lazy: statistics-only runs
 
     out = {name: np.full(len(npu_rows), np.nan) for name in TENSOR_METRICS}
+    pairs, missing = _pair_files(npu, bench, npu_rows, bench_rows)
+    for graph, names in missing:
+        warnings.warn(MissingTensorFiles(
+            f"{graph.info.path}: {len(names)} tensor file(s) the dump records are not in its folder (first: "
+            f"{names[0]!r}); their pairs have no tensor metrics and are judged on their statistics"), stacklevel=2)
+    fused = sum(_file_bytes(a) + _file_bytes(b) for _, a, b, _, _ in pairs) >= FUSED_FROM_BYTES
     total = len(npu_rows)
-    for k, (i, j) in enumerate(zip(npu_rows.tolist(), bench_rows.tolist())):
-        a, b = tensor_file(npu, i), tensor_file(bench, j)
-        if a is not None and b is not None:
-            for name, value in _compare_files(a, b, npu.tensors.shape[i], bench.tensors.shape[j]).items():
-                out[name][k] = value
+    for k, values in _measured(pairs, fused):
+        for name, value in values.items():
+            out[name][k] = value
         if progress is not None:
             progress(k + 1, total)
+    if progress is not None and total:
+        progress(total, total)
     return out
 
 
-def _compare_files(npu_file: Path, bench_file: Path, npu_shape: str = "", bench_shape: str = "") -> dict[str, float]:
+_Pair = tuple[int, Path, Path, str, str]
+
+
+def _pair_files(npu: DumpGraph, bench: DumpGraph, npu_rows: np.ndarray,
+                bench_rows: np.ndarray) -> tuple[list[_Pair], list[tuple[DumpGraph, list[str]]]]:
+    """The pairs whose two files are found (position, files, recorded shapes), and for each run with some
+    missing, the recorded names of the files that are not found."""
+    pairs: list[_Pair] = []
+    missing: tuple[list[str], list[str]] = ([], [])
+    for k, (i, j) in enumerate(zip(npu_rows.tolist(), bench_rows.tolist())):
+        a, b = tensor_file(npu, i), tensor_file(bench, j)
+        for lost, graph, row, found in ((missing[0], npu, i, a), (missing[1], bench, j, b)):
+            if found is None and graph.tensors.file[row]:
+                lost.append(graph.tensors.file[row])
+        if a is not None and b is not None:
+            pairs.append((k, a, b, npu.tensors.shape[i], bench.tensors.shape[j]))
+    return pairs, [(graph, lost) for graph, lost in zip((npu, bench), missing) if lost]
+
+
+def _file_bytes(path: Path) -> int:
+    try:
+        return os.path.getsize(split_tensor_part(str(path))[0])
+    except OSError:
+        return 0
+
+
+def _measured(pairs: list[_Pair], fused: bool) -> Iterator[tuple[int, dict[str, float]]]:
+    """(position, metrics) of each pair in order, `_WORKERS` pairs read and measured at once (one per core)."""
+    if len(pairs) < 2:
+        yield from ((pair[0], _measure_pair(pair, fused)) for pair in pairs)
+        return
+    pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="graphcmp-tensors")
+    try:
+        pending = deque(pool.submit(_measure_pair, pair, fused) for pair in pairs[:_WORKERS])
+        for index, pair in enumerate(pairs):
+            values = pending.popleft().result()
+            if index + _WORKERS < len(pairs):  # the next pair starts when this one is done: at most _WORKERS held
+                pending.append(pool.submit(_measure_pair, pairs[index + _WORKERS], fused))
+            yield pair[0], values
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_WORKERS = max(1, min(2, os.cpu_count() or 1))
+"""Pairs read and measured at once: one per core of the 2-core machines graphcmp is measured on, each pair on one
+thread (the compiled kernels and numpy release the GIL); two pairs' tensors are held at most."""
+
+
+def _measure_pair(pair: _Pair, fused: bool) -> dict[str, float]:
     from graphcmp.core.tensor_metrics import compare_tensors
+
+    npu, bench = _read_pair(pair)
+    try:
+        return compare_tensors(npu, bench, fused=fused)
+    except (OSError, ValueError) as err:
+        raise DumpFormatError(f"{pair[1]} / {pair[2]}: cannot compare tensors ({err})") from err
+
+
+def _read_pair(pair: _Pair) -> tuple[np.ndarray, np.ndarray]:
+    _, npu_file, bench_file, npu_shape, bench_shape = pair
+    return _read_checked(npu_file, npu_shape), _read_checked(bench_file, bench_shape)
+
+
+def _read_checked(file: Path, recorded: str) -> np.ndarray:
     from graphcmp.core.tensorio import read_tensor
 
     try:
-        npu = _checked(np.asarray(read_tensor(npu_file)), npu_file, npu_shape)
-        bench = _checked(np.asarray(read_tensor(bench_file)), bench_file, bench_shape)
-        return compare_tensors(npu, bench)
+        return _checked(np.asarray(read_tensor(file)), file, recorded)
     except DumpFormatError:
         raise
     except (OSError, ValueError) as err:
-        raise DumpFormatError(f"{npu_file} / {bench_file}: cannot compare tensors ({err})") from err
+        raise DumpFormatError(f"{file}: cannot read the tensor ({err})") from err
 
 
 def _checked(array: np.ndarray, file: Path, recorded: str) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.readers import read_graph
-from graphcmp.core.tensorcmp import measure_pairs, recorded_shape, tensor_file
+from graphcmp.core.tensorcmp import MissingTensorFiles, measure_pairs, recorded_shape, tensor_file
 from tests.corpus.cases import OTHER, WEIGHT, tensor_dump
 
 
@@ -63,3 +64,58 @@ def test_recorded_shapes():
     assert recorded_shape("[8, 3, 3, 3]") == (8, 3, 3, 3)
     assert recorded_shape("scalar") == recorded_shape("[]") == ()
     assert recorded_shape("") is None and recorded_shape("[?, 3]") is None
+
+
+def test_a_mindspore_kernel_dump_given_as_a_relative_path_is_measured(tmp_path, monkeypatch):
+    """The reader records each .npy with the (relative) run folder it was given: the file must still be found."""
+    from tests.conftest import DATA
+
+    shutil.copytree(DATA / "mindspore_dump_lenet_cast", tmp_path / "case")
+    monkeypatch.chdir(tmp_path)
+    npu, bench = read_graph(os.path.join("case", "npu")), read_graph(os.path.join("case", "bench"))
+    rows = np.flatnonzero([bool(name) for name in npu.tensors.file])
+    assert len(rows) > 10 and not os.path.isabs(npu.tensors.file[rows[0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MissingTensorFiles)
+        metrics = measure_pairs(npu, npu, rows, rows)
+    assert np.isfinite(metrics["cosine"]).all() and (metrics["max_abs"] == 0).all()
+    assert tensor_file(npu, rows[0]).is_file() and tensor_file(bench, rows[0]) is not None
+
+
+def test_missing_tensor_files_are_named_in_a_warning(run):
+    graph, row = _named(run, "missing.pt")
+    rows = np.array([row])
+    with pytest.warns(MissingTensorFiles, match=r"1 tensor file\(s\) the dump records .*'missing\.pt'"):
+        metrics = measure_pairs(graph, run, rows, rows)
+    assert np.isnan(metrics["cosine"]).all()
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_pairs_measured_two_at_a_time_keep_their_order(run, tmp_path, monkeypatch, fused):
+    from graphcmp.core import tensor_metrics
+    from graphcmp.core.tensorio import read_tensor
+
+    if fused:
+        monkeypatch.setattr(tensor_metrics, "FUSED_FROM_BYTES", 0)
+        monkeypatch.setattr(tensor_metrics, "FUSED_MIN_SIZE", 1)
+    other = read_graph(tensor_dump(tmp_path / "other", WEIGHT, shape=[8, 3, 3, 3]))
+    weights = os.path.join(other.info.path, "dump_tensor_data", "w.pt")
+    row = list(run.tensors.file).index("w.pt")
+    rows = np.array([row] * 5)
+    same = measure_pairs(run, other, rows, rows)
+    assert same["cosine"].tolist() == [1.0] * 5
+    want = tensor_metrics.compare_tensors(read_tensor(weights), read_tensor(weights) * 2)
+    np.save(weights + ".npy", read_tensor(weights) * 2)  # a bench twin scaled by 2
+    files = list(other.tensors.file)
+    files[row] = "w.pt.npy"
+    twice = replace(other, tensors=replace(other.tensors, file=tuple(files)))
+    mixed = measure_pairs(run, twice, rows, rows)
+    assert np.allclose(mixed["max_abs"], want["max_abs"]) and np.allclose(mixed["cosine"], 1.0)
+
+
+def test_a_bad_pair_among_many_stops_the_comparison(run, tmp_path):
+    other = read_graph(tensor_dump(tmp_path / "other", WEIGHT, shape=[8, 3, 3, 3]))
+    shutil.copy(OTHER, os.path.join(other.info.path, "dump_tensor_data", "w.pt"))
+    rows = np.array([list(run.tensors.file).index("w.pt")] * 6)
+    with pytest.raises(DumpFormatError, match=r"w\.pt: holds a tensor of shape \[4, 32\]"):
+        measure_pairs(run, other, rows, rows)

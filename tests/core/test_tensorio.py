@@ -458,3 +458,33 @@ def test_a_fifo_named_like_a_tensor_is_never_opened(tmp_path: Path) -> None:
         os.mkfifo(tmp_path / name)
         with pytest.raises(DumpFormatError, match=f"{name}: is a FIFO"):
             read_tensor(tmp_path / name)
+
+
+def _without_crc(data: bytes) -> bytes:
+    """`data` as torch.save writes it with ``set_crc32_options(False)``: every CRC-32 field 0."""
+    out = bytearray(data)
+    for info in zipfile.ZipFile(io.BytesIO(data)).infolist():
+        out[info.header_offset + 14:info.header_offset + 18] = bytes(4)  # local header
+    at = out.find(b"PK\x01\x02")
+    while at >= 0:  # central directory entries
+        out[at + 16:at + 20] = bytes(4)
+        at = out.find(b"PK\x01\x02", at + 4)
+    return bytes(out)
+
+
+def test_a_file_saved_without_crc_is_read_as_torch_load_reads_it(tmp_path: Path) -> None:
+    values = np.arange(12, dtype=np.float32)
+    data = _without_crc(make_pt(tensor_record("FloatStorage", 12, (3, 4), (4, 1)), {"0": values.tobytes()}))
+    with pytest.raises(zipfile.BadZipFile):  # what zipfile makes of it
+        zipfile.ZipFile(io.BytesIO(data)).read("archive/data/0")
+    (tmp_path / "nocrc.pt").write_bytes(data)
+    array = read_tensor(tmp_path / "nocrc.pt")
+    assert array.tolist() == values.reshape(3, 4).tolist() and not array.flags.writeable
+
+
+def test_a_storage_record_cut_short_is_refused(tmp_path: Path) -> None:
+    data = make_pt(tensor_record("FloatStorage", 12, (12,), (1,)), {"0": np.zeros(6, np.float32).tobytes()})
+    (tmp_path / "short.pt").write_bytes(data)
+    with pytest.raises(DumpFormatError, match=r"short\.pt: storage record 'archive/data/0' holds 24 bytes, "
+                                              r"expected 48"):
+        read_tensor(tmp_path / "short.pt")
