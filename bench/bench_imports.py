@@ -10,7 +10,7 @@ so interpreter start-up noise stays out), median of ``--repeat`` processes, the 
 
 * ``start-up``: ``graphcmp.cli.main``, everything a command loads before it does anything;
 * ``compare modules``: what `graphcmp compare` loads next (``core.compare``, ``core.report``,
-  ``core.tensorcmp``), while its forked process reads the bench run;
+  ``core.tensorcmp``), while its forked process reads the npu run;
 * with ``--lazy``, every entry of ``LAZY_IMPORTS`` in tests/test_layers.py: the imported module on top
   of what its importer's process already holds (the figure its reason quotes).
 

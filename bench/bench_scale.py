@@ -9,6 +9,7 @@ Usage::
     .venv/bin/python bench/bench_scale.py stages PAIR_DIR... [--repeat 1]
     .venv/bin/python bench/bench_scale.py open RESULT... [--tree OTHER --other-result RESULT ...] [--repeat 3]
     .venv/bin/python bench/bench_scale.py floor DUMP_DIR... [--repeat 3]
+    .venv/bin/python bench/bench_scale.py timeline PAIR_DIR... [--tree OTHER] [--repeat 3]
 
 A PAIR_DIR holds ``npu/`` and ``bench/`` (``make_synthetic.py --out``); DUMP_DIR is one rank folder. Every run
 is a fresh process (imports included) under ``/usr/bin/time -v``: wall time, and GNU time's "Maximum resident
@@ -22,8 +23,10 @@ when msprobe is installed (``--msprobe CMD``; ``--msprobe none`` leaves it out) 
 answers (each tree opens the result its own compare wrote: ``--other-result``). ``stages`` times the stages of
 one comparison inside one process (read npu, read bench, match, pair, metrics, overflow, noise model, judge,
 analysis, write) with the resident set after each and the peak so far; ``floor`` the parse floor of a
-dump.json (its bytes read, orjson over the whole file, msgspec's typed chunks). Medians and ranges are printed as
-markdown tables.
+dump.json (its bytes read, orjson over the whole file, msgspec's typed chunks); ``timeline`` when each stage of one
+`graphcmp compare` ends, in ms from the interpreter's start (start-up imports, each run read in whichever process
+reads it, the comparison's modules loaded, compare_graphs, the result written), alternated with ``--tree``.
+Medians and ranges are printed as markdown tables.
 """
 
 from __future__ import annotations
@@ -317,9 +320,94 @@ def bench_floor(args: argparse.Namespace) -> None:
               f"| {_cell([r['typed'] for r in runs])} |")
 
 
+_TIMELINE = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+with open("/proc/self/stat") as f:
+    ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+with open("/proc/uptime") as f:
+    before = float(f.read().split()[0]) - ticks / os.sysconf("SC_CLK_TCK")  # interpreter start -> this line
+main_pid, marks = os.getpid(), {}
+def mark(name):
+    at = round(before * 1000 + (time.perf_counter() - t0) * 1000, 1)
+    if os.getpid() == main_pid:
+        marks.setdefault(name, at)
+    else:  # the forked reader: its own line on stderr
+        os.write(2, ("TIMELINE " + json.dumps({name: at}) + "\n").encode())
+def timed(module, name, label, ends_only=False):
+    inner = getattr(module, name)
+    def wrapper(*args, **kwargs):
+        if not ends_only:
+            mark(label + " start")
+        value = inner(*args, **kwargs)
+        mark(label + " end")
+        return value
+    setattr(module, name, wrapper)
+npu_path = sys.argv[2]
+import graphcmp.cli.main as cli
+mark("command line imported")
+import graphcmp.cli.compare as command
+import graphcmp.core.readers.pair as pair
+timed(command, "read_pair", "reads")
+read = pair.read_graph
+def read_graph(path, *args, **kwargs):
+    graph = read(path, *args, **kwargs)
+    mark(("npu" if os.fspath(path) == npu_path else "bench") + " read end")
+    return graph
+pair.read_graph = read_graph
+load = command._load_comparison
+def load_comparison():
+    load()
+    mark("comparison modules loaded")
+    import graphcmp.core.compare as compare
+    import graphcmp.core.report as report
+    timed(compare, "compare_graphs", "compare_graphs")
+    timed(report, "save_report", "save_report", ends_only=True)
+command._load_comparison = load_comparison
+sys.argv = ["graphcmp", *sys.argv[1:]]
+code = cli.main()
+mark("done")
+print("TIMELINE " + json.dumps(marks), flush=True)
+os._exit(code)
+"""
+
+
+def bench_timeline(args: argparse.Namespace) -> None:
+    """Per pair and tree, when each stage of one `graphcmp compare` ends (ms from the interpreter's start; the reads
+    in whichever process makes them), medians and ranges of `--repeat` runs alternated between the trees."""
+    trees = _trees(args)
+    results: dict[tuple[str, str], list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(args.repeat):
+            for pair in args.paths:
+                for name, tree in trees.items():
+                    out = _output_name(tree, Path(tmp), "cmp")
+                    proc = subprocess.run([sys.executable, "-c", _TIMELINE, "compare", f"{pair}/npu", f"{pair}/bench",
+                                           "-o", out, "-q"], capture_output=True, text=True, env=_env(tree),
+                                          cwd=tempfile.gettempdir())
+                    marks: dict[str, float] = {}
+                    for line in (proc.stdout + proc.stderr).splitlines():
+                        if line.startswith("TIMELINE "):
+                            marks.update(json.loads(line.removeprefix("TIMELINE ")))
+                    if proc.returncode not in (0, 1) or "done" not in marks:
+                        raise RuntimeError(f"{tree}: {proc.stderr[-1500:]}")
+                    results.setdefault((pair, name), []).append(marks)
+    for pair in args.paths:
+        names = [name for name in trees if (pair, name) in results]
+        stages = sorted({m for name in names for run in results[(pair, name)] for m in run},
+                        key=lambda m: statistics.median(r.get(m, 0.0) for r in results[(pair, names[-1])]))
+        print(f"\n{Path(pair).name}: ms from the interpreter's start, median [range] of {args.repeat}")
+        print("| stage ends | " + " | ".join(names) + " |")
+        print("|---|" + "---|" * len(names))
+        for stage in stages:
+            cells = [_cell([r[stage] for r in results[(pair, n)] if stage in r], 0) if any(
+                stage in r for r in results[(pair, n)]) else "" for n in names]
+            print(f"| {stage} | " + " | ".join(cells) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("compare", "read", "stages", "open", "floor"))
+    parser.add_argument("what", choices=("compare", "read", "stages", "open", "floor", "timeline"))
     parser.add_argument("paths", nargs="+")
     parser.add_argument("--tree", help="root of another graphcmp tree to run side by side")
     parser.add_argument("--other-result", nargs="*", help="with open: the other tree's result per RESULT")
@@ -329,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
     {"compare": bench_compare, "read": bench_read, "stages": bench_stages, "open": bench_open,
-     "floor": bench_floor}[args.what](args)
+     "floor": bench_floor, "timeline": bench_timeline}[args.what](args)
     return 0
 
 

@@ -38,6 +38,12 @@ def test_bench_stages_times_the_comparison_after_reading(tmp_path):
     assert "| this tree |" in out
 
 
+def test_bench_scale_timeline_marks_each_stage_of_a_compare(tmp_path):
+    out = run_bench("bench_scale.py", "timeline", str(demo_pair(tmp_path)), "--repeat", "1")
+    for stage in ("command line imported", "npu read end", "bench read end", "compare_graphs end", "done"):
+        assert f"| {stage} |" in out
+
+
 def test_bench_export_writes_each_target(tmp_path):
     pair = demo_pair(tmp_path)
     result = tmp_path / "cmp.npz"

@@ -33,7 +33,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("matching", ("graphcmp.core.matching", "graphcmp.core.matching.*")),
     ("pairing", ("graphcmp.core.pairing", "graphcmp.core.tensor_metrics", "graphcmp.core.tensor_fused",
                  "graphcmp.core.tensorio", "graphcmp.core.tensorcmp", "graphcmp.core.elementwise")),
-    ("judge", ("graphcmp.core.judge", "graphcmp.core.noise", "graphcmp.core.overflow", "graphcmp.core.reference")),
+    ("judge", ("graphcmp.core.judge", "graphcmp.core.noise", "graphcmp.core.overflow", "graphcmp.core.derived",
+               "graphcmp.core.reference")),
     ("divergence", ("graphcmp.core.divergence",)),
     ("report", ("graphcmp.core.report", "graphcmp.core.outcome", "graphcmp.core.export.vis",
                 "graphcmp.core.export.vis_records", "graphcmp.core.export.vis_db",
@@ -50,9 +51,9 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     # its module would load before every command (figures: `bench/bench_imports.py --lazy`, the import on top
     # of what the importer's process already holds, median of 9 fresh processes, 2-core machine)
     ("graphcmp.cli.compare", "graphcmp.core.compare"):
-        "45 ms: loaded while the forked process reads the bench run (read_pair meanwhile), not before it starts",
-    ("graphcmp.cli.compare", "graphcmp.core.report"): "40 ms: with core.compare, while the bench run is read",
-    ("graphcmp.cli.compare", "graphcmp.core.tensorcmp"): "0.2 ms, loaded with core.compare while the bench run is read",
+        "45 ms: loaded while the forked process reads the npu run (read_pair meanwhile), not before it starts",
+    ("graphcmp.cli.compare", "graphcmp.core.report"): "40 ms: with core.compare, while the npu run is read",
+    ("graphcmp.cli.compare", "graphcmp.core.tensorcmp"): "0.2 ms, loaded with core.compare while the npu run is read",
     ("graphcmp.cli.build", "graphcmp.core.report"): "35 ms before every other command",
     ("graphcmp.cli.compare", "graphcmp.core.readers.ascend_golden"):
         "30-45 ms (the raw dump header's protobuf gencode): only an Ascend dump against golden data",

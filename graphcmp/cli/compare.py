@@ -24,12 +24,12 @@ from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
 from graphcmp.cli.render import render_first_divergence, render_outcome, render_summary
+from graphcmp.core.derived import derive_npu
 from graphcmp.core.distributed.layout import discover_runs, is_batch_root
 from graphcmp.core.errors import DumpFormatError, GraphcmpError, OutputError
 from graphcmp.core.outputs import checked_output
 from graphcmp.core.readers.detect import detect_format, read_graph
 from graphcmp.core.readers.pair import read_pair, side_by_side
-from graphcmp.core.records import DumpGraph
 from graphcmp.core.rules import load_thresholds
 
 
@@ -103,7 +103,7 @@ def handle(args: argparse.Namespace) -> int:
             npu, bench = read_npu_and_golden(args.npu, args.bench, args.fusion_rule)
         else:
             npu, bench = read_pair(args.npu, args.bench, format=args.format, meanwhile=_load_comparison,
-                                   ahead=_derive_npu)  # each run's flow edges: recovered by the runs' writer
+                                   ahead=derive_npu)  # each run's flow edges: recovered by the runs' writer
         from graphcmp.core.compare import compare_graphs
         from graphcmp.core.report import runs_written_meanwhile, save_report
         from graphcmp.core.tensorcmp import tensor_metrics_for
@@ -184,13 +184,10 @@ def _check_reference(args: argparse.Namespace) -> None:
         setattr(args, name, str(next(iter(runs.values()))))
 
 
-def _derive_npu(npu: DumpGraph) -> None:
-    from graphcmp.core.compare import derive_npu
-
-    derive_npu(npu)
-
-
 def _load_comparison() -> None:
-    """Import what comes after reading while the bench run is read in the other process."""
+    """Import what comes after reading while the npu run is read in the other process: the comparison's modules,
+    and numpy's masked arrays, which numpy loads at the first `np.unique` (the matching's), 15-25 ms."""
+    import numpy.ma  # noqa: F401
+
     import graphcmp.core.compare
     import graphcmp.core.report  # noqa: F401

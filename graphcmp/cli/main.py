@@ -5,7 +5,7 @@ Exit codes: 0 all pass; 1 divergence or invalid values found (as ``diff`` does);
 
 Command modules import the core's heavier parts (comparison, report, exporters) inside their
 handlers: start-up stays short, and `graphcmp compare` loads them while its second process
-already reads the bench run.
+already reads the npu run.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from graphcmp._version import __version__
-from graphcmp.core.dataflow import communication_calls, earliest_producers, forward_twins
+from graphcmp.core.derived import derive_npu
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.judge import judge
 from graphcmp.core.mapping_files import load_builtin_op_table
@@ -123,16 +123,6 @@ def format_matchers(npu: DumpGraph, bench: DumpGraph) -> list[RuleMatcher]:
     if "pytorch_h5" not in (npu.info.format, bench.info.format):
         return []
     return [OpTableMatcher(*load_builtin_op_table())]
-
-
-def derive_npu(npu: DumpGraph) -> None:
-    """Compute what `compare_graphs` derives from the npu run alone, kept with the run (`DumpGraph.memo`): its
-    overflow levels and the noise model's producers, forward twins and communication calls. `read_pair` runs it
-    (``ahead``) once the npu run is read, while the bench run is still being read or handed over."""
-    overflow_levels(npu)
-    earliest_producers(npu)
-    forward_twins(npu)
-    communication_calls(npu)
 
 
 def compare_paths(

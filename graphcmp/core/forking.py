@@ -2,7 +2,7 @@
 
 `graphcmp compare` has one write the runs' columns of its result while it compares (`report.RunsWriting`), the
 vis-db export has one make the record texts while it inserts rows (`export.vis_db`), and `readers.pair` reads the
-bench run in one: each only where `can_fork_aside`.
+npu run in one: each only where `can_fork_aside`.
 """
 
 from __future__ import annotations

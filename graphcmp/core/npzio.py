@@ -50,6 +50,8 @@ _ALIGN = 64
 _MAGIC = b"PK\x03\x04"
 _PAD_ID = 0xD935  # a zip extra field that only pads (the id zipalign uses)
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""Types `_split` leaves as they are (JSON values holding no column)."""
 
 
 def is_npz(path: str | os.PathLike[str]) -> bool:
@@ -201,6 +203,8 @@ def _split(value: Any, name: str, writer: _Writer) -> Any:
             column = writer.text(name, value)
             if column is not None:
                 return column
+        if all(type(v) in _SCALARS for v in value):  # a short list of plain values (a stack's frames): as it is
+            return list(value)
         return [_split(v, f"{name}.{k}", writer) for k, v in enumerate(value)]
     return value
 

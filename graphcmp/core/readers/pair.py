@@ -1,4 +1,4 @@
-"""Reading an npu run and its bench run side by side: the bench run in a forked process."""
+"""Reading an npu run and its bench run side by side: the npu run in a forked process."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
+
+from graphcmp.core.errors import GraphcmpError
 from graphcmp.core.forking import can_fork_aside
 from graphcmp.core.readers.detect import read_graph
 from graphcmp.core.records import DumpGraph, FrozenColumns
@@ -33,31 +36,38 @@ def read_pair(
 ) -> tuple[DumpGraph, DumpGraph]:
     """Read the npu and the bench run; large inputs on a multi-core machine are read side by side.
 
-    The bench run is read in a forked child process while this one reads the npu run; the child writes the
+    The npu run is read in a forked child process while this one reads the bench run; the child writes the
     finished `DumpGraph` into a temporary file that this process loads once the child has ended (a bad input
-    raises the same `GraphcmpError` as reading it here would). `meanwhile` runs here first, once the child is
-    reading: the command line loads the comparison's modules then, which costs no time while the child is busy.
-    `ahead` is what the caller will derive from the npu run alone (kept with it, `DumpGraph.memo`): it runs here
-    once the npu run is read, while the child may still read or write the bench run.
+    raises the same `GraphcmpError` as reading it here would; when both runs are bad, the npu run's error).
+    `meanwhile` runs here first, once the child is reading: the command line loads the comparison's modules then.
+    `ahead` is what the caller will derive from the npu run alone (kept with it, `DumpGraph.memo`; a module-level
+    function, sent to the child by name): the child runs it once the npu run is read and sends it with the run. So
+    each process has one piece of work besides its read (the imports here, the derivation there); with the npu run
+    read here, this process did both while the child waited.
     """
     if not side_by_side(npu_path, bench_path):
         if meanwhile is not None:
             meanwhile()
-        return read_graph(npu_path, format), read_graph(bench_path, format)
+        npu = read_graph(npu_path, format)
+        if ahead is not None:
+            ahead(npu)
+        return npu, read_graph(bench_path, format)
     context = multiprocessing.get_context("fork")
     with tempfile.TemporaryFile(prefix="graphcmp-run-") as spool:  # unnamed: nothing is left, however this ends
         with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_quiet_interrupt) as pool:
-            bench_future = pool.submit(_read_spooled, bench_path, format, spool.fileno())
+            npu_future = pool.submit(_read_spooled, npu_path, format, spool.fileno(), ahead)
             if meanwhile is not None:
                 meanwhile()
-            npu = read_graph(npu_path, format)
-            if ahead is not None:
-                ahead(npu)
-            bench = bench_future.result()
+            try:
+                bench = read_graph(bench_path, format)
+            except GraphcmpError:
+                npu_future.result()  # the npu run's error first, as reading them in order would give
+                raise
+            npu = npu_future.result()
         # the pool has ended: the reading process's memory is free before the run it spooled is loaded here
-        if bench is None:
+        if npu is None:
             spool.seek(0)
-            bench = load_run(spool)
+            npu = load_run(spool)
         return npu, bench
 
 
@@ -67,14 +77,17 @@ def _quiet_interrupt() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _read_spooled(path: str | os.PathLike[str], format: str | None, spool: int) -> DumpGraph | None:
-    """Read the bench run; write it into the file `spool` (a descriptor inherited from the parent) and return None,
-    or return the run itself when the file cannot take it (a full disk).
+def _read_spooled(path: str | os.PathLike[str], format: str | None, spool: int,
+                  ahead: Callable[[DumpGraph], object] | None = None) -> DumpGraph | None:
+    """Read a run and derive `ahead` from it; write it into the file `spool` (a descriptor inherited from the parent)
+    and return None, or return the run itself when the file cannot take it (a full disk).
 
     Written into a file rather than sent whole through the pool's pipe, the run is never one pickled bytes object
     here and another one there: at 1M nodes per side that was 0.5 GB in each process at the peak of the comparison.
     """
     graph = read_graph(path, format)
+    if ahead is not None:
+        ahead(graph)
     try:
         with open(spool, "wb", closefd=False) as file:
             dump_run(graph, file)
@@ -104,6 +117,9 @@ def load_run(file: IO[bytes]) -> DumpGraph:
         name, table, count = pickle.load(file)
         parts = [pickle.load(file) for _ in range(count)]
         values[name] = table(*parts) if table is not None else parts[0]
+    for derived in values["_cache"].values():  # what was derived from the run (`DumpGraph.memo`) stays read-only
+        if isinstance(derived, np.ndarray):
+            derived.flags.writeable = False
     return DumpGraph(**values)
 
 

@@ -37,12 +37,22 @@ def test_what_the_comparison_derives_from_the_npu_run_is_derived_ahead_and_used(
     assert (dataflow.forward_twins(npu) >= 0).any()
     for derived in (dataflow.forward_twins, dataflow.earliest_producers, overflow_levels):
         assert np.array_equal(derived(npu), derived(fresh))
+        assert not derived(npu).flags.writeable  # derived in the reading process, read-only here too
     assert compare_graphs(npu, bench) == compare_graphs(fresh, read_graph(perturb_pair[1]))
 
 
 def test_a_bad_bench_run_is_the_error_reading_it_here_gives(side_by_side, perturb_pair, tmp_path):
     with pytest.raises(DumpFormatError, match="missing: no such file or folder"):
         pair.read_pair(perturb_pair[0], tmp_path / "missing")
+
+
+def test_when_both_runs_are_bad_the_npu_runs_error_is_given(side_by_side, tmp_path):
+    for side in ("npu", "bench"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "dump.json").write_text('{"data": [')  # cut short
+    with pytest.raises(DumpFormatError) as raised:
+        pair.read_pair(tmp_path / "npu", tmp_path / "bench")
+    assert str(tmp_path / "npu") in str(raised.value) and str(tmp_path / "bench") not in str(raised.value)
 
 
 def test_the_bench_run_leaves_no_file_behind(side_by_side, perturb_pair, tmp_path, monkeypatch):
