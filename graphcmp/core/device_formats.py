@@ -30,8 +30,8 @@ format says NCHW.
 
 The conversion is whole-array numpy: the device array is reshaped into one axis per block (C1 and C0 ...), and
 each of at most four pieces (whole blocks, the last partial block, per padded axis) is copied once into the result
-through a transposed view, with the cast to `dtype` in the same pass (float16 to float32 through a table of every
-half float, `graphcmp.core.ascend_dtypes.lookup`, in cache-sized blocks).
+through a transposed view, with the cast to `dtype` in the same pass (float16 is copied as it is, then widened by
+`graphcmp.core.ascend_dtypes.cast` in cache-sized blocks).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from graphcmp.core.ascend_dtypes import cast, float16_table, lookup
+from graphcmp.core.ascend_dtypes import cast
 from graphcmp.core.errors import DumpFormatError, InternalError
 
 __all__ = [
@@ -216,11 +216,11 @@ def _unblock(src: np.ndarray, labels: Sequence[str], layout: str, sizes: Mapping
              dtype: np.dtype) -> np.ndarray:
     """Copy `src` (one axis per label in `labels`) into a new array of `layout`, blocked letters joined, as `dtype`.
 
-    A float16 `src` becomes float32 through `graphcmp.core.ascend_dtypes.float16_table` in the same pass (numpy's
-    own cast of half floats is the slow part of a fused copy); to other types it is rearranged first, then cast."""
-    if src.dtype == np.float16 and dtype not in (np.float16, np.float32):
+    A float16 `src` is rearranged as float16 first (a copy of 2-byte values), then cast by
+    `graphcmp.core.ascend_dtypes.cast` a block at a time: numpy's own cast of half floats is the slow part of a
+    fused copy, and widening in a strided copy reads each cache line several times."""
+    if src.dtype == np.float16 and dtype != np.float16:
         return cast(_unblock(src, labels, layout, sizes, src.dtype), dtype)
-    table = float16_table() if src.dtype == np.float16 and dtype == np.float32 else None
     out = np.empty([sizes[letter] for letter in layout], dtype)
     if out.size == 0:
         return out
@@ -245,10 +245,7 @@ def _unblock(src: np.ndarray, labels: Sequence[str], layout: str, sizes: Mapping
             raise InternalError(f"splitting {layout} into {order} copied the result")
         view = src[tuple(src_index.get(label, slice(None)) for label in labels)]
         view = view.transpose([labels.index(axis) for axis in order])
-        if table is None:
-            np.copyto(target, view, casting="same_kind")
-        else:
-            lookup(table, view.view(np.uint16), out=target)
+        np.copyto(target, view, casting="same_kind")
     return out
 
 

@@ -22,11 +22,13 @@ import io
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from graphcmp.core.ascend_dtypes import half_to_single
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.inputs import read_input
@@ -42,8 +44,8 @@ from graphcmp.core.readers.ascend_file import (
 from graphcmp.core.readers.opdebug import OPDEBUG_TYPE, OverflowRecord, read_opdebug
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
-__all__ = ["DumpOp", "find_iterations", "folders_holding", "parse_ascend_dump", "read_ascend_dump", "scoped_nodes",
-           "sniff", "step_and_rank", "tensor_stats"]
+__all__ = ["DumpOp", "find_iterations", "folders_holding", "parse_ascend_dump", "read_ascend_dump", "read_workers",
+           "scoped_nodes", "sniff", "step_and_rank", "tensor_stats"]
 
 _SEARCH_DEPTH = 6
 _STATS_HEADER = ("Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape", "Max Value", "Min Value",
@@ -149,11 +151,15 @@ def read_ascend_dump(path: str | os.PathLike[str]) -> DumpGraph:
 
 def read_ops(folder: Path, notes: list[str]) -> tuple[list[DumpOp], list[OverflowRecord]]:
     """The dumped ops of one iteration folder (statistics from their bytes or their ``.csv``) and the overflow
-    records of its Opdebug files."""
-    ops: list[DumpOp] = []
+    records of its Opdebug files.
+
+    The files holding bytes are measured by a few threads at once (`read_workers`; numpy's loops let go of the
+    interpreter lock), each mapping one tensor at a time; ops and notes keep the order of the file names.
+    """
     overflow: list[OverflowRecord] = []
     names = sorted(os.listdir(folder))
     hashed = _hashed_names(folder / MAPPING_FILE) if MAPPING_FILE in names else {}
+    work: list[tuple[Path, DumpName, bool]] = []  # (file, its name, holds bytes)
     for entry in names:
         base = entry[:-4] if entry.endswith(".csv") else entry
         parsed = parse_dump_name(hashed.get(base, base))
@@ -164,14 +170,37 @@ def read_ops(folder: Path, notes: list[str]) -> tuple[list[DumpOp], list[Overflo
             continue
         if parsed.op_type == OPDEBUG_TYPE and entry == base:
             overflow.extend(read_opdebug(path))
-            continue
-        if entry.endswith(".csv"):
-            if base in names:
-                continue  # the bytes are there too: read them
-            ops.append(_stats_op(path, parsed))
+        elif entry != base:
+            if base not in names:  # when the bytes are there too, they are read
+                work.append((path, parsed, False))
         else:
-            ops.append(_data_op(path, parsed, notes))
+            work.append((path, parsed, True))
+    ops: list[DumpOp] = []
+    for op, note in _map(lambda item: _data_op(item[0], item[1]) if item[2] else (_stats_op(item[0], item[1]), ""),
+                         work, sum(item[2] for item in work)):
+        ops.append(op)
+        if note:
+            notes.append(note)
     return ops, overflow
+
+
+def read_workers() -> int:
+    """Threads that measure dump files at once: the processors this process may run on, at most four (each holds
+    one tensor in the host layout)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+def _map(function: Callable, items: Sequence, heavy: int) -> Iterable:
+    """`function` over `items` in order, by `read_workers` threads when more than one item is `heavy`."""
+    workers = min(read_workers(), heavy)
+    if workers <= 1:
+        return map(function, items)
+    with ThreadPoolExecutor(workers, thread_name_prefix="graphcmp-dump") as pool:
+        return list(pool.map(function, items))
 
 
 MAPPING_FILE = "mapping.csv"
@@ -188,26 +217,28 @@ def _hashed_names(path: Path) -> dict[str, str]:
     return {row[0].strip(): row[1].strip() for row in rows if len(row) == 2}
 
 
-def _data_op(path: Path, name: DumpName, notes: list[str]) -> DumpOp:
+def _data_op(path: Path, name: DumpName) -> tuple[DumpOp, str]:
+    """A dump file holding bytes: its header, and the statistics of each tensor in its host layout; with a note
+    naming the tensors a truncated file cuts off ("" when none)."""
     header = read_header(path)
     n = len(header.tensors)
     stats = np.full((n, 4), np.nan)
     present = np.zeros((n, 4), bool)
     shapes, dtypes, has = [], [], []
     cut = [f"{t.role} {t.index}" for t in header.tensors if t.skipped.endswith("(truncated)")]
-    if cut:
-        notes.append(f"{path.name}: cut short, {', '.join(cut)} not read")
+    note = f"{path.name}: cut short, {', '.join(cut)} not read" if cut else ""
     for k, desc in enumerate(header.tensors):
         dtypes.append(dtype_name(desc.dtype))
         if desc.offset < 0:
             shapes.append(_shape_text(desc.original_shape or desc.shape))
             has.append(False)
             continue
-        array = read_dump_tensor(path, desc.role, desc.index, widen=True)
+        array = read_dump_tensor(path, desc.role, desc.index)
         stats[k], present[k] = tensor_stats(array)
         shapes.append(_shape_text(array.shape))
         has.append(True)
-    return DumpOp(path.name, name, header, stats, present, tuple(shapes), tuple(dtypes), tuple(has))
+        del array  # the next tensor's map and copy replace this one's
+    return DumpOp(path.name, name, header, stats, present, tuple(shapes), tuple(dtypes), tuple(has)), note
 
 
 def _stats_op(path: Path, name: DumpName) -> DumpOp:
@@ -254,9 +285,12 @@ def _csv_dtype(text: str) -> str:
 def tensor_stats(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(max, min, mean, norm) of an array as float64, and which of them exist (none for an empty array).
 
-    Read in blocks of `STATS_BLOCK` values, each widened once: float16/bfloat16/float32 data to float32 (its
-    pairwise sums are accurate to a few float32 ulps, far below any float16 noise), everything wider to float64;
-    a NaN anywhere makes max, min, mean and norm NaN, an inf makes them inf as numpy's reductions do.
+    One pass over the data in blocks of `STATS_BLOCK` values: each block is widened once into a reused buffer
+    (float16 by `graphcmp.core.ascend_dtypes.half_to_single`; float32 read in place) and gives its max, min, sum
+    and sum of squares while it is in cache. Float16/bfloat16/float32 data are summed in float32 within a block
+    (pairwise: a few float32 ulps, far below any float16 noise) and the blocks' sums added in float64; everything
+    wider in float64. A NaN anywhere makes max, min, mean and norm NaN, an inf makes them inf as numpy's
+    reductions do.
 
     >>> tensor_stats(np.array([3.0, -4.0], np.float16))[0].tolist()
     [3.0, -4.0, -0.5, 5.0]
@@ -268,20 +302,37 @@ def tensor_stats(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         flat = flat.real
     narrow = (flat.dtype.kind == "f" and flat.dtype.itemsize <= 4) or flat.dtype.kind == "b" or \
         (flat.dtype.kind in "iu" and flat.dtype.itemsize <= 2)
-    work = np.float32 if narrow else np.float64
-    high, low, total, squares = -np.inf, np.inf, 0.0, 0.0
+    work = np.dtype(np.float32 if narrow else np.float64)
+    size = min(flat.size, STATS_BLOCK)
+    widened = None if flat.dtype == work else np.empty(size, work)
+    squares_buffer = np.empty(size, work) if narrow else None
+    half = flat.dtype == np.float16 and flat.flags.c_contiguous
+    highs, lows = [], []
+    total, squares = 0.0, 0.0
     with np.errstate(over="ignore", invalid="ignore"):
         for start in range(0, flat.size, STATS_BLOCK):
-            block = flat[start:start + STATS_BLOCK].astype(work, copy=False)
-            high, low = np.maximum(high, block.max()), np.minimum(low, block.min())
-            total += float(np.add.reduce(block, dtype=work))
-            squares += float(np.add.reduce(block * block, dtype=work)) if narrow else float(np.dot(block, block))
-        stats = np.array([high, low, total / flat.size, np.sqrt(squares)], np.float64)
+            part = flat[start:start + STATS_BLOCK]
+            n = part.size
+            if widened is None:
+                block = part
+            elif half:
+                block = half_to_single(part.view(np.uint16), widened[:n])
+            else:
+                block = widened[:n]
+                np.copyto(block, part, casting="unsafe")
+            highs.append(np.maximum.reduce(block))
+            lows.append(np.minimum.reduce(block))
+            total += float(np.add.reduce(block))
+            if narrow:
+                squares += float(np.add.reduce(np.multiply(block, block, out=squares_buffer[:n])))
+            else:
+                squares += float(np.dot(block, block))
+        stats = np.array([np.max(highs), np.min(lows), total / flat.size, np.sqrt(squares)], np.float64)
     return stats, np.ones(4, bool)
 
 
 STATS_BLOCK = 1 << 18
-"""Values per block of `tensor_stats` (1 MiB of float32: the block and its square stay in cache)."""
+"""Values per block of `tensor_stats` (1 MiB of float32: the block, its square and its codes stay in cache)."""
 
 
 def _shape_text(shape: Iterable[int]) -> str:

@@ -315,3 +315,44 @@ def test_an_op_dumped_twice_keeps_its_last_file_and_its_overflow(tmp_path):
     assert attrs["dump_file"].endswith(".11.1741200000000400") and attrs["dump_files"].startswith("2 files")
     assert "0x20" in attrs["overflow"]  # the Opdebug record names task 4, the earlier file of the same op
     assert not graph.info.missing
+
+
+# --- statistics and threads -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int16, np.int64, np.bool_, np.complex64])
+def test_tensor_stats_of_several_blocks_match_float64_numpy(dtype, monkeypatch):
+    import graphcmp.core.readers.ascend_dump as module
+
+    monkeypatch.setattr(module, "STATS_BLOCK", 1000)  # many blocks, the last one short
+    rng = np.random.default_rng(3)
+    values = (rng.standard_normal(10_500) * 50).astype(dtype)
+    stats, present = module.tensor_stats(values.reshape(21, 500))
+    exact = np.real(values).astype(np.float64)
+    expected = [exact.max(), exact.min(), exact.mean(), np.sqrt((exact * exact).sum())]
+    np.testing.assert_allclose(stats, expected, rtol=1e-6, atol=1e-6)
+    assert present.all()
+
+
+def test_tensor_stats_nan_and_inf_as_numpy_and_empty(monkeypatch):
+    import graphcmp.core.readers.ascend_dump as module
+
+    monkeypatch.setattr(module, "STATS_BLOCK", 4)
+    values = np.array([1, 2, 3, 4, 5, -np.inf, 7, 8, 9], np.float16)
+    assert module.tensor_stats(values)[0].tolist() == [9.0, -np.inf, -np.inf, np.inf]
+    values[8] = np.nan
+    assert np.isnan(module.tensor_stats(values)[0]).all()
+    stats, present = module.tensor_stats(np.zeros((0, 3), np.float16))
+    assert np.isnan(stats).all() and not present.any()
+
+
+def test_threads_read_the_ops_as_one_thread_does(tmp_path, monkeypatch):
+    import graphcmp.core.readers.ascend_dump as module
+
+    run = MLP / "clean" / GE_RUN
+    monkeypatch.setattr(module, "read_workers", lambda: 1)
+    one = read_ascend_dump(run)
+    monkeypatch.setattr(module, "read_workers", lambda: 3)
+    three = read_ascend_dump(run)
+    assert one.nodes.ids == three.nodes.ids and one.tensors.file == three.tensors.file
+    np.testing.assert_array_equal(one.tensors.stats, three.tensors.stats)
+    assert one.info.missing == three.info.missing
