@@ -188,5 +188,5 @@ def test_half_to_single_of_a_block_without_infinities_or_nans_and_bad_arguments(
     codes = np.array([0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF], np.uint16)  # zeros, subnormals, ends
     got = half_to_single(codes, np.full(codes.size, np.nan, np.float32))
     np.testing.assert_array_equal(got.view(np.uint32), codes.view(np.float16).astype(np.float32).view(np.uint32))
-    with pytest.raises(ValueError, match="1-D uint16"):
+    with pytest.raises(ValueError, match="uint16 codes and a C-contiguous"):
         half_to_single(codes.astype(np.int16), np.empty(codes.size, np.float32))

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
+import math
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -38,14 +40,14 @@ from graphcmp.core.readers.ascend_file import (
     TensorDesc,
     dtype_name,
     parse_dump_name,
-    read_dump_tensor,
+    read_dump_elements,
     read_header,
 )
 from graphcmp.core.readers.opdebug import OPDEBUG_TYPE, OverflowRecord, read_opdebug
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
-__all__ = ["DumpOp", "find_iterations", "folders_holding", "parse_ascend_dump", "read_ascend_dump", "read_workers",
-           "scoped_nodes", "sniff", "step_and_rank", "tensor_stats"]
+__all__ = ["DumpOp", "elements_stats", "find_iterations", "folders_holding", "parse_ascend_dump", "read_ascend_dump",
+           "read_workers", "scoped_nodes", "sniff", "step_and_rank", "tensor_stats"]
 
 _SEARCH_DEPTH = 6
 _STATS_HEADER = ("Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape", "Max Value", "Min Value",
@@ -218,8 +220,9 @@ def _hashed_names(path: Path) -> dict[str, str]:
 
 
 def _data_op(path: Path, name: DumpName) -> tuple[DumpOp, str]:
-    """A dump file holding bytes: its header, and the statistics of each tensor in its host layout; with a note
-    naming the tensors a truncated file cuts off ("" when none)."""
+    """A dump file holding bytes: its header, and the statistics and host shape of each tensor (measured on the
+    mapped device bytes, the padding of a device format left out); with a note naming the tensors a truncated file
+    cuts off ("" when none)."""
     header = read_header(path)
     n = len(header.tensors)
     stats = np.full((n, 4), np.nan)
@@ -233,11 +236,11 @@ def _data_op(path: Path, name: DumpName) -> tuple[DumpOp, str]:
             shapes.append(_shape_text(desc.original_shape or desc.shape))
             has.append(False)
             continue
-        array = read_dump_tensor(path, desc.role, desc.index)
-        stats[k], present[k] = tensor_stats(array)
-        shapes.append(_shape_text(array.shape))
+        pieces, shape = read_dump_elements(path, desc.role, desc.index)
+        stats[k], present[k] = elements_stats(pieces)
+        shapes.append(_shape_text(shape))
         has.append(True)
-        del array  # the next tensor's map and copy replace this one's
+        del pieces  # the next tensor's map replaces this one's
     return DumpOp(path.name, name, header, stats, present, tuple(shapes), tuple(dtypes), tuple(has)), note
 
 
@@ -285,41 +288,47 @@ def _csv_dtype(text: str) -> str:
 def tensor_stats(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(max, min, mean, norm) of an array as float64, and which of them exist (none for an empty array).
 
-    One pass over the data in blocks of `STATS_BLOCK` values: each block is widened once into a reused buffer
-    (float16 by `graphcmp.core.ascend_dtypes.half_to_single`; float32 read in place) and gives its max, min, sum
-    and sum of squares while it is in cache. Float16/bfloat16/float32 data are summed in float32 within a block
-    (pairwise: a few float32 ulps, far below any float16 noise) and the blocks' sums added in float64; everything
-    wider in float64. A NaN anywhere makes max, min, mean and norm NaN, an inf makes them inf as numpy's
-    reductions do.
+    One pass over the data in blocks of `STATS_BLOCK` values (`elements_stats`).
 
     >>> tensor_stats(np.array([3.0, -4.0], np.float16))[0].tolist()
     [3.0, -4.0, -0.5, 5.0]
     """
-    flat = np.asarray(array).reshape(-1)
-    if flat.size == 0:
+    return elements_stats([np.asarray(array)])
+
+
+def elements_stats(pieces: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """`tensor_stats` of the tensor whose elements `pieces` hold together (arrays of one dtype, any shapes and
+    strides: the views `graphcmp.core.device_formats.original_elements` gives).
+
+    One pass in blocks of at most `STATS_BLOCK` values: each block is widened once into a reused buffer (float16
+    by `graphcmp.core.ascend_dtypes.half_to_single`, which also gathers a strided block; contiguous float32 read in
+    place) and gives its max, min, sum and sum of squares while it is in cache. Float16/bfloat16/float32 data are
+    summed in float32 within a block (pairwise: a few float32 ulps, far below any float16 noise) and the blocks'
+    sums added in float64; everything wider in float64. A NaN anywhere makes max, min, mean and norm NaN, an inf
+    makes them inf as numpy's reductions do.
+    """
+    pieces = [piece.real if piece.dtype.kind == "c" else piece for piece in pieces]
+    count = sum(piece.size for piece in pieces)
+    if count == 0:
         return np.full(4, np.nan), np.zeros(4, bool)
-    if flat.dtype.kind == "c":
-        flat = flat.real
-    narrow = (flat.dtype.kind == "f" and flat.dtype.itemsize <= 4) or flat.dtype.kind == "b" or \
-        (flat.dtype.kind in "iu" and flat.dtype.itemsize <= 2)
+    dtype = pieces[0].dtype
+    narrow = (dtype.kind == "f" and dtype.itemsize <= 4) or dtype.kind == "b" or \
+        (dtype.kind in "iu" and dtype.itemsize <= 2)
     work = np.dtype(np.float32 if narrow else np.float64)
-    size = min(flat.size, STATS_BLOCK)
-    widened = None if flat.dtype == work else np.empty(size, work)
-    squares_buffer = np.empty(size, work) if narrow else None
-    half = flat.dtype == np.float16 and flat.flags.c_contiguous
+    widened = np.empty(min(count, STATS_BLOCK), work)
+    squares_buffer = np.empty(widened.size, work) if narrow else None
     highs, lows = [], []
     total, squares = 0.0, 0.0
     with np.errstate(over="ignore", invalid="ignore"):
-        for start in range(0, flat.size, STATS_BLOCK):
-            part = flat[start:start + STATS_BLOCK]
+        for part in (block for piece in pieces for block in _blocks(piece, STATS_BLOCK)):
             n = part.size
-            if widened is None:
-                block = part
-            elif half:
-                block = half_to_single(part.view(np.uint16), widened[:n])
+            if part.dtype == work and part.flags.c_contiguous:
+                block = part.reshape(-1)
+            elif part.dtype == np.float16:
+                block = half_to_single(part.view(np.uint16), widened[:n].reshape(part.shape)).reshape(-1)
             else:
                 block = widened[:n]
-                np.copyto(block, part, casting="unsafe")
+                np.copyto(block.reshape(part.shape), part, casting="unsafe")
             highs.append(np.maximum.reduce(block))
             lows.append(np.minimum.reduce(block))
             total += float(np.add.reduce(block))
@@ -327,12 +336,30 @@ def tensor_stats(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                 squares += float(np.add.reduce(np.multiply(block, block, out=squares_buffer[:n])))
             else:
                 squares += float(np.dot(block, block))
-        stats = np.array([np.max(highs), np.min(lows), total / flat.size, np.sqrt(squares)], np.float64)
+        stats = np.array([np.max(highs), np.min(lows), total / count, np.sqrt(squares)], np.float64)
     return stats, np.ones(4, bool)
 
 
+def _blocks(array: np.ndarray, size: int) -> Iterable[np.ndarray]:
+    """Views of `array` of at most `size` elements that cover it once: runs of whole rows of its trailing axes."""
+    if array.size == 0:
+        return
+    if array.ndim <= 1 or array.flags.c_contiguous:
+        flat = array.reshape(-1)
+        for start in range(0, flat.size, size):
+            yield flat[start:start + size]
+        return
+    axis = array.ndim - 1
+    while axis > 0 and math.prod(array.shape[axis:]) <= size:
+        axis -= 1
+    rows = max(1, size // math.prod(array.shape[axis + 1:]))
+    for at in itertools.product(*map(range, array.shape[:axis])):
+        for start in range(0, array.shape[axis], rows):
+            yield array[(*at, slice(start, start + rows))]
+
+
 STATS_BLOCK = 1 << 18
-"""Values per block of `tensor_stats` (1 MiB of float32: the block, its square and its codes stay in cache)."""
+"""Values per block of `elements_stats` (1 MiB of float32: the block, its square and its codes stay in cache)."""
 
 
 def _shape_text(shape: Iterable[int]) -> str:

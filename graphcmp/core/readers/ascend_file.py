@@ -27,7 +27,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from graphcmp.core.ascend_dtypes import decode, itemsize_bits
-from graphcmp.core.device_formats import DeviceFormatError, to_original
+from graphcmp.core.device_formats import DeviceFormatError, original_elements, to_original
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.readers.proto_gen import dump_data_pb2
@@ -41,6 +41,7 @@ __all__ = [
     "dtype_name",
     "format_name",
     "parse_dump_name",
+    "read_dump_elements",
     "read_dump_tensor",
     "read_header",
     "tensor_array",
@@ -289,14 +290,42 @@ def read_dump_tensor(path: str | os.PathLike[str], role: str, index: int, *, wid
     """The tensor `role` `index` of a dump file as a numpy array in its host layout where known.
 
     The bytes are mapped, not read: a header-plus-bytes file is mapped once and the array views the map. With
-    `widen`, a float16 tensor in a device format comes back as float32, widened in the copy that turns it back
-    (what its statistics need, at no extra pass).
+    `widen`, a float16 tensor in a device format comes back as float32.
 
     Raises
     ------
     DumpFormatError
         If the file has no such tensor, holds no bytes for it, or its dtype cannot be decoded.
     """
+    name, desc, raw = _tensor_bytes(path, role, index)
+    return tensor_array(raw, desc, source=name, widen=widen)
+
+
+def read_dump_elements(path: str | os.PathLike[str], role: str, index: int) -> tuple[list[np.ndarray], tuple[int, ...]]:
+    """The elements of tensor `role` `index` of a dump file, in no particular order, and the shape
+    `read_dump_tensor` gives it: what its statistics need, without turning a device format back
+    (`graphcmp.core.device_formats.original_elements`: views of the mapped bytes, padding left out).
+
+    Raises
+    ------
+    DumpFormatError
+        As `read_dump_tensor`.
+    """
+    name, desc, raw = _tensor_bytes(path, role, index)
+    array = _device_array(raw, desc, name)
+    fmt = format_name(desc.format)
+    target = desc.original_shape
+    if fmt in HOST_FORMATS or not target or 0 in array.shape:
+        host = to_host(array, desc)
+        return [host], tuple(host.shape)
+    try:
+        pieces = original_elements(array, fmt, array.shape, target, desc.origin_format or None, desc.sub_format)
+    except DeviceFormatError:
+        return [array], tuple(array.shape)
+    return pieces, tuple(target)
+
+
+def _tensor_bytes(path: str | os.PathLike[str], role: str, index: int) -> tuple[str, TensorDesc, np.ndarray]:
     name = os.fspath(path)
     header = _cached_header(name, *_stamp(name))
     desc = next((t for t in header.tensors if t.role == role and t.index == index), None)
@@ -305,7 +334,7 @@ def read_dump_tensor(path: str | os.PathLike[str], role: str, index: int, *, wid
     if desc.offset < 0:
         raise DumpFormatError(f"{name}: {role} {index} holds no data ({desc.skipped})")
     raw = _inline(name, role, index) if header.layout == "protobuf" else _mapped(name, desc)
-    return tensor_array(raw, desc, source=name, widen=widen)
+    return name, desc, raw
 
 
 def _stamp(name: str) -> tuple[int, int]:
@@ -348,6 +377,12 @@ def tensor_array(raw: np.ndarray, desc: TensorDesc, *, source: str = "<bytes>", 
     DumpFormatError
         If the dtype cannot be decoded or the bytes do not fill the shape.
     """
+    array = _device_array(raw, desc, source)
+    return to_host(array, desc, np.float32 if widen and array.dtype == np.float16 else None)
+
+
+def _device_array(raw: np.ndarray, desc: TensorDesc, source: str) -> np.ndarray:
+    """The tensor's bytes decoded, in its device shape."""
     flat = _decode(raw, desc, source)
     shape = desc.shape or ((flat.size,) if flat.size else ())
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -356,8 +391,7 @@ def tensor_array(raw: np.ndarray, desc: TensorDesc, *, source: str = "<bytes>", 
     if flat.size < count:
         raise DumpFormatError(f"{source}: {desc.role} {desc.index} holds {flat.size} values, its shape "
                               f"{list(shape)} needs {count}")
-    array = flat[:count].reshape(shape)
-    return to_host(array, desc, np.float32 if widen and array.dtype == np.float16 else None)
+    return flat[:count].reshape(shape)
 
 
 def to_host(array: np.ndarray, desc: TensorDesc, dtype: type | None = None) -> np.ndarray:

@@ -356,3 +356,24 @@ def test_threads_read_the_ops_as_one_thread_does(tmp_path, monkeypatch):
     assert one.nodes.ids == three.nodes.ids and one.tensors.file == three.tensors.file
     np.testing.assert_array_equal(one.tensors.stats, three.tensors.stats)
     assert one.info.missing == three.info.missing
+
+
+@pytest.mark.parametrize("folder", ["A_cnn_bug", "C_cnn_overflow", "mlp"])
+def test_statistics_of_the_device_bytes_are_those_of_the_host_tensor(folder):
+    from graphcmp.core.readers.ascend_dump import elements_stats, tensor_stats
+    from graphcmp.core.readers.ascend_file import read_dump_elements
+
+    root = MLP if folder == "mlp" else shared(f"ascend/{folder}/npu_dump")
+    files = [p for p in sorted(root.rglob("*")) if p.is_file() and parse_dump_name(p.name)
+             and not p.name.startswith("Opdebug")]
+    formats = set()
+    for path in files:
+        for t in read_header(path).tensors:
+            if t.offset < 0:
+                continue
+            host = read_dump_tensor(path, t.role, t.index)
+            pieces, shape = read_dump_elements(path, t.role, t.index)
+            assert shape == host.shape
+            np.testing.assert_allclose(elements_stats(pieces)[0], tensor_stats(host)[0], rtol=1e-6)
+            formats.add(t.format)
+    assert len(formats) >= (1 if folder == "mlp" else 3)  # the shared cases hold NC1HWC0, FRACTAL_Z, FRACTAL_NZ ...
