@@ -46,8 +46,8 @@ from graphcmp.core.readers.ascend_file import (
 from graphcmp.core.readers.opdebug import OPDEBUG_TYPE, OverflowRecord, read_opdebug
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
-__all__ = ["DumpOp", "elements_stats", "find_iterations", "folders_holding", "parse_ascend_dump", "read_ascend_dump",
-           "read_workers", "scoped_nodes", "sniff", "step_and_rank", "tensor_stats"]
+__all__ = ["DumpOp", "elements_stats", "find_iterations", "folders_holding", "in_threads", "parse_ascend_dump",
+           "read_ascend_dump", "read_workers", "scoped_nodes", "sniff", "step_and_rank", "tensor_stats"]
 
 _SEARCH_DEPTH = 6
 _STATS_HEADER = ("Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape", "Max Value", "Min Value",
@@ -178,8 +178,10 @@ def read_ops(folder: Path, notes: list[str]) -> tuple[list[DumpOp], list[Overflo
         else:
             work.append((path, parsed, True))
     ops: list[DumpOp] = []
-    for op, note in _map(lambda item: _data_op(item[0], item[1]) if item[2] else (_stats_op(item[0], item[1]), ""),
-                         work, sum(item[2] for item in work)):
+    def measure(item: tuple[Path, DumpName, bool]) -> tuple[DumpOp, str]:
+        return _data_op(item[0], item[1]) if item[2] else (_stats_op(item[0], item[1]), "")
+
+    for op, note in in_threads(measure, work, sum(item[2] for item in work)):
         ops.append(op)
         if note:
             notes.append(note)
@@ -196,8 +198,10 @@ def read_workers() -> int:
     return max(1, min(4, cpus))
 
 
-def _map(function: Callable, items: Sequence, heavy: int) -> Iterable:
-    """`function` over `items` in order, by `read_workers` threads when more than one item is `heavy`."""
+def in_threads(function: Callable, items: Sequence, heavy: int | None = None) -> Iterable:
+    """`function` over `items` in order, by `read_workers` threads when more than one item is `heavy` (all are
+    when None); the first error raised is raised here."""
+    heavy = len(items) if heavy is None else heavy
     workers = min(read_workers(), heavy)
     if workers <= 1:
         return map(function, items)
