@@ -25,7 +25,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,10 +35,13 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.inputs import read_input
 from graphcmp.core.readers.ascend_file import (
+    FFTS_SLICE,
     DumpHeader,
     DumpName,
     TensorDesc,
     dtype_name,
+    ffts_key,
+    ffts_order,
     parse_dump_name,
     read_dump_elements,
     read_header,
@@ -71,6 +74,7 @@ class DumpOp:
     shapes: tuple[str, ...]
     dtypes: tuple[str, ...]
     has_data: tuple[bool, ...]
+    threads: int = 1  # FFTS+ thread files whose outputs are joined (from this first one on)
 
 
 def sniff(path: str | os.PathLike[str]) -> bool:
@@ -177,15 +181,48 @@ def read_ops(folder: Path, notes: list[str]) -> tuple[list[DumpOp], list[Overflo
                 work.append((path, parsed, False))
         else:
             work.append((path, parsed, True))
-    ops: list[DumpOp] = []
-    def measure(item: tuple[Path, DumpName, bool]) -> tuple[DumpOp, str]:
-        return _data_op(item[0], item[1]) if item[2] else (_stats_op(item[0], item[1]), "")
+    work, joined = _ffts_ops(work, notes)
 
+    def measure(item: tuple[Path, DumpName, bool]) -> tuple[DumpOp, str]:
+        if not item[2]:
+            return _stats_op(item[0], item[1]), ""
+        return _data_op(item[0], item[1], joined.get(item[0].name, 1))
+
+    ops: list[DumpOp] = []
     for op, note in in_threads(measure, work, sum(item[2] for item in work)):
         ops.append(op)
         if note:
             notes.append(note)
     return ops, overflow
+
+
+def _ffts_ops(work: list[tuple[Path, DumpName, bool]],
+              notes: list[str]) -> tuple[list[tuple[Path, DumpName, bool]], dict[str, int]]:
+    """The work with each FFTS+ op's thread files (`graphcmp.core.readers.ascend_file.ffts_group`) down to one: the
+    first, whose outputs `read_dump_tensor` joins from all of them, when the header says how they are cut, else the
+    latest (as msaccucmp). Also the first files' number of thread files joined."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for k, (path, parsed, data) in enumerate(work):
+        key = ffts_key(parsed) if data and parse_dump_name(path.name) == parsed else None
+        if key is not None:
+            groups.setdefault(key, []).append(k)
+    dropped, joined = set(), {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda k: ffts_order(work[k][1]))
+        first = work[members[0]][0]
+        slices = read_header(first).slices
+        if slices is not None and any(axis >= 0 for axis in slices.cut_axes):
+            keep = members[0]
+            joined[first.name] = len(members)
+            if slices.threads != len(members):
+                notes.append(f"{first.name}: FFTS+ op of {slices.threads} threads, {len(members)} thread files "
+                             "found and joined")
+        else:
+            keep = max(members, key=lambda k: work[k][1].timestamp)
+        dropped.update(k for k in members if k != keep)
+    return [item for k, item in enumerate(work) if k not in dropped], joined
 
 
 def read_workers() -> int:
@@ -223,11 +260,15 @@ def _hashed_names(path: Path) -> dict[str, str]:
     return {row[0].strip(): row[1].strip() for row in rows if len(row) == 2}
 
 
-def _data_op(path: Path, name: DumpName) -> tuple[DumpOp, str]:
+def _data_op(path: Path, name: DumpName, threads: int = 1) -> tuple[DumpOp, str]:
     """A dump file holding bytes: its header, and the statistics and host shape of each tensor (measured on the
     mapped device bytes, the padding of a device format left out); with a note naming the tensors a truncated file
-    cuts off ("" when none)."""
+    cuts off ("" when none). An FFTS+ thread file is named as its op (``_lxslice`` index left out); `threads` of
+    them are joined."""
     header = read_header(path)
+    if ffts_key(name) is not None:
+        name = replace(name, op_name=FFTS_SLICE.sub("", name.op_name))
+        header = replace(header, op_name=FFTS_SLICE.sub("", header.op_name))
     n = len(header.tensors)
     stats = np.full((n, 4), np.nan)
     present = np.zeros((n, 4), bool)
@@ -245,7 +286,7 @@ def _data_op(path: Path, name: DumpName) -> tuple[DumpOp, str]:
         shapes.append(_shape_text(shape))
         has.append(True)
         del pieces  # the next tensor's map replaces this one's
-    return DumpOp(path.name, name, header, stats, present, tuple(shapes), tuple(dtypes), tuple(has)), note
+    return DumpOp(path.name, name, header, stats, present, tuple(shapes), tuple(dtypes), tuple(has), threads), note
 
 
 def _stats_op(path: Path, name: DumpName) -> DumpOp:
@@ -469,6 +510,8 @@ def _op_attrs(op: DumpOp, overflow: Sequence[OverflowRecord], files: int = 1) ->
              ("timestamp", str(op.name.timestamp)), ("dump_file", op.file)]
     if files > 1:
         attrs.append(("dump_files", f"{files} files in this iteration, the last one read"))
+    if op.threads > 1:
+        attrs.append(("ffts_threads", f"outputs joined from {op.threads} FFTS+ thread files, this one first"))
     for t in op.header.tensors:
         if t.role == "output" and t.origin_name:
             attrs.append((f"origin_output.{t.index}", f"{t.origin_name}:{t.origin_index}"))

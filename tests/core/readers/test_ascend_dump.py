@@ -377,3 +377,54 @@ def test_statistics_of_the_device_bytes_are_those_of_the_host_tensor(folder):
             np.testing.assert_allclose(elements_stats(pieces)[0], tensor_stats(host)[0], rtol=1e-6)
             formats.add(t.format)
     assert len(formats) >= (1 if folder == "mlp" else 3)  # the shared cases hold NC1HWC0, FRACTAL_Z, FRACTAL_NZ ...
+
+
+# --- FFTS+ ops: a dump file per thread ------------------------------------------------------------------
+
+def _ffts_op(folder, mode: str, threads: int = 2, files: int = 2, cut=(2, 1, 1, 1)):
+    """An FFTS+ Conv2D whose (4, 3, 2, 5) fp16 output is cut along N between `files` thread files."""
+    import json
+
+    from tests.data.ascend_mlp.make_ascend_cases import tensor, write_dump
+
+    full = np.random.default_rng(5).standard_normal((4, 3, 2, 5)).astype(np.float16)
+    parts = np.array_split(full, files, axis=0)
+    slices = [[[{"lower": 0, "higher": len(p)}, {"lower": 0, "higher": 3}, {"lower": 0, "higher": 2},
+                {"lower": 0, "higher": 5}]] for p in parts]
+    attr = json.dumps({"slice_instance_num": threads, "threadMode": mode == "auto", "outputCutList": [list(cut)],
+                       "output_tensor_slice": slices})
+    x = np.ones((2, 2), np.float16)
+    for k, part in enumerate(parts):
+        op = f"conv_lxslice{k}" if mode == "manual" else "conv"
+        out = tensor(part.reshape(-1) if mode == "auto" else part, "float16", "NCHW", original_shape=part.shape)
+        name = f"Conv2D.{op}.7.0.{1741200000000100 + 10 * (files - k)}.4.330.{k if mode == 'auto' else 0}.0"
+        write_dump(folder / name, op, 1741200000000100, [tensor(x, "float16")], [out], attr=attr)
+    return full
+
+
+@pytest.mark.parametrize("mode", ["manual", "auto"])
+def test_ffts_thread_files_are_one_op_whose_outputs_are_joined(tmp_path, mode):
+    full = _ffts_op(tmp_path, mode)
+    graph = read_ascend_dump(tmp_path)
+    assert [n for n in graph.nodes.ids[1:]] == ["conv"] and not graph.info.missing
+    assert dict(graph.nodes.attrs[graph.row("conv")])["ffts_threads"].startswith("outputs joined from 2")
+    row = _tensor(graph, "conv", Role.OUTPUT, "0")
+    assert graph.tensors.shape[row] == "[4, 3, 2, 5]"
+    exact = full.astype(np.float64)
+    np.testing.assert_allclose(graph.tensors.stats[row], [exact.max(), exact.min(), exact.mean(),
+                                                          np.sqrt((exact * exact).sum())], rtol=1e-6)
+    first = tmp_path / graph.tensors.file[row].partition("#")[0]
+    np.testing.assert_array_equal(read_dump_tensor(first, "output", 0), full)
+    assert read_dump_tensor(first, "input", 0).shape == (2, 2)  # inputs: the first thread's
+
+
+def test_ffts_files_fewer_than_threads_are_noted_and_an_uncut_op_keeps_its_latest_file(tmp_path):
+    (tmp_path / "a").mkdir()
+    _ffts_op(tmp_path / "a", "manual", threads=3)
+    graph = read_ascend_dump(tmp_path / "a")
+    assert any("FFTS+ op of 3 threads, 2 thread files found" in note for note in graph.info.missing)
+    (tmp_path / "b").mkdir()
+    _ffts_op(tmp_path / "b", "manual", cut=(1, 1, 1, 1))  # no cut axis: msaccucmp compares the latest file alone
+    graph = read_ascend_dump(tmp_path / "b")
+    row = _tensor(graph, "conv", Role.OUTPUT, "0")
+    assert graph.tensors.shape[row] == "[2, 3, 2, 5]" and "lxslice0" in graph.tensors.file[row]
