@@ -145,7 +145,10 @@ def parse_dump_name(name: str) -> DumpName | None:
     """Take a raw dump file name apart (None when it is not one).
 
     >>> parse_dump_name("Conv2D._layer1_conv2_Conv.7.0.1741141530000246")
-    DumpName(op_type='Conv2D', op_name='_layer1_conv2_Conv', task_id=7, stream_id=0, timestamp=1741141530000246)
+    DumpName(op_type='Conv2D', op_name='_layer1_conv2_Conv', task_id=7, stream_id=0, timestamp=1741141530000246, \
+ffts=())
+    >>> parse_dump_name("Conv2D.conv_lxslice1.2.9.1670205069987340.4.330.0.0").ffts
+    (4, 330, 0, 0)
     >>> parse_dump_name("ReLU.Default_relu-ReLU-op3.12.1617345").stream_id
     -1
     >>> parse_dump_name("_conv1_Conv.0.1741141000000013.npy") is None
