@@ -190,3 +190,12 @@ def test_half_to_single_of_a_block_without_infinities_or_nans_and_bad_arguments(
     np.testing.assert_array_equal(got.view(np.uint32), codes.view(np.float16).astype(np.float32).view(np.uint32))
     with pytest.raises(ValueError, match="uint16 codes and a C-contiguous"):
         half_to_single(codes.astype(np.int16), np.empty(codes.size, np.float32))
+
+
+def test_half_to_single_gathers_strided_codes_of_any_shape():
+    every = np.arange(1 << 16, dtype=np.uint16).reshape(16, 64, 64)
+    codes = every[:, ::3, 5:40].transpose(2, 0, 1)  # strided, transposed, NaNs among them
+    got = half_to_single(codes, np.empty(codes.shape, np.float32))
+    np.testing.assert_array_equal(got.view(np.uint32), codes.view(np.float16).astype(np.float32).view(np.uint32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        half_to_single(codes, np.empty(codes.shape[::-1], np.float32).transpose())

@@ -428,3 +428,17 @@ def test_ffts_files_fewer_than_threads_are_noted_and_an_uncut_op_keeps_its_lates
     graph = read_ascend_dump(tmp_path / "b")
     row = _tensor(graph, "conv", Role.OUTPUT, "0")
     assert graph.tensors.shape[row] == "[2, 3, 2, 5]" and "lxslice0" in graph.tensors.file[row]
+
+
+def test_elements_stats_of_strided_pieces_as_of_their_values(monkeypatch):
+    import graphcmp.core.readers.ascend_dump as module
+
+    monkeypatch.setattr(module, "STATS_BLOCK", 50)  # blocks cut inside an axis and across rows
+    rng = np.random.default_rng(7)
+    device = (rng.standard_normal((3, 2, 7, 9, 16)) * 10).astype(np.float16)
+    pieces = [device[:, :1], device[:, 1:, :, :, :5], device[0, 0, 0, ::2, :]]  # whole blocks, a partial one, 1-D
+    values = np.concatenate([p.reshape(-1) for p in pieces]).astype(np.float64)
+    stats, present = module.elements_stats(pieces)
+    np.testing.assert_allclose(stats, [values.max(), values.min(), values.mean(), np.sqrt((values ** 2).sum())],
+                               rtol=1e-6)
+    assert present.all()
