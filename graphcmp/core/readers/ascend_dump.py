@@ -226,8 +226,8 @@ def _ffts_ops(work: list[tuple[Path, DumpName, bool]],
 
 
 def read_workers() -> int:
-    """Threads that measure dump files at once: the processors this process may run on, at most four (each holds
-    one tensor in the host layout)."""
+    """Threads that measure dump files at once: the processors this process may run on, at most four (each maps
+    one tensor and holds a few MiB of buffers)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux

@@ -11,7 +11,9 @@ Two layouts exist (shared/data/formats/ASCEND_RAW_DUMP.md section 1):
 
 `read_header` maps the file, decodes the header only and says where each tensor's bytes lie
 (`TensorDesc.offset`, -1 when the file holds none); `read_dump_tensor` maps one tensor's bytes again
-when the comparison needs them. Nothing reads the whole file into memory.
+when the comparison needs them, and `read_dump_elements` gives the views its statistics read (a device format
+not turned back). Nothing reads the whole file into memory. An FFTS+ op writes one file per thread; its outputs
+are joined from all of them (`merged_output`) when read through any one.
 """
 
 from __future__ import annotations
