@@ -98,3 +98,12 @@ def test_dev_scoreboard_runs_on_the_small_cases():
     (row,) = json.loads(out)
     assert row["case"] == "extraop_clean" and row["truth"] is None
     assert row["right"] and row["exit"] == 0 and row["origins"] == 0 and row["noise_level"] is not None
+
+
+def test_bench_ascend_reads_and_compares_a_small_dump_again_when_kept(tmp_path):
+    keep = tmp_path / "dump"
+    first = run_bench("bench_ascend.py", "--gb", "0.004", "--ops", "2", "--keep", str(keep), "--repeat", "2")
+    assert "wrote 0.00 GB of NC1HWC0" in first and "compare with golden" in first and "processor" in first
+    again = run_bench("bench_ascend.py", "--keep", str(keep), "--read-only")
+    assert "written before" in again and "read (decode, to NCHW, statistics)" in again
+    assert "compare with golden" not in again

@@ -25,8 +25,9 @@ Codes without numbers (undefined, strings, variants, dual outputs) and those who
 (int2, uint2, fp6, fp4 e1m2) raise `DataTypeError`, as an unknown code does.
 
 Speed: `lookup` gathers table values for codes of any shape and strides a cache-sized block at a time, and `cast`
-turns float16 into float32 through a table of all half floats: numpy's own cast of half floats is scalar software
-in its build (no F16C), three to four times slower.
+turns float16 into float32 with `half_to_single` (vector integer operations and one scaling, 0.3 ns a value on
+this 2-core machine): numpy's own cast of half floats is scalar software in its build (no F16C), 2 ns a value, and a
+table lookup 1.2 ns.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ __all__ = [
     "decode",
     "encoding_of",
     "float16_table",
+    "half_to_single",
     "itemsize_bits",
     "lookup",
     "nbytes_of",
@@ -206,8 +208,8 @@ def float16_table() -> np.ndarray:
 def cast(array: np.ndarray, dtype: np.dtype | type | str) -> np.ndarray:
     """`array` as `dtype` (a new array, or `array` itself when it has that type already).
 
-    float16 to float32 goes through a table of all 65536 half floats: numpy converts half floats one element
-    at a time in software (its build assumes no F16C), three to four times slower than the lookup.
+    float16 to float32 goes through `half_to_single` a block at a time: numpy converts half floats one element
+    at a time in software (its build assumes no F16C), six to eight times slower.
 
     >>> cast(np.array([1.5, -65504, np.inf], np.float16), np.float32).tolist()
     [1.5, -65504.0, inf]
@@ -216,8 +218,50 @@ def cast(array: np.ndarray, dtype: np.dtype | type | str) -> np.ndarray:
     if array.dtype == dtype:
         return array
     if array.dtype == np.float16 and dtype == np.float32:
-        return lookup(float16_table(), np.ascontiguousarray(array).view(np.uint16))
+        codes = np.ascontiguousarray(array).view(np.uint16)
+        out = np.empty(array.shape, np.float32)
+        flat_codes, flat_out = codes.reshape(-1), out.reshape(-1)
+        for start in range(0, flat_codes.size, _HALF_BLOCK):
+            half_to_single(flat_codes[start:start + _HALF_BLOCK], flat_out[start:start + _HALF_BLOCK])
+        return out
     return array.astype(dtype)
+
+
+_HALF_BLOCK = 1 << 17
+"""Elements per step of `cast` from float16: the step's 32-bit words stay in the processor's cache."""
+
+_HALF_SCALE = np.float32(2.0 ** 112)  # 2**(127 - 15): a half float's exponent bias moved to a float's
+_HALF_SIGN_AND_FIELDS = np.int32(-0x70000001)  # 0x8FFFFFFF: the sign and the 28 bits the half's fields fill
+_HALF_SPECIAL = float(1 << 16)  # inf and NaN codes (exponent 31) come out of the scaling at 2**16 or more
+
+
+def half_to_single(codes: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The float16 values whose bits are `codes` (uint16, any shape and strides) as float32 in `out` (C-contiguous,
+    of their shape), exactly.
+
+    Integer and float operations over the whole block, each a vector loop: the half's bits moved to the top of a
+    32-bit word, shifted right by 3 as a signed word (sign, exponent and mantissa land where a float's go, the sign
+    copied into three bits that are then cleared) and scaled by 2**112, which fixes the exponent bias and turns a
+    half's subnormals into the floats they are. Infinities and NaNs (exponent 31) come out at 2**16 or more and
+    are looked up in `float16_table`. About four times faster than `lookup` in that table.
+
+    >>> half_to_single(np.array([0x3C00, 0x8001, 0x7C00, 0xFE00], np.uint16), np.empty(4, np.float32)).tolist()
+    [1.0, -5.960464477539063e-08, inf, nan]
+    """
+    if codes.dtype != np.uint16 or out.dtype != np.float32 or out.shape != codes.shape or not out.flags.c_contiguous:
+        raise ValueError(f"half_to_single: expected uint16 codes and a C-contiguous float32 `out` of their shape, "
+                         f"got {codes.dtype} {codes.shape} and {out.dtype} {out.shape}")
+    words = out.view(np.uint32)
+    np.left_shift(codes, np.uint32(16), out=words, casting="safe")
+    signed = words.view(np.int32)
+    np.right_shift(signed, 3, out=signed)
+    np.bitwise_and(signed, _HALF_SIGN_AND_FIELDS, out=signed)
+    np.multiply(out, _HALF_SCALE, out=out)
+    if out.size and (np.maximum.reduce(out, axis=None) >= _HALF_SPECIAL
+                     or np.minimum.reduce(out, axis=None) <= -_HALF_SPECIAL):
+        special = np.abs(out) >= _HALF_SPECIAL
+        out[special] = float16_table()[codes[special]]
+    return out
 
 
 def _nibbles(buffer: Any, count: int) -> np.ndarray:

@@ -30,8 +30,8 @@ format says NCHW.
 
 The conversion is whole-array numpy: the device array is reshaped into one axis per block (C1 and C0 ...), and
 each of at most four pieces (whole blocks, the last partial block, per padded axis) is copied once into the result
-through a transposed view, with the cast to `dtype` in the same pass (float16 to float32 through a table of every
-half float, `graphcmp.core.ascend_dtypes.lookup`, in cache-sized blocks).
+through a transposed view, with the cast to `dtype` in the same pass (float16 is copied as it is, then widened by
+`graphcmp.core.ascend_dtypes.cast` in cache-sized blocks).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from graphcmp.core.ascend_dtypes import cast, float16_table, lookup
+from graphcmp.core.ascend_dtypes import cast
 from graphcmp.core.errors import DumpFormatError, InternalError
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "DeviceFormatError",
     "format_code",
     "format_name",
+    "original_elements",
     "to_original",
 ]
 
@@ -212,18 +213,10 @@ def _pieces(size: int, block: int) -> list[tuple[slice, slice, slice, int, int]]
     return pieces
 
 
-def _unblock(src: np.ndarray, labels: Sequence[str], layout: str, sizes: Mapping[str, int],
-             dtype: np.dtype) -> np.ndarray:
-    """Copy `src` (one axis per label in `labels`) into a new array of `layout`, blocked letters joined, as `dtype`.
-
-    A float16 `src` becomes float32 through `graphcmp.core.ascend_dtypes.float16_table` in the same pass (numpy's
-    own cast of half floats is the slow part of a fused copy); to other types it is rearranged first, then cast."""
-    if src.dtype == np.float16 and dtype not in (np.float16, np.float32):
-        return cast(_unblock(src, labels, layout, sizes, src.dtype), dtype)
-    table = float16_table() if src.dtype == np.float16 and dtype == np.float32 else None
-    out = np.empty([sizes[letter] for letter in layout], dtype)
-    if out.size == 0:
-        return out
+def _piece_views(src: np.ndarray, labels: Sequence[str], layout: str, sizes: Mapping[str, int]):
+    """(host index, split shape, axis order, view of `src`) of each piece of a tiled tensor: the whole blocks and
+    the last partial block of each blocked letter of `layout` (at most two pieces per letter). The view (padding
+    left out, axes in `labels` order) transposed into `order` fills ``out[host index].reshape(split shape)``."""
     blocked = [letter for letter in layout if f"{letter}1" in labels]
     for choice in itertools.product(*(_pieces(sizes[letter], src.shape[labels.index(f"{letter}0")])
                                       for letter in blocked)):
@@ -240,15 +233,26 @@ def _unblock(src: np.ndarray, labels: Sequence[str], layout: str, sizes: Mapping
                 host_index.append(slice(None))
                 split_shape.append(sizes[letter])
                 order.append(letter)
-        target = out[tuple(host_index)].reshape(split_shape)
+        yield tuple(host_index), split_shape, order, src[tuple(src_index.get(label, slice(None)) for label in labels)]
+
+
+def _unblock(src: np.ndarray, labels: Sequence[str], layout: str, sizes: Mapping[str, int],
+             dtype: np.dtype) -> np.ndarray:
+    """Copy `src` (one axis per label in `labels`) into a new array of `layout`, blocked letters joined, as `dtype`.
+
+    A float16 `src` is rearranged as float16 first (a copy of 2-byte values), then cast by
+    `graphcmp.core.ascend_dtypes.cast` a block at a time: numpy's own cast of half floats is the slow part of a
+    fused copy, and widening in a strided copy reads each cache line several times."""
+    if src.dtype == np.float16 and dtype != np.float16:
+        return cast(_unblock(src, labels, layout, sizes, src.dtype), dtype)
+    out = np.empty([sizes[letter] for letter in layout], dtype)
+    if out.size == 0:
+        return out
+    for host_index, split_shape, order, view in _piece_views(src, labels, layout, sizes):
+        target = out[host_index].reshape(split_shape)
         if not np.may_share_memory(target, out):
             raise InternalError(f"splitting {layout} into {order} copied the result")
-        view = src[tuple(src_index.get(label, slice(None)) for label in labels)]
-        view = view.transpose([labels.index(axis) for axis in order])
-        if table is None:
-            np.copyto(target, view, casting="same_kind")
-        else:
-            lookup(table, view.view(np.uint16), out=target)
+        np.copyto(target, view.transpose([labels.index(axis) for axis in order]), casting="same_kind")
     return out
 
 
@@ -273,8 +277,10 @@ def _first_fit(tiling: _Tiling, device_shape: tuple[int, ...], readings: Sequenc
     raise errors[0]
 
 
-def _tiled(tiling: _Tiling, data: np.ndarray, device_shape: tuple[int, ...], original_shape: tuple[int, ...],
-           original_format: str | None, dtype: np.dtype, name: str) -> np.ndarray:
+def _source(tiling: _Tiling, data: np.ndarray, device_shape: tuple[int, ...], original_shape: tuple[int, ...],
+            original_format: str | None, name: str, *, regroup: bool = True):
+    """(device array with one axis per block axis, its labels, host layout, host sizes), the shapes checked; the
+    diagonal of a C1HWNCoC0 tensor taken, a FRACTAL_Z weight regrouped (copied) when `regroup`."""
     if tiling.host == "BHW":
         if len(device_shape) < 4:
             raise DeviceFormatError(f"{name}: device shape {list(device_shape)} has fewer than 4 dimensions")
@@ -292,9 +298,15 @@ def _tiled(tiling: _Tiling, data: np.ndarray, device_shape: tuple[int, ...], ori
         first, second = (labels.index(axis) for axis in tiling.diagonal)
         src = np.diagonal(src, axis1=first, axis2=second)      # the diagonal axis comes last: it is C0
         labels = [axis for axis in labels if axis not in tiling.diagonal] + ["C0"]
-    if tiling.regroup is not None:
+    if regroup and tiling.regroup is not None:
         src = np.ascontiguousarray(src.transpose([labels.index(axis) for axis in tiling.regroup]))
         labels = list(tiling.regroup)
+    return src, labels, layout, sizes
+
+
+def _tiled(tiling: _Tiling, data: np.ndarray, device_shape: tuple[int, ...], original_shape: tuple[int, ...],
+           original_format: str | None, dtype: np.dtype, name: str) -> np.ndarray:
+    src, labels, layout, sizes = _source(tiling, data, device_shape, original_shape, original_format, name)
     return _unblock(src, labels, layout, sizes, dtype).reshape(original_shape)
 
 
@@ -455,3 +467,28 @@ def to_original(data: np.ndarray, device_format: int | str, device_shape: Sequen
     if name == "FRACTAL_Z_C04":
         return _fractal_z_c04(data, device_shape, shape, original, out_dtype)
     return _tiled(_TILINGS[name], data, device_shape, shape, original, out_dtype, name)
+
+
+def original_elements(data: np.ndarray, device_format: int | str, device_shape: Sequence[int],
+                      original_shape: Sequence[int] | None, original_format: int | str | None = None,
+                      sub_format: int = 0) -> list[np.ndarray]:
+    """Arrays that together hold every element of the original tensor once, in no particular order: what its
+    statistics need, without the copy `to_original` makes.
+
+    For a tiled format these are views of `data` (the whole blocks, and the last partial block of each padded axis:
+    the padding left out, no element moved); a plain format is `data` itself; a format whose elements views cannot
+    pick out (a group convolution's FRACTAL_Z, FRACTAL_Z_C04) is converted by `to_original`. Parameters and errors
+    are those of `to_original`.
+
+    >>> device = np.zeros((1, 2, 2, 2, 16), np.float16)    # 20 channels: one whole block of 16 and 4 more
+    >>> [piece.shape for piece in original_elements(device, "NC1HWC0", device.shape, (1, 20, 2, 2))]
+    [(1, 1, 2, 2, 16), (1, 1, 2, 2, 4)]
+    """
+    name = format_name(device_format)
+    shape = None if original_shape is None else tuple(int(size) for size in original_shape)
+    device = tuple(int(size) for size in device_shape)
+    if name in _TILINGS and shape is not None and data.size and sub_format <= 1 and data.size == math.prod(device):
+        original = None if original_format is None else format_name(original_format)
+        src, labels, layout, sizes = _source(_TILINGS[name], data, device, shape, original, name, regroup=False)
+        return [view for _, _, _, view in _piece_views(src, labels, layout, sizes)]
+    return [to_original(data, device_format, device_shape, original_shape, original_format, None, sub_format)]

@@ -16,6 +16,7 @@ from graphcmp.core.ascend_dtypes import (
     cast,
     data_type_code,
     decode,
+    half_to_single,
     itemsize_bits,
     lookup,
     nbytes_of,
@@ -175,3 +176,26 @@ def test_lookup_of_strided_codes_into_strided_out(shape, monkeypatch):
     lookup(table, codes, out=out)
     np.testing.assert_array_equal(out, table[codes])
     np.testing.assert_array_equal(lookup(table, codes), table[codes])
+
+
+def test_half_to_single_of_every_half_float_is_numpys_own_bit_for_bit():
+    codes = np.arange(1 << 16, dtype=np.uint16)
+    got = half_to_single(codes, np.empty(codes.size, np.float32))
+    np.testing.assert_array_equal(got.view(np.uint32), codes.view(np.float16).astype(np.float32).view(np.uint32))
+
+
+def test_half_to_single_of_a_block_without_infinities_or_nans_and_bad_arguments():
+    codes = np.array([0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF], np.uint16)  # zeros, subnormals, ends
+    got = half_to_single(codes, np.full(codes.size, np.nan, np.float32))
+    np.testing.assert_array_equal(got.view(np.uint32), codes.view(np.float16).astype(np.float32).view(np.uint32))
+    with pytest.raises(ValueError, match="uint16 codes and a C-contiguous"):
+        half_to_single(codes.astype(np.int16), np.empty(codes.size, np.float32))
+
+
+def test_half_to_single_gathers_strided_codes_of_any_shape():
+    every = np.arange(1 << 16, dtype=np.uint16).reshape(16, 64, 64)
+    codes = every[:, ::3, 5:40].transpose(2, 0, 1)  # strided, transposed, NaNs among them
+    got = half_to_single(codes, np.empty(codes.shape, np.float32))
+    np.testing.assert_array_equal(got.view(np.uint32), codes.view(np.float16).astype(np.float32).view(np.uint32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        half_to_single(codes, np.empty(codes.shape[::-1], np.float32).transpose())

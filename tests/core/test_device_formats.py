@@ -19,6 +19,7 @@ from graphcmp.core.device_formats import (
     DeviceFormatError,
     format_code,
     format_name,
+    original_elements,
     to_original,
 )
 from graphcmp.core.errors import DumpFormatError
@@ -106,6 +107,12 @@ def check(device: np.ndarray, fmt: str, original: np.ndarray, original_format: s
     got = to_original(flat, fmt, device.shape, original.shape, original_format, **kw)
     assert got.shape == original.shape
     np.testing.assert_array_equal(got, original)
+    # the elements the statistics read: every original value once, no padding (PAD is no original value)
+    pieces = original_elements(flat, fmt, device.shape, original.shape, original_format, kw.get("sub_format", 0))
+    values = np.concatenate([piece.reshape(-1) for piece in pieces])
+    np.testing.assert_array_equal(np.sort(values), np.sort(original.reshape(-1)))
+    if fmt not in ("FRACTAL_Z_C04",) and kw.get("sub_format", 0) <= 1:
+        assert all(np.shares_memory(piece, flat) for piece in pieces if piece.size)  # views: nothing copied
 
 
 @pytest.mark.parametrize("shape", SHAPES_4D)

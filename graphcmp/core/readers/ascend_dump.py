@@ -19,31 +19,38 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
+import math
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from graphcmp.core.ascend_dtypes import half_to_single
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.inputs import read_input
 from graphcmp.core.readers.ascend_file import (
+    FFTS_SLICE,
     DumpHeader,
     DumpName,
     TensorDesc,
     dtype_name,
+    ffts_key,
+    ffts_order,
     parse_dump_name,
-    read_dump_tensor,
+    read_dump_elements,
     read_header,
 )
 from graphcmp.core.readers.opdebug import OPDEBUG_TYPE, OverflowRecord, read_opdebug
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
-__all__ = ["DumpOp", "find_iterations", "folders_holding", "parse_ascend_dump", "read_ascend_dump", "scoped_nodes",
-           "sniff", "step_and_rank", "tensor_stats"]
+__all__ = ["DumpOp", "elements_stats", "find_iterations", "folders_holding", "in_threads", "parse_ascend_dump",
+           "read_ascend_dump", "read_workers", "scoped_nodes", "sniff", "step_and_rank", "tensor_stats"]
 
 _SEARCH_DEPTH = 6
 _STATS_HEADER = ("Input/Output", "Index", "Data Size", "Data Type", "Format", "Shape", "Max Value", "Min Value",
@@ -67,6 +74,7 @@ class DumpOp:
     shapes: tuple[str, ...]
     dtypes: tuple[str, ...]
     has_data: tuple[bool, ...]
+    threads: int = 1  # FFTS+ thread files whose outputs are joined (from this first one on)
 
 
 def sniff(path: str | os.PathLike[str]) -> bool:
@@ -149,11 +157,15 @@ def read_ascend_dump(path: str | os.PathLike[str]) -> DumpGraph:
 
 def read_ops(folder: Path, notes: list[str]) -> tuple[list[DumpOp], list[OverflowRecord]]:
     """The dumped ops of one iteration folder (statistics from their bytes or their ``.csv``) and the overflow
-    records of its Opdebug files."""
-    ops: list[DumpOp] = []
+    records of its Opdebug files.
+
+    The files holding bytes are measured by a few threads at once (`read_workers`; numpy's loops let go of the
+    interpreter lock), each mapping one tensor at a time; ops and notes keep the order of the file names.
+    """
     overflow: list[OverflowRecord] = []
     names = sorted(os.listdir(folder))
     hashed = _hashed_names(folder / MAPPING_FILE) if MAPPING_FILE in names else {}
+    work: list[tuple[Path, DumpName, bool]] = []  # (file, its name, holds bytes)
     for entry in names:
         base = entry[:-4] if entry.endswith(".csv") else entry
         parsed = parse_dump_name(hashed.get(base, base))
@@ -164,14 +176,74 @@ def read_ops(folder: Path, notes: list[str]) -> tuple[list[DumpOp], list[Overflo
             continue
         if parsed.op_type == OPDEBUG_TYPE and entry == base:
             overflow.extend(read_opdebug(path))
-            continue
-        if entry.endswith(".csv"):
-            if base in names:
-                continue  # the bytes are there too: read them
-            ops.append(_stats_op(path, parsed))
+        elif entry != base:
+            if base not in names:  # when the bytes are there too, they are read
+                work.append((path, parsed, False))
         else:
-            ops.append(_data_op(path, parsed, notes))
+            work.append((path, parsed, True))
+    work, joined = _ffts_ops(work, notes)
+
+    def measure(item: tuple[Path, DumpName, bool]) -> tuple[DumpOp, str]:
+        if not item[2]:
+            return _stats_op(item[0], item[1]), ""
+        return _data_op(item[0], item[1], joined.get(item[0].name, 1))
+
+    ops: list[DumpOp] = []
+    for op, note in in_threads(measure, work, sum(item[2] for item in work)):
+        ops.append(op)
+        if note:
+            notes.append(note)
     return ops, overflow
+
+
+def _ffts_ops(work: list[tuple[Path, DumpName, bool]],
+              notes: list[str]) -> tuple[list[tuple[Path, DumpName, bool]], dict[str, int]]:
+    """The work with each FFTS+ op's thread files (`graphcmp.core.readers.ascend_file.ffts_group`) down to one: the
+    first, whose outputs `read_dump_tensor` joins from all of them, when the header says how they are cut, else the
+    latest (as msaccucmp). Also the first files' number of thread files joined."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for k, (path, parsed, data) in enumerate(work):
+        key = ffts_key(parsed) if data and parse_dump_name(path.name) == parsed else None
+        if key is not None:
+            groups.setdefault(key, []).append(k)
+    dropped, joined = set(), {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda k: ffts_order(work[k][1]))
+        first = work[members[0]][0]
+        slices = read_header(first).slices
+        if slices is not None and any(axis >= 0 for axis in slices.cut_axes):
+            keep = members[0]
+            joined[first.name] = len(members)
+            if slices.threads != len(members):
+                notes.append(f"{first.name}: FFTS+ op of {slices.threads} threads, {len(members)} thread files "
+                             "found and joined")
+        else:
+            keep = max(members, key=lambda k: work[k][1].timestamp)
+        dropped.update(k for k in members if k != keep)
+    return [item for k, item in enumerate(work) if k not in dropped], joined
+
+
+def read_workers() -> int:
+    """Threads that measure dump files at once: the processors this process may run on, at most four (each maps
+    one tensor and holds a few MiB of buffers)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+def in_threads(function: Callable, items: Sequence, heavy: int | None = None) -> Iterable:
+    """`function` over `items` in order, by `read_workers` threads when more than one item is `heavy` (all are
+    when None); the first error raised is raised here."""
+    heavy = len(items) if heavy is None else heavy
+    workers = min(read_workers(), heavy)
+    if workers <= 1:
+        return map(function, items)
+    with ThreadPoolExecutor(workers, thread_name_prefix="graphcmp-dump") as pool:
+        return list(pool.map(function, items))
 
 
 MAPPING_FILE = "mapping.csv"
@@ -188,26 +260,33 @@ def _hashed_names(path: Path) -> dict[str, str]:
     return {row[0].strip(): row[1].strip() for row in rows if len(row) == 2}
 
 
-def _data_op(path: Path, name: DumpName, notes: list[str]) -> DumpOp:
+def _data_op(path: Path, name: DumpName, threads: int = 1) -> tuple[DumpOp, str]:
+    """A dump file holding bytes: its header, and the statistics and host shape of each tensor (measured on the
+    mapped device bytes, the padding of a device format left out); with a note naming the tensors a truncated file
+    cuts off ("" when none). An FFTS+ thread file is named as its op (``_lxslice`` index left out); `threads` of
+    them are joined."""
     header = read_header(path)
+    if ffts_key(name) is not None:
+        name = replace(name, op_name=FFTS_SLICE.sub("", name.op_name))
+        header = replace(header, op_name=FFTS_SLICE.sub("", header.op_name))
     n = len(header.tensors)
     stats = np.full((n, 4), np.nan)
     present = np.zeros((n, 4), bool)
     shapes, dtypes, has = [], [], []
     cut = [f"{t.role} {t.index}" for t in header.tensors if t.skipped.endswith("(truncated)")]
-    if cut:
-        notes.append(f"{path.name}: cut short, {', '.join(cut)} not read")
+    note = f"{path.name}: cut short, {', '.join(cut)} not read" if cut else ""
     for k, desc in enumerate(header.tensors):
         dtypes.append(dtype_name(desc.dtype))
         if desc.offset < 0:
             shapes.append(_shape_text(desc.original_shape or desc.shape))
             has.append(False)
             continue
-        array = read_dump_tensor(path, desc.role, desc.index, widen=True)
-        stats[k], present[k] = tensor_stats(array)
-        shapes.append(_shape_text(array.shape))
+        pieces, shape = read_dump_elements(path, desc.role, desc.index)
+        stats[k], present[k] = elements_stats(pieces)
+        shapes.append(_shape_text(shape))
         has.append(True)
-    return DumpOp(path.name, name, header, stats, present, tuple(shapes), tuple(dtypes), tuple(has))
+        del pieces  # the next tensor's map replaces this one's
+    return DumpOp(path.name, name, header, stats, present, tuple(shapes), tuple(dtypes), tuple(has), threads), note
 
 
 def _stats_op(path: Path, name: DumpName) -> DumpOp:
@@ -254,34 +333,78 @@ def _csv_dtype(text: str) -> str:
 def tensor_stats(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(max, min, mean, norm) of an array as float64, and which of them exist (none for an empty array).
 
-    Read in blocks of `STATS_BLOCK` values, each widened once: float16/bfloat16/float32 data to float32 (its
-    pairwise sums are accurate to a few float32 ulps, far below any float16 noise), everything wider to float64;
-    a NaN anywhere makes max, min, mean and norm NaN, an inf makes them inf as numpy's reductions do.
+    One pass over the data in blocks of `STATS_BLOCK` values (`elements_stats`).
 
     >>> tensor_stats(np.array([3.0, -4.0], np.float16))[0].tolist()
     [3.0, -4.0, -0.5, 5.0]
     """
-    flat = np.asarray(array).reshape(-1)
-    if flat.size == 0:
+    return elements_stats([np.asarray(array)])
+
+
+def elements_stats(pieces: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """`tensor_stats` of the tensor whose elements `pieces` hold together (arrays of one dtype, any shapes and
+    strides: the views `graphcmp.core.device_formats.original_elements` gives).
+
+    One pass in blocks of at most `STATS_BLOCK` values: each block is widened once into a reused buffer (float16
+    by `graphcmp.core.ascend_dtypes.half_to_single`, which also gathers a strided block; contiguous float32 read in
+    place) and gives its max, min, sum and sum of squares while it is in cache. Float16/bfloat16/float32 data are
+    summed in float32 within a block (pairwise: a few float32 ulps, far below any float16 noise) and the blocks'
+    sums added in float64; everything wider in float64. A NaN anywhere makes max, min, mean and norm NaN, an inf
+    makes them inf as numpy's reductions do.
+    """
+    pieces = [piece.real if piece.dtype.kind == "c" else piece for piece in pieces]
+    count = sum(piece.size for piece in pieces)
+    if count == 0:
         return np.full(4, np.nan), np.zeros(4, bool)
-    if flat.dtype.kind == "c":
-        flat = flat.real
-    narrow = (flat.dtype.kind == "f" and flat.dtype.itemsize <= 4) or flat.dtype.kind == "b" or \
-        (flat.dtype.kind in "iu" and flat.dtype.itemsize <= 2)
-    work = np.float32 if narrow else np.float64
-    high, low, total, squares = -np.inf, np.inf, 0.0, 0.0
+    dtype = pieces[0].dtype
+    narrow = (dtype.kind == "f" and dtype.itemsize <= 4) or dtype.kind == "b" or \
+        (dtype.kind in "iu" and dtype.itemsize <= 2)
+    work = np.dtype(np.float32 if narrow else np.float64)
+    widened = np.empty(min(count, STATS_BLOCK), work)
+    squares_buffer = np.empty(widened.size, work) if narrow else None
+    highs, lows = [], []
+    total, squares = 0.0, 0.0
     with np.errstate(over="ignore", invalid="ignore"):
-        for start in range(0, flat.size, STATS_BLOCK):
-            block = flat[start:start + STATS_BLOCK].astype(work, copy=False)
-            high, low = np.maximum(high, block.max()), np.minimum(low, block.min())
-            total += float(np.add.reduce(block, dtype=work))
-            squares += float(np.add.reduce(block * block, dtype=work)) if narrow else float(np.dot(block, block))
-        stats = np.array([high, low, total / flat.size, np.sqrt(squares)], np.float64)
+        for part in (block for piece in pieces for block in _blocks(piece, STATS_BLOCK)):
+            n = part.size
+            if part.dtype == work and part.flags.c_contiguous:
+                block = part.reshape(-1)
+            elif part.dtype == np.float16:
+                block = half_to_single(part.view(np.uint16), widened[:n].reshape(part.shape)).reshape(-1)
+            else:
+                block = widened[:n]
+                np.copyto(block.reshape(part.shape), part, casting="unsafe")
+            highs.append(np.maximum.reduce(block))
+            lows.append(np.minimum.reduce(block))
+            total += float(np.add.reduce(block))
+            if narrow:
+                squares += float(np.add.reduce(np.multiply(block, block, out=squares_buffer[:n])))
+            else:
+                squares += float(np.dot(block, block))
+        stats = np.array([np.max(highs), np.min(lows), total / count, np.sqrt(squares)], np.float64)
     return stats, np.ones(4, bool)
 
 
+def _blocks(array: np.ndarray, size: int) -> Iterable[np.ndarray]:
+    """Views of `array` of at most `size` elements that cover it once: runs of whole rows of its trailing axes."""
+    if array.size == 0:
+        return
+    if array.ndim <= 1 or array.flags.c_contiguous:
+        flat = array.reshape(-1)
+        for start in range(0, flat.size, size):
+            yield flat[start:start + size]
+        return
+    axis = array.ndim - 1
+    while axis > 0 and math.prod(array.shape[axis:]) <= size:
+        axis -= 1
+    rows = max(1, size // math.prod(array.shape[axis + 1:]))
+    for at in itertools.product(*map(range, array.shape[:axis])):
+        for start in range(0, array.shape[axis], rows):
+            yield array[(*at, slice(start, start + rows))]
+
+
 STATS_BLOCK = 1 << 18
-"""Values per block of `tensor_stats` (1 MiB of float32: the block and its square stay in cache)."""
+"""Values per block of `elements_stats` (1 MiB of float32: the block, its square and its codes stay in cache)."""
 
 
 def _shape_text(shape: Iterable[int]) -> str:
@@ -387,6 +510,8 @@ def _op_attrs(op: DumpOp, overflow: Sequence[OverflowRecord], files: int = 1) ->
              ("timestamp", str(op.name.timestamp)), ("dump_file", op.file)]
     if files > 1:
         attrs.append(("dump_files", f"{files} files in this iteration, the last one read"))
+    if op.threads > 1:
+        attrs.append(("ffts_threads", f"outputs joined from {op.threads} FFTS+ thread files, this one first"))
     for t in op.header.tensors:
         if t.role == "output" and t.origin_name:
             attrs.append((f"origin_output.{t.index}", f"{t.origin_name}:{t.origin_index}"))

@@ -11,36 +11,48 @@ Two layouts exist (shared/data/formats/ASCEND_RAW_DUMP.md section 1):
 
 `read_header` maps the file, decodes the header only and says where each tensor's bytes lie
 (`TensorDesc.offset`, -1 when the file holds none); `read_dump_tensor` maps one tensor's bytes again
-when the comparison needs them. Nothing reads the whole file into memory.
+when the comparison needs them, and `read_dump_elements` gives the views its statistics read (a device format
+not turned back). Nothing reads the whole file into memory. An FFTS+ op writes one file per thread; its outputs
+are joined from all of them (`merged_output`) when read through any one.
 """
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
 from graphcmp.core.ascend_dtypes import decode, itemsize_bits
-from graphcmp.core.device_formats import DeviceFormatError, to_original
+from graphcmp.core.device_formats import DeviceFormatError, original_elements, to_original
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.readers.proto_gen import dump_data_pb2
 
 __all__ = [
     "DUMP_NAME",
+    "FFTS_PLUS_TASK",
+    "FFTS_SLICE",
     "DumpHeader",
     "DumpName",
+    "FftsSlices",
     "TensorDesc",
     "decode_header",
     "dtype_name",
+    "ffts_group",
+    "ffts_key",
+    "ffts_order",
+    "ffts_slices",
     "format_name",
+    "merged_output",
     "parse_dump_name",
+    "read_dump_elements",
     "read_dump_tensor",
     "read_header",
     "tensor_array",
@@ -76,6 +88,7 @@ class DumpName:
     task_id: int
     stream_id: int  # -1 when the name has none (MindSpore asynchronous dump)
     timestamp: int
+    ffts: tuple[int, ...] = ()  # FFTS+ suffix: (task type, context id, thread id, device id); () when none
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,13 +125,32 @@ class DumpHeader:
     layout: str  # "binary" (header + raw bytes) or "protobuf" (the whole file one message)
     payload: int  # bytes of tensor data the file holds after the header
     declared: int  # sum of the sizes the header declares for inputs, outputs, buffers and workspaces
+    slices: FftsSlices | None = None  # how an FFTS+ op's outputs are cut between its thread files
+
+
+@dataclass(frozen=True, slots=True)
+class FftsSlices:
+    """What the FFTS+ attribute of a dump header (``attr[0]``, JSON) says about the op's thread slices.
+
+    ``threads`` is ``slice_instance_num``; ``auto`` the ``threadMode`` (automatic: every thread file holds its
+    slice of each output, of the shape ``output_tensor_slice`` gives, ``shapes[thread][output]``); ``cut_axes`` per
+    output the axis ``outputCutList`` cuts (the first entry other than 1), -1 for an output not cut.
+    """
+
+    threads: int
+    auto: bool
+    cut_axes: tuple[int, ...]
+    shapes: tuple[tuple[tuple[int, ...], ...], ...] = ()
 
 
 def parse_dump_name(name: str) -> DumpName | None:
     """Take a raw dump file name apart (None when it is not one).
 
     >>> parse_dump_name("Conv2D._layer1_conv2_Conv.7.0.1741141530000246")
-    DumpName(op_type='Conv2D', op_name='_layer1_conv2_Conv', task_id=7, stream_id=0, timestamp=1741141530000246)
+    DumpName(op_type='Conv2D', op_name='_layer1_conv2_Conv', task_id=7, stream_id=0, timestamp=1741141530000246, \
+ffts=())
+    >>> parse_dump_name("Conv2D.conv_lxslice1.2.9.1670205069987340.4.330.0.0").ffts
+    (4, 330, 0, 0)
     >>> parse_dump_name("ReLU.Default_relu-ReLU-op3.12.1617345").stream_id
     -1
     >>> parse_dump_name("_conv1_Conv.0.1741141000000013.npy") is None
@@ -128,7 +160,8 @@ def parse_dump_name(name: str) -> DumpName | None:
     if m is None:
         return None
     stream = int(m["stream"]) if m["stream"] is not None else -1
-    return DumpName(m["type"], m["name"], int(m["task"]), stream, int(m["ts"]))
+    ffts = tuple(int(part) for part in m["ffts"].split(".")[1:]) if m["ffts"] else ()
+    return DumpName(m["type"], m["name"], int(m["task"]), stream, int(m["ts"]), ffts)
 
 
 def dtype_name(code: int) -> str:
@@ -243,7 +276,8 @@ def _binary_header(message: dump_data_pb2.DumpData, payload: int, start: int, so
         tensors.append(_desc(role, k, t, -1 if skipped else offset, skipped, hint))
         if not skipped:
             offset += t.size
-    return DumpHeader(message.op_name, message.dump_time, tuple(tensors), "binary", payload, declared)
+    return DumpHeader(message.op_name, message.dump_time, tuple(tensors), "binary", payload, declared,
+                      ffts_slices(message))
 
 
 def _protobuf_header(message: dump_data_pb2.DumpData, source: str) -> DumpHeader:
@@ -254,7 +288,24 @@ def _protobuf_header(message: dump_data_pb2.DumpData, source: str) -> DumpHeader
         for k, t in enumerate(items):
             skipped = "" if t.data else "no data recorded"
             tensors.append(_desc(role, k, t, 0 if t.data else -1, skipped, hint))
-    return DumpHeader(message.op_name, message.dump_time, tuple(tensors), "protobuf", 0, _declared(message))
+    return DumpHeader(message.op_name, message.dump_time, tuple(tensors), "protobuf", 0, _declared(message),
+                      ffts_slices(message))
+
+
+def ffts_slices(message: dump_data_pb2.DumpData) -> FftsSlices | None:
+    """The FFTS+ thread slices a header's first attribute describes (None without one, or when it is not the JSON
+    of a thread slice map)."""
+    if not message.attr:
+        return None
+    try:
+        info = json.loads(message.attr[0].value)
+        threads = int(info["slice_instance_num"])
+        cuts = tuple(next((k for k, v in enumerate(row) if v != 1), -1) for row in info.get("outputCutList") or ())
+        shapes = tuple(tuple(tuple(int(d["higher"]) - int(d["lower"]) for d in tensor) for tensor in thread)
+                       for thread in info.get("output_tensor_slice") or ())
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return FftsSlices(threads, bool(info.get("threadMode")), cuts, shapes)
 
 
 _LAYOUTS = frozenset({"NCHW", "NHWC", "HWCN", "CHWN", "NCDHW", "NDHWC", "DHWCN", "DHWNC"})
@@ -283,20 +334,144 @@ def _desc(role: str, k: int, t: dump_data_pb2.OpInput | dump_data_pb2.OpOutput, 
                       origin_name, origin_index, skipped, layout, int(t.sub_format))
 
 
+# --- FFTS+ ops: one op, a file per thread ----------------------------------------------------------------
+
+FFTS_PLUS_TASK = 4
+"""Task type of an FFTS+ op in the name suffix ``.{task type}.{context}.{thread}.{device}`` (AICORE 0, AICPU 1,
+DEBUG 2, HCCL 3, FFTSPLUS 4)."""
+
+FFTS_SLICE = re.compile(r"_lxslice(\d+)")
+"""The slice index a manual-mode FFTS+ op carries in its name (``Conv2D_lxslice1``)."""
+
+
+def ffts_key(name: DumpName) -> tuple[str, str] | None:
+    """(op type, op name without its ``_lxslice`` index) of an FFTS+ thread file, None for other dump files."""
+    if not name.ffts or name.ffts[0] != FFTS_PLUS_TASK:
+        return None
+    return name.op_type, FFTS_SLICE.sub("", name.op_name)
+
+
+def ffts_order(name: DumpName) -> tuple[int, int]:
+    """Where a thread file goes among its op's files: its slice index (manual mode, in the name) or thread id
+    (automatic mode, in the suffix), then its time."""
+    m = FFTS_SLICE.search(name.op_name)
+    return (int(m[1]) if m else name.ffts[2] if len(name.ffts) > 2 else 0), name.timestamp
+
+
+def ffts_group(path: str | os.PathLike[str]) -> list[str]:
+    """The thread files of the FFTS+ op whose file is `path` (itself among them), in `ffts_order`; just `path`
+    for a file of another kind."""
+    name = os.fspath(path)
+    parsed = parse_dump_name(os.path.basename(name))
+    key = None if parsed is None else ffts_key(parsed)
+    if key is None:
+        return [name]
+    folder = os.path.dirname(name)
+    try:
+        stamp = os.stat(folder or ".").st_mtime_ns
+    except OSError as err:
+        raise DumpFormatError(f"{name}: cannot list its folder ({err})") from err
+    return [os.path.join(folder, f) for f in _ffts_groups(folder, stamp).get(key, [os.path.basename(name)])]
+
+
+@lru_cache(maxsize=8)
+def _ffts_groups(folder: str, _mtime: int) -> dict[tuple[str, str], list[str]]:
+    groups: dict[tuple[str, str], list[tuple[tuple[int, int], str]]] = {}
+    for entry in os.listdir(folder or "."):
+        parsed = parse_dump_name(entry)
+        key = None if parsed is None else ffts_key(parsed)
+        if key is not None:
+            groups.setdefault(key, []).append((ffts_order(parsed), entry))
+    return {key: [entry for _, entry in sorted(files)] for key, files in groups.items()}
+
+
+def merged_output(path: str | os.PathLike[str], index: int) -> tuple[np.ndarray, TensorDesc] | None:
+    """Output `index` of the FFTS+ op whose thread file is `path`, its threads' slices joined along the axis the
+    header's ``outputCutList`` cuts (as msaccucmp's FFTS+ parser joins them): the device array and the first
+    file's description of it with the joined shape. None when there is nothing to join (one file, or the output
+    is not cut).
+
+    Raises
+    ------
+    DumpFormatError
+        If a thread file lacks the output or the slices do not fit together.
+    """
+    files = ffts_group(path)
+    if len(files) < 2:
+        return None
+    base = _cached_header(files[0], *_stamp(files[0]))
+    slices = base.slices
+    if slices is None or index >= len(slices.cut_axes) or slices.cut_axes[index] < 0:
+        return None
+    parts = []
+    for thread, file in enumerate(files):
+        _, desc, raw = _tensor_bytes(file, "output", index)
+        array = _device_array(raw, desc, file)
+        if slices.auto and thread < len(slices.shapes) and index < len(slices.shapes[thread]):
+            shape = slices.shapes[thread][index]
+            if int(np.prod(shape, dtype=np.int64)) == array.size:
+                array = array.reshape(shape)
+        parts.append(array)
+    axis = slices.cut_axes[index]
+    try:
+        joined = np.concatenate(parts, axis=axis)
+    except ValueError as err:  # numpy.exceptions.AxisError is one
+        raise DumpFormatError(f"{files[0]}: the {len(files)} FFTS+ thread files of output {index} do not join "
+                              f"along axis {axis} ({err})") from err
+    desc = next(t for t in base.tensors if t.role == "output" and t.index == index)
+    return joined, replace(desc, shape=tuple(joined.shape), size=joined.nbytes)
+
+
 # --- tensor bytes -> array ------------------------------------------------------------------------------
 
 def read_dump_tensor(path: str | os.PathLike[str], role: str, index: int, *, widen: bool = False) -> np.ndarray:
     """The tensor `role` `index` of a dump file as a numpy array in its host layout where known.
 
     The bytes are mapped, not read: a header-plus-bytes file is mapped once and the array views the map. With
-    `widen`, a float16 tensor in a device format comes back as float32, widened in the copy that turns it back
-    (what its statistics need, at no extra pass).
+    `widen`, a float16 tensor in a device format comes back as float32.
 
     Raises
     ------
     DumpFormatError
         If the file has no such tensor, holds no bytes for it, or its dtype cannot be decoded.
     """
+    merged = merged_output(path, index) if role == "output" else None
+    if merged is not None:
+        array, desc = merged
+        return to_host(array, desc, np.float32 if widen and array.dtype == np.float16 else None)
+    name, desc, raw = _tensor_bytes(path, role, index)
+    return tensor_array(raw, desc, source=name, widen=widen)
+
+
+def read_dump_elements(path: str | os.PathLike[str], role: str, index: int) -> tuple[list[np.ndarray], tuple[int, ...]]:
+    """The elements of tensor `role` `index` of a dump file, in no particular order, and the shape
+    `read_dump_tensor` gives it: what its statistics need, without turning a device format back
+    (`graphcmp.core.device_formats.original_elements`: views of the mapped bytes, padding left out).
+
+    Raises
+    ------
+    DumpFormatError
+        As `read_dump_tensor`.
+    """
+    merged = merged_output(path, index) if role == "output" else None
+    if merged is not None:
+        host = to_host(*merged)
+        return [host], tuple(host.shape)
+    name, desc, raw = _tensor_bytes(path, role, index)
+    array = _device_array(raw, desc, name)
+    fmt = format_name(desc.format)
+    target = desc.original_shape
+    if fmt in HOST_FORMATS or not target or 0 in array.shape:
+        host = to_host(array, desc)
+        return [host], tuple(host.shape)
+    try:
+        pieces = original_elements(array, fmt, array.shape, target, desc.origin_format or None, desc.sub_format)
+    except DeviceFormatError:
+        return [array], tuple(array.shape)
+    return pieces, tuple(target)
+
+
+def _tensor_bytes(path: str | os.PathLike[str], role: str, index: int) -> tuple[str, TensorDesc, np.ndarray]:
     name = os.fspath(path)
     header = _cached_header(name, *_stamp(name))
     desc = next((t for t in header.tensors if t.role == role and t.index == index), None)
@@ -305,7 +480,7 @@ def read_dump_tensor(path: str | os.PathLike[str], role: str, index: int, *, wid
     if desc.offset < 0:
         raise DumpFormatError(f"{name}: {role} {index} holds no data ({desc.skipped})")
     raw = _inline(name, role, index) if header.layout == "protobuf" else _mapped(name, desc)
-    return tensor_array(raw, desc, source=name, widen=widen)
+    return name, desc, raw
 
 
 def _stamp(name: str) -> tuple[int, int]:
@@ -348,6 +523,12 @@ def tensor_array(raw: np.ndarray, desc: TensorDesc, *, source: str = "<bytes>", 
     DumpFormatError
         If the dtype cannot be decoded or the bytes do not fill the shape.
     """
+    array = _device_array(raw, desc, source)
+    return to_host(array, desc, np.float32 if widen and array.dtype == np.float16 else None)
+
+
+def _device_array(raw: np.ndarray, desc: TensorDesc, source: str) -> np.ndarray:
+    """The tensor's bytes decoded, in its device shape."""
     flat = _decode(raw, desc, source)
     shape = desc.shape or ((flat.size,) if flat.size else ())
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -356,8 +537,7 @@ def tensor_array(raw: np.ndarray, desc: TensorDesc, *, source: str = "<bytes>", 
     if flat.size < count:
         raise DumpFormatError(f"{source}: {desc.role} {desc.index} holds {flat.size} values, its shape "
                               f"{list(shape)} needs {count}")
-    array = flat[:count].reshape(shape)
-    return to_host(array, desc, np.float32 if widen and array.dtype == np.float16 else None)
+    return flat[:count].reshape(shape)
 
 
 def to_host(array: np.ndarray, desc: TensorDesc, dtype: type | None = None) -> np.ndarray:

@@ -24,7 +24,7 @@ import numpy as np
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder, execution_keys
 from graphcmp.core.inputs import regular_file
-from graphcmp.core.readers.ascend_dump import read_ascend_dump, scoped_nodes, tensor_stats
+from graphcmp.core.readers.ascend_dump import in_threads, read_ascend_dump, scoped_nodes, tensor_stats
 from graphcmp.core.readers.ascend_fusion import FusionRule, find_fusion_rule, read_fusion_rule
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
@@ -221,12 +221,8 @@ def _add_tensors(builder: HierarchyBuilder, folder: Path, rows: Sequence[tuple[s
                  npu_shapes: Mapping[tuple[str, int, str], str] | None = None) -> None:
     """Tensors of golden files; one whose NPU twin has another shape of as many elements (a reshape the NPU graph
     dropped, ``Flatten``) is read as that shape (``file#shape=...``), as msaccucmp compares both flattened."""
-    stats: dict[str, tuple[np.ndarray, np.ndarray, str, str]] = {}
-    for _, _, _, f in rows:
-        if f.file not in stats:
-            array = _load(folder / f.file)
-            s, p = tensor_stats(array)
-            stats[f.file] = (s, p, str(array.dtype), _shape(array.shape))
+    names = list(dict.fromkeys(f.file for _, _, _, f in rows))
+    stats = dict(zip(names, in_threads(lambda name: _measured(folder / name), names)))
     n = len(rows)
     shapes, files = [], []
     for op, role, k, f in rows:
@@ -240,6 +236,13 @@ def _add_tensors(builder: HierarchyBuilder, folder: Path, rows: Sequence[tuple[s
                         stats=np.array([stats[r[3].file][0] for r in rows]).reshape(n, 4),
                         present=np.array([stats[r[3].file][1] for r in rows]).reshape(n, 4),
                         md5=[""] * n, file=files, value=[""] * n)
+
+
+def _measured(path: Path) -> tuple[np.ndarray, np.ndarray, str, str]:
+    """(statistics, which exist, dtype, shape) of a golden file, read through a memory map."""
+    array = _load(path)
+    stats, present = tensor_stats(array)
+    return stats, present, str(array.dtype), _shape(array.shape)
 
 
 def _dims(text: str) -> tuple[int, ...] | None:

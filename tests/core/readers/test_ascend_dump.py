@@ -315,3 +315,130 @@ def test_an_op_dumped_twice_keeps_its_last_file_and_its_overflow(tmp_path):
     assert attrs["dump_file"].endswith(".11.1741200000000400") and attrs["dump_files"].startswith("2 files")
     assert "0x20" in attrs["overflow"]  # the Opdebug record names task 4, the earlier file of the same op
     assert not graph.info.missing
+
+
+# --- statistics and threads -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int16, np.int64, np.bool_, np.complex64])
+def test_tensor_stats_of_several_blocks_match_float64_numpy(dtype, monkeypatch):
+    import graphcmp.core.readers.ascend_dump as module
+
+    monkeypatch.setattr(module, "STATS_BLOCK", 1000)  # many blocks, the last one short
+    rng = np.random.default_rng(3)
+    values = (rng.standard_normal(10_500) * 50).astype(dtype)
+    stats, present = module.tensor_stats(values.reshape(21, 500))
+    exact = np.real(values).astype(np.float64)
+    expected = [exact.max(), exact.min(), exact.mean(), np.sqrt((exact * exact).sum())]
+    np.testing.assert_allclose(stats, expected, rtol=1e-6, atol=1e-6)
+    assert present.all()
+
+
+def test_tensor_stats_nan_and_inf_as_numpy_and_empty(monkeypatch):
+    import graphcmp.core.readers.ascend_dump as module
+
+    monkeypatch.setattr(module, "STATS_BLOCK", 4)
+    values = np.array([1, 2, 3, 4, 5, -np.inf, 7, 8, 9], np.float16)
+    assert module.tensor_stats(values)[0].tolist() == [9.0, -np.inf, -np.inf, np.inf]
+    values[8] = np.nan
+    assert np.isnan(module.tensor_stats(values)[0]).all()
+    stats, present = module.tensor_stats(np.zeros((0, 3), np.float16))
+    assert np.isnan(stats).all() and not present.any()
+
+
+def test_threads_read_the_ops_as_one_thread_does(tmp_path, monkeypatch):
+    import graphcmp.core.readers.ascend_dump as module
+
+    run = MLP / "clean" / GE_RUN
+    monkeypatch.setattr(module, "read_workers", lambda: 1)
+    one = read_ascend_dump(run)
+    monkeypatch.setattr(module, "read_workers", lambda: 3)
+    three = read_ascend_dump(run)
+    assert one.nodes.ids == three.nodes.ids and one.tensors.file == three.tensors.file
+    np.testing.assert_array_equal(one.tensors.stats, three.tensors.stats)
+    assert one.info.missing == three.info.missing
+
+
+@pytest.mark.parametrize("folder", ["A_cnn_bug", "C_cnn_overflow", "mlp"])
+def test_statistics_of_the_device_bytes_are_those_of_the_host_tensor(folder):
+    from graphcmp.core.readers.ascend_dump import elements_stats, tensor_stats
+    from graphcmp.core.readers.ascend_file import read_dump_elements
+
+    root = MLP if folder == "mlp" else shared(f"ascend/{folder}/npu_dump")
+    files = [p for p in sorted(root.rglob("*")) if p.is_file() and parse_dump_name(p.name)
+             and not p.name.startswith("Opdebug")]
+    formats = set()
+    for path in files:
+        for t in read_header(path).tensors:
+            if t.offset < 0:
+                continue
+            host = read_dump_tensor(path, t.role, t.index)
+            pieces, shape = read_dump_elements(path, t.role, t.index)
+            assert shape == host.shape
+            np.testing.assert_allclose(elements_stats(pieces)[0], tensor_stats(host)[0], rtol=1e-6)
+            formats.add(t.format)
+    assert len(formats) >= (1 if folder == "mlp" else 3)  # the shared cases hold NC1HWC0, FRACTAL_Z, FRACTAL_NZ ...
+
+
+# --- FFTS+ ops: a dump file per thread ------------------------------------------------------------------
+
+def _ffts_op(folder, mode: str, threads: int = 2, files: int = 2, cut=(2, 1, 1, 1)):
+    """An FFTS+ Conv2D whose (4, 3, 2, 5) fp16 output is cut along N between `files` thread files."""
+    import json
+
+    from tests.data.ascend_mlp.make_ascend_cases import tensor, write_dump
+
+    full = np.random.default_rng(5).standard_normal((4, 3, 2, 5)).astype(np.float16)
+    parts = np.array_split(full, files, axis=0)
+    slices = [[[{"lower": 0, "higher": len(p)}, {"lower": 0, "higher": 3}, {"lower": 0, "higher": 2},
+                {"lower": 0, "higher": 5}]] for p in parts]
+    attr = json.dumps({"slice_instance_num": threads, "threadMode": mode == "auto", "outputCutList": [list(cut)],
+                       "output_tensor_slice": slices})
+    x = np.ones((2, 2), np.float16)
+    for k, part in enumerate(parts):
+        op = f"conv_lxslice{k}" if mode == "manual" else "conv"
+        out = tensor(part.reshape(-1) if mode == "auto" else part, "float16", "NCHW", original_shape=part.shape)
+        name = f"Conv2D.{op}.7.0.{1741200000000100 + 10 * (files - k)}.4.330.{k if mode == 'auto' else 0}.0"
+        write_dump(folder / name, op, 1741200000000100, [tensor(x, "float16")], [out], attr=attr)
+    return full
+
+
+@pytest.mark.parametrize("mode", ["manual", "auto"])
+def test_ffts_thread_files_are_one_op_whose_outputs_are_joined(tmp_path, mode):
+    full = _ffts_op(tmp_path, mode)
+    graph = read_ascend_dump(tmp_path)
+    assert [n for n in graph.nodes.ids[1:]] == ["conv"] and not graph.info.missing
+    assert dict(graph.nodes.attrs[graph.row("conv")])["ffts_threads"].startswith("outputs joined from 2")
+    row = _tensor(graph, "conv", Role.OUTPUT, "0")
+    assert graph.tensors.shape[row] == "[4, 3, 2, 5]"
+    exact = full.astype(np.float64)
+    np.testing.assert_allclose(graph.tensors.stats[row], [exact.max(), exact.min(), exact.mean(),
+                                                          np.sqrt((exact * exact).sum())], rtol=1e-6)
+    first = tmp_path / graph.tensors.file[row].partition("#")[0]
+    np.testing.assert_array_equal(read_dump_tensor(first, "output", 0), full)
+    assert read_dump_tensor(first, "input", 0).shape == (2, 2)  # inputs: the first thread's
+
+
+def test_ffts_files_fewer_than_threads_are_noted_and_an_uncut_op_keeps_its_latest_file(tmp_path):
+    (tmp_path / "a").mkdir()
+    _ffts_op(tmp_path / "a", "manual", threads=3)
+    graph = read_ascend_dump(tmp_path / "a")
+    assert any("FFTS+ op of 3 threads, 2 thread files found" in note for note in graph.info.missing)
+    (tmp_path / "b").mkdir()
+    _ffts_op(tmp_path / "b", "manual", cut=(1, 1, 1, 1))  # no cut axis: msaccucmp compares the latest file alone
+    graph = read_ascend_dump(tmp_path / "b")
+    row = _tensor(graph, "conv", Role.OUTPUT, "0")
+    assert graph.tensors.shape[row] == "[2, 3, 2, 5]" and "lxslice0" in graph.tensors.file[row]
+
+
+def test_elements_stats_of_strided_pieces_as_of_their_values(monkeypatch):
+    import graphcmp.core.readers.ascend_dump as module
+
+    monkeypatch.setattr(module, "STATS_BLOCK", 50)  # blocks cut inside an axis and across rows
+    rng = np.random.default_rng(7)
+    device = (rng.standard_normal((3, 2, 7, 9, 16)) * 10).astype(np.float16)
+    pieces = [device[:, :1], device[:, 1:, :, :, :5], device[0, 0, 0, ::2, :]]  # whole blocks, a partial one, 1-D
+    values = np.concatenate([p.reshape(-1) for p in pieces]).astype(np.float64)
+    stats, present = module.elements_stats(pieces)
+    np.testing.assert_allclose(stats, [values.max(), values.min(), values.mean(), np.sqrt((values ** 2).sum())],
+                               rtol=1e-6)
+    assert present.all()

@@ -82,8 +82,11 @@ def _fill(desc, t, with_data: bool) -> None:
         desc.data = t["raw"]
 
 
-def header(op_name: str, dump_time: int, inputs, outputs, *, inline: bool = False) -> dump_data_pb2.DumpData:
+def header(op_name: str, dump_time: int, inputs, outputs, *, inline: bool = False,
+           attr: str = "") -> dump_data_pb2.DumpData:
     message = dump_data_pb2.DumpData(version="2.0", dump_time=dump_time, op_name=op_name)
+    if attr:  # an FFTS+ op's thread slice map, JSON
+        message.attr.add(name="_sgt_json_info", value=attr)
     for t in inputs:
         _fill(message.input.add(), t, inline)
     for t in outputs:
@@ -96,10 +99,12 @@ def header(op_name: str, dump_time: int, inputs, outputs, *, inline: bool = Fals
     return message
 
 
-def write_dump(path: Path, op_name: str, dump_time: int, inputs, outputs, *, inline: bool = False) -> None:
+def write_dump(path: Path, op_name: str, dump_time: int, inputs, outputs, *, inline: bool = False,
+               attr: str = "") -> None:
     """One raw dump file: ``uint64 LE length | DumpData | inputs | outputs`` (or, `inline`, one whole DumpData);
-    a tensor with address 0 is declared but its bytes are not written, as the device writer does."""
-    message = header(op_name, dump_time, inputs, outputs, inline=inline)
+    a tensor with address 0 is declared but its bytes are not written, as the device writer does. `attr`: the
+    JSON of an FFTS+ op's thread slices (its header's first attribute)."""
+    message = header(op_name, dump_time, inputs, outputs, inline=inline, attr=attr)
     body = message.SerializeToString()
     if inline:
         path.write_bytes(body)
