@@ -306,15 +306,17 @@ def test_job_overview_cell_opens_the_rank(browser, tmp_path):
         assert origin["node"] in v.text("#job-origin")
         v.wait("window.location.search.includes('sel=npu')")  # opened at the origin
         before = v.page.evaluate("window.location.search")
-        box = v.page.locator("#job-heat .nsewdrag").bounding_box()
+        v.wait("(() => { const g = document.querySelector('#job-heat .js-plotly-plot');"
+               " return !!(g && g._fullLayout && g._fullData && g._fullData.length); })()")  # the map is drawn
         opened = "(b) => window.location.search !== b && window.location.search.includes('sel=npu')"
-        for attempt in range(3):  # a click before plotly has wired the map is lost (once in a loaded full run)
+        for attempt in range(5):  # a click before plotly has wired the map is lost (in loaded full runs)
+            box = v.page.locator("#job-heat .nsewdrag").bounding_box()
             v.page.mouse.click(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
             try:
-                v.page.wait_for_function(opened, arg=before, timeout=15000)  # the rank opens in a second
+                v.page.wait_for_function(opened, arg=before, timeout=20000)  # the rank opens in a second
                 break
             except PlaywrightTimeout:
-                if attempt == 2:
+                if attempt == 4:
                     raise
         heat = [h[0] for h in next(r for r in index["runs"] if r["step"] == 0)["heat"]]
         from urllib.parse import parse_qs, urlparse
