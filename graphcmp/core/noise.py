@@ -1199,17 +1199,22 @@ def _precision(npu: DumpGraph, pairs: TensorPairs, texts: _PairTexts, is_out: np
     head = np.ones(len(owners), bool)
     head[1:] = owners[1:] != owners[:-1]
     owners, picked = owners[head], picked[head]
-    per_node = [names[c] for c in picked.tolist()]
     inner_unit, inner_code, inner_names = inner
+    coded = {pair: code for code, pair in enumerate(names)}
     for k in np.flatnonzero(inner_unit[owners] > unit[picked]).tolist():  # it rounded coarser inside
-        per_node[k] = (normalize_dtype(inner_names[inner_code[owners[k]]]), per_node[k][1])
+        pair = (normalize_dtype(inner_names[inner_code[owners[k]]]), names[picked[k]][1])
+        if pair not in coded:
+            coded[pair] = len(names)
+            names.append(pair)
+        picked[k] = coded[pair]
     counts: dict[tuple[str, str], int] = {}
-    for pair in per_node:
-        counts[pair] = counts.get(pair, 0) + 1
+    codes, per_code = np.unique(picked, return_counts=True)
+    for code, k in zip(codes.tolist(), per_code.tolist()):
+        counts[names[code]] = counts.get(names[code], 0) + k
     dtype_pairs = tuple((a, b, k) for (a, b), k in sorted(counts.items(), key=lambda item: -item[1]))
     index = {(a, b): k for k, (a, b, _) in enumerate(dtype_pairs)}
     node_pair = np.full(len(npu), -1, np.int16)
-    node_pair[owners] = [index[pair] for pair in per_node]
+    node_pair[owners] = np.array([index[names[c]] for c in codes.tolist()], np.int16)[np.searchsorted(codes, picked)]
     coarsest = max((max(unit_roundoff(a), unit_roundoff(b)) for a, b, _ in dtype_pairs), default=0.0)
     if any(a != b for a, b, _ in dtype_pairs):
         kind = "mixed precision"
