@@ -609,10 +609,17 @@ def execution_keys(graph: DumpGraph) -> np.ndarray:
     kernels carry the order in an attribute (``exec_order`` of a kernel dump, GE's topological
     ``id``); rows without one keep their row number.
 
+    Computed once per run and kept with it (read-only): matching, the noise model, the data-flow edges and the
+    divergence all ask, and graph formats are read attribute by attribute.
+
     >>> from graphcmp.core.readers.msprobe import parse_msprobe
     >>> execution_keys(parse_msprobe({"data": {"Functional.relu.0.forward": {}}})).tolist()
     [0.0, 1.0]
     """
+    return graph.memo("execution_keys", lambda: _execution_keys(graph))
+
+
+def _execution_keys(graph: DumpGraph) -> np.ndarray:
     keys = np.arange(len(graph), dtype=np.float64)
     for row, attrs in enumerate(graph.nodes.attrs):
         for name, value in attrs:
@@ -622,4 +629,5 @@ def execution_keys(graph: DumpGraph) -> np.ndarray:
                 except ValueError:
                     continue
                 break
+    keys.flags.writeable = False
     return keys
