@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
+from typing import Any
 
 from graphcmp.core.mapping_files import (
     BUILTIN_MS_TO_PT_API,
@@ -27,7 +28,8 @@ from graphcmp.core.matching.base import Claim, RuleMatcher, SlotMap, Walk
 from graphcmp.core.matching.ids import api_name
 from graphcmp.core.records import DumpGraph, NodeKind, Role
 
-__all__ = ["ApiMatcher", "framework_class", "framework_param_renames", "is_cross_framework", "is_reversed_pair"]
+__all__ = ["ApiMatcher", "alias_renamed_classes", "framework_class", "framework_param_renames", "is_cross_framework",
+           "is_reversed_pair"]
 
 _ROLES = {"args": int(Role.INPUT), "outputs": int(Role.OUTPUT), "parameters": int(Role.PARAM),
           "parameters_grad": int(Role.PARAM_GRAD)}
@@ -61,6 +63,21 @@ def framework_class(cls: str) -> str:
     return found["cls"] if found else cls
 
 
+def alias_renamed_classes(table: dict[str, Any], classes: Iterable[str]) -> None:
+    """Give every class in `classes` that mixed precision renamed (`framework_class`) the entry `table` holds for
+    its original class, where it has none of its own.
+
+    >>> table = {"LayerNorm": {"gamma": "weight"}}
+    >>> alias_renamed_classes(table, ["LayerNormOpt_6", "Dense"])
+    >>> table["LayerNormOpt_6"]
+    {'gamma': 'weight'}
+    """
+    for cls in classes:
+        original = framework_class(cls)
+        if original != cls and original in table and cls not in table:
+            table[cls] = table[original]
+
+
 def framework_param_renames(npu: DumpGraph, bench: DumpGraph) -> dict[str, dict[str, str]]:
     """Npu class -> {npu parameter name: bench parameter name} for a MindSpore/PyTorch pair, else {}.
 
@@ -78,10 +95,7 @@ def framework_param_renames(npu: DumpGraph, bench: DumpGraph) -> dict[str, dict[
     for entry in _builtin(BUILTIN_MS_TO_PT_PARAMS).entries:
         old, new = (str(entry.value), entry.key) if reverse else (entry.key, str(entry.value))
         renames.setdefault(entry.scope, {})[old] = new
-    mindspore = bench if reverse else npu
-    for cls in set(mindspore.nodes.op):  # classes renamed by mixed precision keep their parameters' names
-        if framework_class(cls) in renames and cls not in renames:
-            renames[cls] = renames[framework_class(cls)]
+    alias_renamed_classes(renames, set((bench if reverse else npu).nodes.op))  # the MindSpore run's classes
     return renames
 
 

@@ -31,7 +31,12 @@ from dataclasses import dataclass
 
 from graphcmp.core.mapping_files import BUILTIN_MS_TO_PT_LAYERS, RuleFile, load_builtin
 from graphcmp.core.matching.base import Claim, RuleMatcher, Walk
-from graphcmp.core.matching.by_api import framework_class, framework_param_renames, is_reversed_pair
+from graphcmp.core.matching.by_api import (
+    alias_renamed_classes,
+    framework_class,
+    framework_param_renames,
+    is_reversed_pair,
+)
 from graphcmp.core.matching.ids import PathIndex, join, module_id, relative, wrapper_rows
 from graphcmp.core.records import DumpGraph, NodeKind
 
@@ -94,11 +99,8 @@ class LayerMatcher(RuleMatcher):
         for i, entry in enumerate(self.entries):
             key, value = (str(entry.value), entry.key) if self.reverse else (entry.key, str(entry.value))
             self.by_scope[entry.scope].setdefault(key, (value, i))
-        for cls in list(self.npu_classes):  # a class mixed precision renamed takes its original class's entries
-            original = framework_class(cls)
-            if original != cls and original in self.by_scope and cls not in self.by_scope:
-                self.by_scope[cls] = self.by_scope[original]
-            self.npu_classes.add(original)
+        alias_renamed_classes(self.by_scope, self.npu_classes)  # a class mixed precision renamed: its original's
+        self.npu_classes |= {framework_class(cls) for cls in self.npu_classes}
         self.seen, self.missing = set(), {}
         self.param_renames = framework_param_renames(npu, bench)
 
