@@ -498,12 +498,13 @@ def test_buffers_of_the_whole_protobuf_layout(tmp_path):
     path, y, buffer, workspace = _op_with_scratch(tmp_path, inline=True)
     header = read_header(path)
     assert header.layout == "protobuf" and [e.size for e in header.extras] == [96, 40]
+    assert read_dump_extra(path, "buffer", 0).tobytes() == buffer
     assert read_dump_extra(path, "workspace", 0).tobytes() == workspace
     assert np.array_equal(read_dump_tensor(path, "output", 0), y)
 
 
 def test_a_workspace_cut_short_is_noted_and_the_tensors_stay_read(tmp_path):
-    path, y, buffer, _ = _op_with_scratch(tmp_path)
+    path, y, _, _ = _op_with_scratch(tmp_path)
     path.write_bytes(path.read_bytes()[:-5])
     header = read_header(path)
     assert header.extras[0].offset > 0 and header.extras[1].offset == -1
@@ -511,3 +512,40 @@ def test_a_workspace_cut_short_is_noted_and_the_tensors_stay_read(tmp_path):
     assert any(note == f"{path.name}: cut short, workspace 0 not read" for note in graph.info.missing)
     assert "truncated" in dict(graph.nodes.attrs[graph.row("net/fc/MatMul")])["workspace.0"]
     assert np.array_equal(read_dump_tensor(path, "output", 0), y)
+
+
+# --- dtypes: fp4 e1m2 read from a file, the types without a known packing refused by name ---------------------
+
+def _tensor_of_code(code: int, raw: bytes, shape):
+    from tests.data.ascend_mlp.make_ascend_cases import tensor
+
+    t = tensor(np.frombuffer(raw, np.uint8), "uint8")
+    return {**t, "dtype": code, "shape": list(shape), "original_shape": list(shape)}
+
+
+def test_an_fp4_e1m2_output_is_read_from_its_file(tmp_path):
+    from tests.data.ascend_mlp.make_ascend_cases import tensor, write_dump
+
+    codes = np.array([1, 7, 8, 15, 4, 0], np.uint8)  # 0.25, 1.75, -0, -1.75, 1, 0
+    raw = (codes[0::2] | codes[1::2] << 4).tobytes()
+    path = tmp_path / "Quant.net_quant.3.0.1741200000000300"
+    write_dump(path, "net/quant", 1741200000000300, [tensor(np.ones(6, np.float16), "float16")],
+               [_tensor_of_code(40, raw, (2, 3))])
+    got = read_dump_tensor(path, "output", 0)
+    assert got.shape == (2, 3) and got.ravel().tolist() == [0.25, 1.75, -0.0, -1.75, 1.0, 0.0]
+    graph = read_ascend_dump(tmp_path)
+    assert graph.tensors.stats[_tensor(graph, "net/quant", Role.OUTPUT, "0")][:2].tolist() == [1.75, -1.75]
+
+
+@pytest.mark.parametrize(("code", "name"), [(30, "DT_INT2"), (31, "DT_UINT2"), (37, "DT_FLOAT6_E3M2"),
+                                            (38, "DT_FLOAT6_E2M3")])
+def test_a_dtype_without_a_known_packing_is_refused_naming_the_file_and_the_dtype(tmp_path, code, name):
+    from tests.data.ascend_mlp.make_ascend_cases import tensor, write_dump
+
+    path = tmp_path / "Quant.net_quant.3.0.1741200000000300"
+    write_dump(path, "net/quant", 1741200000000300, [tensor(np.ones(4, np.float16), "float16")],
+               [_tensor_of_code(code, b"\x00" * 3, (4,))])
+    with pytest.raises(DumpFormatError) as raised:
+        read_ascend_dump(tmp_path)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"{path}: output 0: {name} (code {code}) is not decoded")
