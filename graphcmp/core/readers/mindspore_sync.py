@@ -52,6 +52,7 @@ _OP_NUMBER = re.compile(r"-op(\d+)$")
 _ITEM = re.compile(r"<[^<>]*>")
 _HOST_SHAPE = re.compile(r"Tensor.*?(?:\[([\d, ]*)\]|\(([\d, ]*)\))>$")
 _DEVICE_ITEM = re.compile(r"^<(\w+)x(\w+)(?:\[const vector\])?\[([\d, ]*)\]>$")
+_GETITEM = re.compile(r"^%\d+\([^)]*\) = TupleGetItem\(%(\d+), (?:I64\()?(\d+)\)")
 _GRAPH_IR = "ms_output_trace_code_graph_*.ir"
 _ORDER_CSV = "ms_execution_order_graph_*.csv"
 
@@ -178,7 +179,8 @@ def parse_host_shapes(text: str) -> HostShapes:
     A kernel is a line ``  %N(...) = Op(...)`` followed by indented ``: (...)`` lines: its host types
     ``(<Tensor[Float32]x[const vector][2, 3]>, ...) -> (<...>)``, then (for a kernel with build info) its device
     types ``(<Float16xNC1HWC0[const vector][2, 1, 1, 3, 16]>, ...) -> (...)``, then its full name ``(Default/...)``.
-    A tensor whose host type has no shape (a tuple output) is left out.
+    The host type of a kernel with several outputs is a tuple without shapes: output k's host shape is then that of
+    the ``TupleGetItem(%N, k)`` node reading it, when the graph has one.
 
     >>> found = parse_host_shapes("  %1(x) = ReLU(%0)\n      : (<Tensor[Float16]x[const vector][2, 3]>) -> "
     ...     "(<Tensor[Float16]x[const vector][2, 3]>)\n      : (<Float16xFRACTAL_NZ[const vector][1, 1, 16, 16]>) -> "
@@ -188,26 +190,51 @@ def parse_host_shapes(text: str) -> HostShapes:
     """
     shapes: dict[tuple[str, Role, int], tuple[int, ...]] = {}
     device: dict[tuple[str, Role, int], tuple[int, ...]] = {}
-    for name, lines in _kernels(text.splitlines()):
-        types = [_type_groups(line) for line in lines if line.startswith("(<") or line.startswith("()")]
-        if types:
-            _record(shapes, name, types[0], _host_dims)
-        if len(types) > 1:
-            _record(device, name, types[1], _device_dims)
+    items: list[tuple[str, int, tuple[int, ...]]] = []  # (producer full name, output index, host shape)
+    names: dict[tuple[str, str], str] = {}  # (subgraph, %N) -> full name
+    for node in _ir_nodes(text.splitlines()):
+        types = [_type_groups(line) for line in node.details if line.startswith(("(<", "()"))]
+        if node.name and node.ref:
+            names[(node.graph, node.ref)] = node.name
+        item = _GETITEM.match(node.header)
+        if item and types and len(types[0][1]) == 1 and (shape := _host_dims(types[0][1][0])) is not None:
+            producer = names.get((node.graph, f"%{item[1]}"))
+            if producer:
+                items.append((producer, int(item[2]), shape))
+        if node.name and types:
+            _record(shapes, node.name, types[0], _host_dims)
+        if node.name and len(types) > 1:
+            _record(device, node.name, types[1], _device_dims)
+    for producer, index, shape in items:
+        shapes.setdefault((producer, Role.OUTPUT, index), shape)
     return HostShapes(shapes, device)
 
 
-def _kernels(lines: Sequence[str]) -> Iterable[tuple[str, list[str]]]:
-    """(full name, its ``: (...)`` detail lines without the ``: ``) of each node that has a full name line."""
-    details: list[str] = []
+@dataclass(frozen=True, slots=True)
+class _IrNode:
+    graph: str  # the subgraph line it is in
+    ref: str  # "%N" ("" for the return)
+    header: str  # the node line without its indent
+    details: tuple[str, ...]  # its ": (...)" lines without the ": "
+    name: str | None  # its full name, when the IR prints one
+
+
+def _ir_nodes(lines: Sequence[str]) -> Iterable[_IrNode]:
+    """The nodes of an IR text, each with the detail lines that follow it."""
+    graph, header, details = "", "", []
     for line in [*lines, "}"]:
         if line.startswith("      : ("):
             details.append(line.strip()[2:])
-        elif line.startswith("}") or (line.startswith("  ") and line[2:3] not in ("", " ")):
+            continue
+        if not (line.startswith(("}", "subgraph @")) or (line.startswith("  ") and line[2:3] not in ("", " "))):
+            continue
+        if header:
+            ref = header.partition("(")[0] if header.startswith("%") else ""
             name = next((d[1:-1] for d in details if _is_full_name(d)), None)
-            if name:
-                yield name, details
-            details = []
+            yield _IrNode(graph, ref, header, tuple(details), name)
+        header, details = line.strip() if line.startswith("  ") else "", []
+        if line.startswith("subgraph @"):
+            graph = line
 
 
 def _is_full_name(detail: str) -> bool:

@@ -202,3 +202,22 @@ def test_parse_host_shapes_reads_tuple_outputs_as_unknown_and_the_return_apart()
     found = parse_host_shapes(text)
     assert found.shapes == {("Default/Split-op4", Role.INPUT, 0): (4, 6)}
     assert found.device[("Default/Split-op4", Role.OUTPUT, 1)] == (4, 3)
+
+
+@pytest.mark.parametrize("index", ["1", "I64(1)"])
+def test_a_tuple_output_takes_the_host_shape_of_the_tuple_getitem_reading_it(index):
+    text = ("subgraph @kernel_graph_0() {\n"
+            "  %3(x) = BNTrainingUpdate(%2)\n      : (<Tensor[Float32]x[const vector][4, 6, 2, 2]>) -> "
+            "(<Tuple[Tensor[Float32]*2]>)\n      : (<Float32xNC1HWC0[const vector][4, 1, 2, 2, 16]>) -> "
+            "(<Float32xNC1HWC0[const vector][4, 1, 2, 2, 16]>, <Float32xNC1HWC0[const vector][1, 1, 1, 1, 16]>)\n"
+            "      : (Default/bn-BatchNorm2d/BNTrainingUpdate-op4)\n"
+            f"  %4([CNode]9) = TupleGetItem(%3, {index})\n"
+            "      : (<Tuple[Tensor[Float32]*2]>, <Int64>) -> (<Tensor[Float32]x[const vector][6]>)\n"
+            "      : (Default/bn-BatchNorm2d/tuple_getitem-op5)\n}\n"
+            "subgraph @other_graph() {\n  %3(y) = ReLU(%1)\n      : (Default/ReLU-op8)\n"
+            "  %4(z) = TupleGetItem(%3, 0)\n      : (<Tuple[Tensor[Float32]*2]>, <Int64>) -> "
+            "(<Tensor[Float32]x[const vector][9]>)\n      : (Default/tuple_getitem-op9)\n}\n")
+    found = parse_host_shapes(text)
+    bn = "Default/bn-BatchNorm2d/BNTrainingUpdate-op4"
+    assert found.shapes[(bn, Role.OUTPUT, 1)] == (6,) and (bn, Role.OUTPUT, 0) not in found.shapes
+    assert found.shapes[("Default/ReLU-op8", Role.OUTPUT, 0)] == (9,)  # %3 of its own subgraph, not the BN
