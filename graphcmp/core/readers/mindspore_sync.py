@@ -26,7 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from graphcmp.core.device_formats import TILED_FORMATS, DeviceFormatError, original_elements, to_original
+from graphcmp.core.device_formats import (
+    PLAIN_FORMATS,
+    TILED_FORMATS,
+    DeviceFormatError,
+    original_elements,
+    to_original,
+)
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.inputs import read_input, regular_file
@@ -44,7 +50,7 @@ BIN_NAME = re.compile(r"^(?P<op>.+)_(?P<role>input|output)_(?P<index>\d+)_shape_
 
 _NUMPY = {"Bool": "?", "Int8": "i1", "Int16": "<i2", "Int32": "<i4", "Int64": "<i8", "UInt8": "u1", "UInt16": "<u2",
           "UInt32": "<u4", "UInt64": "<u8", "Float16": "<f2", "Float32": "<f4", "Float64": "<f8"}
-_FORMATS = {"FracZ": "FRACTAL_Z", "FracNZ": "FRACTAL_NZ"}
+_FORMATS = {"FracZ": "FRACTAL_Z"}
 """MindSpore 1.x format names (``kOpFormat_FRAC_Z = "FracZ"``) -> the names `graphcmp.core.device_formats` knows."""
 _ITERATION = re.compile(r"^iteration_(\d+)$")
 _DEVICE = re.compile(r"^(?:device_)?(\d+)$")
@@ -70,8 +76,13 @@ class BinFile:
     format: str  # as the file name writes it ("NC1HWC0", "FracZ", "DefaultFormat" ...)
 
     @property
+    def device(self) -> bool:
+        """True when the tensor is in a device format: its bytes and shape are not the host tensor's."""
+        return self.format != "DefaultFormat" and device_format(self.format) not in PLAIN_FORMATS
+
+    @property
     def tiled(self) -> bool:
-        """True when the tensor is in a tiled device format (its shape is not the host one)."""
+        """True when the tensor is in a device format `graphcmp.core.device_formats` turns back."""
         return device_format(self.format) in TILED_FORMATS
 
 
@@ -329,18 +340,17 @@ def parse_mindspore_sync(files: Sequence[BinFile], *, source: str = "<memory>", 
     ops = sorted({f.op_name for f in files}, key=key)
     ordered = sorted(files, key=lambda f: (key(f.op_name), int(f.role), f.index))
     shapes = [_host_shape(f, host) for f in ordered]
-    kept = [f for f, shape in zip(ordered, shapes) if f.tiled and shape is None]
+    stats, present, shapes = _all_stats(ordered, shapes, folder)
     builder = HierarchyBuilder()
     types = [_OP_NUMBER.sub("", op.rpartition("/")[2]) for op in ops]
     scoped_nodes(builder, ops, types, _layout_attrs(ops, ordered, shapes))
-    stats, present = _all_stats(ordered, shapes, folder)
     n = len(ordered)
     builder.add_tensors([f.op_name for f in ordered], [int(f.role) for f in ordered], [str(f.index) for f in ordered],
                         dtype=[f.dtype for f in ordered], shape=[_shape(s or f.shape) for f, s in zip(ordered, shapes)],
                         stats=stats, present=present, md5=[""] * n,
                         file=[_reference(f, s) if folder is not None else "" for f, s in zip(ordered, shapes)],
                         value=[""] * n)
-    notes = (*missing, *([_kept_note(kept, host, folder)] if kept else ()))
+    notes = (*missing, *_kept_notes(ordered, shapes, host, folder))
     info = RunInfo(path=source, format="mindspore_sync", framework="mindspore",
                    task="tensor" if folder is not None else "statistics", rank=rank, step=step, missing=notes)
     return builder.build(info, group_apis=False)
@@ -366,12 +376,12 @@ def _host_shape(f: BinFile, host: HostShapes) -> tuple[int, ...] | None:
 
 def _layout_attrs(ops: Sequence[str], files: Sequence[BinFile],
                   shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[tuple[str, str], ...]]:
-    kept = {f.op_name for f, s in zip(files, shapes) if f.tiled and s is None}
+    kept = {f.op_name for f, s in zip(files, shapes) if f.device and s is None}
     restored = {f.op_name for f, s in zip(files, shapes) if s is not None}
     out = []
     for op in ops:
         if op in kept:
-            out.append((("layout", "device format kept: no host shape in the IR"),))
+            out.append((("layout", "device format kept: no host shape in the IR or no inverse for it"),))
         elif op in restored:
             out.append((("layout", "device format turned back to the host shape of the IR"),))
         else:
@@ -379,32 +389,48 @@ def _layout_attrs(ops: Sequence[str], files: Sequence[BinFile],
     return out
 
 
-def _all_stats(files: Sequence[BinFile], shapes: Sequence[tuple[int, ...] | None],
-               folder: Path | None) -> tuple[np.ndarray, np.ndarray]:
+def _all_stats(files: Sequence[BinFile], shapes: Sequence[tuple[int, ...] | None], folder: Path | None
+               ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, ...] | None]]:
+    """Statistics of each file's tensor (of its host elements where `shapes` gives a host shape), and the host
+    shapes that fit their device shapes (None for one that does not: the tensor keeps its device shape)."""
     stats = np.full((len(files), 4), np.nan)
     present = np.zeros((len(files), 4), bool)
+    fitting = list(shapes)
     if folder is None:
-        return stats, present
+        return stats, present, fitting
     for k, (f, shape) in enumerate(zip(files, shapes)):
-        name = str(folder / f.file)
-        data = _device_array(name, f)
-        try:
-            pieces = [data] if shape is None else original_elements(data, device_format(f.format), f.shape, shape)
-        except DeviceFormatError as error:
-            raise DumpFormatError(f"{name}: {error}") from None
+        data = _device_array(str(folder / f.file), f)
+        pieces = [data]
+        if shape is not None:
+            try:
+                pieces = original_elements(data, device_format(f.format), f.shape, shape)
+            except DeviceFormatError:
+                fitting[k] = None
         stats[k], present[k] = elements_stats(pieces)
-    return stats, present
+    return stats, present, fitting
 
 
 def _reference(f: BinFile, shape: tuple[int, ...] | None) -> str:
     return f.file if shape is None else f"{f.file}#host={','.join(map(str, shape))}"
 
 
-def _kept_note(kept: Sequence[BinFile], host: HostShapes, folder: Path | None) -> str:
-    where = ", ".join(host.files) if host.files else \
-        f"no {_GRAPH_IR} in {(folder.parent / 'graphs') if folder is not None else 'graphs/'}"
-    return (f"{len(kept)} tensor(s) in a device format keep their device shape, their host shape not found "
-            f"({where}); first: {kept[0].file}")
+def _kept_notes(files: Sequence[BinFile], shapes: Sequence[tuple[int, ...] | None], host: HostShapes,
+                folder: Path | None) -> list[str]:
+    """The run's notes on the tensors that keep their device shape: those whose host shape the IR does not give (or
+    does not fit their device shape), and those in a format with no inverse."""
+    lost = [f for f, s in zip(files, shapes) if f.tiled and s is None]
+    other = [f for f in files if f.device and not f.tiled]
+    notes = []
+    if lost:
+        where = ", ".join(host.files) if host.files else \
+            f"no {_GRAPH_IR} in {(folder.parent / 'graphs') if folder is not None else 'graphs/'}"
+        notes.append(f"{len(lost)} tensor(s) in a device format keep their device shape, their host shape not found "
+                     f"or not fitting ({where}); first: {lost[0].file}")
+    if other:
+        formats = ", ".join(sorted({f.format for f in other}))
+        notes.append(f"{len(other)} tensor(s) in a device format graphcmp does not turn back ({formats}) keep their "
+                     f"device shape; first: {other[0].file}")
+    return notes
 
 
 def _shape(shape: Iterable[int]) -> str:

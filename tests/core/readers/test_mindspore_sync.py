@@ -155,10 +155,10 @@ def test_without_the_ir_a_device_format_keeps_its_device_shape_and_the_run_says_
     rows = _rows(graph, CONV)
     assert graph.tensors.shape[rows[("input", "1")]] == "[2, 1, 16, 16]"
     (note,) = graph.info.missing
-    assert note.startswith("5 tensor(s) in a device format keep their device shape")
+    assert note.startswith("5 tensor(s) in a device format keep their device shape, their host shape not found")
     assert "ms_output_trace_code_graph_*.ir" in note
     assert note.endswith("Conv2D-op12_input_0_shape_2_2_3_3_16_Float16_NC1HWC0.bin")
-    assert dict(graph.nodes.attrs[graph.row(CONV)])["layout"] == "device format kept: no host shape in the IR"
+    assert dict(graph.nodes.attrs[graph.row(CONV)])["layout"].startswith("device format kept")
 
 
 def test_an_ir_whose_device_shape_differs_from_the_file_is_not_used(tmp_path):
@@ -171,6 +171,26 @@ def test_an_ir_whose_device_shape_differs_from_the_file_is_not_used(tmp_path):
     assert graph.tensors.shape[rows[("input", "1")]] == "[2, 1, 16, 16]"
     assert graph.tensors.shape[rows[("input", "0")]] == "[2, 20, 3, 3]"
     assert graph.info.missing[0].startswith("1 tensor(s)")
+
+
+def test_a_host_shape_that_does_not_fit_and_a_format_without_inverse_keep_the_device_shape(tmp_path):
+    shutil.copytree(CASE / "npu", tmp_path / "npu")
+    ir = tmp_path / "npu" / "net" / "device_0" / "graphs" / "ms_output_trace_code_graph_0.ir"
+    ir.write_text(ir.read_text().replace("-> (<Tensor[Float16]x[const vector][2, 5, 3, 3]>)\n      : (<Float16xNC1",
+                                         "-> (<Tensor[Float16]x[const vector][2, 40, 3, 3]>)\n      : (<Float16xNC1",
+                                         1))  # 40 channels do not fit one block of 16
+    folder = tmp_path / "npu" / "net" / "device_0" / "iteration_0"
+    _write(folder, "Default/lstm-LSTM/DynamicRNN-op30", "input", 0, np.ones((1, 2, 16, 16), np.float16), "Float16",
+           "FRACTAL_ZN_LSTM")
+    graph = read_mindspore_sync(tmp_path / "npu")
+    rows = _rows(graph, CONV)
+    assert graph.tensors.shape[rows[("output", "0")]] == "[2, 1, 3, 3, 16]"
+    assert graph.tensors.shape[rows[("input", "0")]] == "[2, 20, 3, 3]"
+    lost, other = graph.info.missing
+    assert lost.startswith("1 tensor(s) in a device format keep their device shape, their host shape not found or "
+                           "not fitting") and lost.endswith("Conv2D-op12_output_0_shape_2_1_3_3_16_Float16_NC1HWC0.bin")
+    assert other.startswith("1 tensor(s) in a device format graphcmp does not turn back (FRACTAL_ZN_LSTM)")
+    assert graph.tensors.shape[_rows(graph, "Default/lstm-LSTM/DynamicRNN-op30")[("input", "0")]] == "[1, 2, 16, 16]"
 
 
 def test_the_execution_order_csv_orders_the_kernels(tmp_path):
