@@ -302,8 +302,9 @@ def _binary_header(message: dump_data_pb2.DumpData, payload: int, start: int, so
         tensors.append(_desc(role, k, t, -1 if skipped else offset, skipped, hint))
         if not skipped:
             offset += t.size
+    cut = any(t.skipped.endswith("(truncated)") for t in tensors)
     return DumpHeader(message.op_name, message.dump_time, tuple(tensors), "binary", payload, declared,
-                      ffts_slices(message), _binary_extras(message, offset, end))
+                      ffts_slices(message), _binary_extras(message, offset, end, cut))
 
 
 def _extra_items(message: dump_data_pb2.DumpData
@@ -323,12 +324,13 @@ def _enum_name(enum, value: int) -> str:
         return str(value)
 
 
-def _binary_extras(message: dump_data_pb2.DumpData, offset: int, end: int) -> tuple[ExtraDesc, ...]:
-    """Where each buffer's and workspace's bytes lie, from `offset` (the end of the last output's bytes) on."""
+def _binary_extras(message: dump_data_pb2.DumpData, offset: int, end: int, cut: bool) -> tuple[ExtraDesc, ...]:
+    """Where each buffer's and workspace's bytes lie, from `offset` (the end of the last output's bytes) on; `cut`
+    (a tensor before them is cut off) and the first one cut off leave all those after it unread too."""
     extras = []
     for kind, k, type_name, item in _extra_items(message):
-        skipped = "size 0" if item.size == 0 else \
-            "its bytes lie past the end of the file (truncated)" if offset + item.size > end else ""
+        cut = cut or (item.size > 0 and offset + item.size > end)
+        skipped = "size 0" if item.size == 0 else "its bytes lie past the end of the file (truncated)" if cut else ""
         extras.append(ExtraDesc(kind, k, type_name, int(item.size), -1 if skipped else offset, skipped))
         if not skipped:
             offset += item.size

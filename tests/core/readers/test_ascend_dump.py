@@ -549,3 +549,14 @@ def test_a_dtype_without_a_known_packing_is_refused_naming_the_file_and_the_dtyp
         read_ascend_dump(tmp_path)
     message = str(raised.value)
     assert "\n" not in message and message.startswith(f"{path}: output 0: {name} (code {code}) is not decoded")
+
+
+def test_extras_after_a_tensor_cut_short_are_not_located_in_its_place(tmp_path):
+    path, *_ = _op_with_scratch(tmp_path)
+    header = read_header(path)
+    out = header.tensors[2]
+    path.write_bytes(path.read_bytes()[:out.offset + out.size - 1])  # the output cut by one byte
+    header = read_header(path)
+    assert header.tensors[2].offset == -1
+    assert [e.offset for e in header.extras] == [-1, -1]  # the 96-byte buffer would fit where the output begins
+    assert all(e.skipped.endswith("(truncated)") for e in header.extras)
