@@ -8,7 +8,7 @@ Three models, each exported to ONNX (TorchScript exporter, opset 17, BatchNorm k
 * ``enc``: a transformer encoder block (LayerNorm, q/k/v/o Linear = MatMul + Add, 2-head attention with a scale Mul
   and Softmax, GELU through Erf, two residual Adds), input 1x16x32;
 * ``mbn``: a MobileNet-style CNN (3x3/2 conv + BN + ReLU6, an inverted residual block with a depthwise conv, a
-  channel Concat of a 1x1 conv branch and an AveragePool branch, global average pool, Gemm), input 1x3x32x32;
+  channel Concat of a 1x1 conv branch and an AveragePool branch, global average pool, Gemm), input 1x3x16x16;
 * ``lstm``: an LSTM cell unrolled over 3 steps (three model inputs, Gemm / MatMul, Split into 4 gates,
   Sigmoid / Tanh / Mul / Add), then a Gemm head; h0 and c0 are zeros.
 
@@ -317,7 +317,7 @@ def make_model(kind: str, overflow: bool):
     if kind == "enc":
         inputs = {"input": rng.standard_normal((1, 16, 32)).astype(np.float32)}
     elif kind == "mbn":
-        inputs = {"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)}
+        inputs = {"input": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)}
     else:
         inputs = {f"x{t}": rng.standard_normal((4, 20)).astype(np.float32) for t in range(3)}
     return model, inputs
@@ -358,7 +358,8 @@ def fold(p: dict, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     """Conv weight and bias with the BN folded in (fp32)."""
     w = p[f"{prefix}.conv.weight"]
     s = p[f"{prefix}.bn.weight"] / np.sqrt(p[f"{prefix}.bn.running_var"] + np.float32(1e-5))
-    return (w * s[:, None, None, None]).astype(np.float32), (p[f"{prefix}.bn.bias"] - p[f"{prefix}.bn.running_mean"] * s)
+    bias = p[f"{prefix}.bn.bias"] - p[f"{prefix}.bn.running_mean"] * s
+    return (w * s[:, None, None, None]).astype(np.float32), bias
 
 
 # --- the NPU programs ---------------------------------------------------------------------------------------
@@ -539,7 +540,8 @@ CASES = {
     "mbn_bf16_perturb": ("mbn", "bfloat16", "perturb_bf", "ge", False,
                          "expand conv (BN folded): output channel 7 scaled x1.15"),
     "mbn_fp16_overflow": ("mbn", "float16", "", "ge", True,
-                          "project BN channel 3: gamma x1.5e5, beta 6e4 in the model: fp16 overflow, Opdebug old layout"),
+                          "project BN channel 3: gamma x1.5e5, beta 6e4 in the model: fp16 overflow, "
+                          "Opdebug old layout"),
     "lstm_fp16_clean": ("lstm", "float16", "", "ms", False, "no bug (MindSpore async layout)"),
     "lstm_bf16_clean": ("lstm", "bfloat16", "", "ge", False, "no bug"),
     "lstm_fp16_perturb": ("lstm", "float16", "perturb", "ge", False,
@@ -656,7 +658,8 @@ def write_case(root: Path, name: str) -> dict:
     for k, ((op_name, index), array) in enumerate(gold.items()):
         np.save(case / "golden" / f"{key(op_name)}.{index}.{T_GOLDEN + 13 * k}.npy", array)
     rule_name = MODEL_NAMES[kind]
-    (case / "fusion_rule" / f"{rule_name}.json").write_text(json.dumps(fusion_rule(e, rule_name), indent=1))
+    rule = json.dumps(fusion_rule(e, rule_name), separators=(",", ":"))
+    (case / "fusion_rule" / f"{rule_name}.json").write_text(rule)
     if layout == "ms":  # MindSpore asynchronous dump: {device}/{net}_graph_{id}/{id}/{iteration}, no stream id
         folder, stream = case / "npu_dump" / "0" / f"{rule_name}_graph_0" / "0" / "0", None
     else:  # GE: {time}/{device}/{model}/{model_id}/{iteration}
@@ -729,6 +732,32 @@ def write_case(root: Path, name: str) -> dict:
     return record
 
 
+SMALL = ("enc_fp16_clean", "enc_fp16_scale", "enc_bf16_nobias", "enc_fp16_perturb", "enc_bf16_perturb",
+         "mbn_fp16_clean", "mbn_fp16_mislaid", "mbn_fp16_perturb", "mbn_bf16_perturb", "mbn_fp16_overflow",
+         "lstm_fp16_clean", "lstm_fp16_perturb", "lstm_bf16_nobias", "lstm_fp16_overflow")
+"""The cases copied into tests/data/cases29 (`--copy-small`)."""
+
+
+def copy_small(root: Path, dest: Path) -> None:
+    """Copy the `SMALL` cases into `dest` without their ONNX model, each model's golden folder once
+    (``_golden/<model>``; the overflow models' own), the TRUTH without its per-op table (the truth op's row kept)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for name in SMALL:
+        t = json.loads((root / name / "TRUTH.json").read_text())
+        shared = f"_golden/{name.split('_')[0]}" + ("_overflow" if t["overflow"] else "")
+        if not (dest / shared).exists():
+            shutil.copytree(root / name / t["golden_dir"], dest / shared)
+        shutil.copytree(root / name / "npu_dump", dest / name / "npu_dump")
+        shutil.copytree(root / name / "fusion_rule", dest / name / "fusion_rule")
+        op = t["truth"]["first_divergent_npu_op"]
+        t["per_op"] = [r for r in t["per_op"] if r["op"] == op]
+        t["golden_dir"] = f"../{shared}"
+        t["onnx"] = None
+        (dest / name / "TRUTH.json").write_text(json.dumps(t, separators=(",", ":")))
+
+
 def key(name: str) -> str:
     return name.replace("/", "_").replace(".", "_").replace("\\", "_").replace(" ", "_")
 
@@ -737,7 +766,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default="/work/cases29")
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--copy-small", metavar="DEST", help="only copy the small cases of --root into DEST")
     a = ap.parse_args()
+    if a.copy_small:
+        copy_small(Path(a.root), Path(a.copy_small))
+        return 0
     import torch
     torch.set_num_threads(1)
     root = Path(a.root)
