@@ -368,18 +368,31 @@ def npu_enc(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
     import torch
     import torch.nn.functional as F
     e = Emu(dtype)
+    mix, bug = variant(bug)  # mix: LayerNorm and Softmax in fp32 between Casts, as a mixed-precision graph runs them
     x = e.cast("trans_Cast_0", e.data("input", inputs["input"]), dtype)
+    casts = iter(range(10, 100))
+
+    def fp32(v):
+        return e.cast(f"trans_Cast_{next(casts)}", v, "float32") if mix else v
+
+    def back(v):
+        return e.cast(f"trans_Cast_{next(casts)}", v, dtype) if mix else v
 
     def ln(name, v, prefix):
-        g, b = e.const(f"{prefix}.weight", p[f"{prefix}.weight"]), e.const(f"{prefix}.bias", p[f"{prefix}.bias"])
+        wide = "float32" if mix else None
+        g = e.const(f"{prefix}.weight", p[f"{prefix}.weight"], dtype=wide)
+        b = e.const(f"{prefix}.bias", p[f"{prefix}.bias"], dtype=wide)
+        v = fp32(v)
         out = F.layer_norm(th(v), (v.array.shape[-1],), th(g), th(b), 1e-5).numpy()
-        return e.one("LayerNorm", name, [name], [v, g, b], out, "ND", (name, 0))
+        return back(e.one("LayerNorm", name, [name], [v, g, b], out, "ND", (name, 0), wide))
 
     def linear(prefix, v, bias=True, scale_col=None):
         w = p[f"{prefix}.weight"].T.copy()  # (in, out): the ONNX MatMul's weight
         if scale_col is not None:
             w[:, scale_col[0]] *= scale_col[1]
-        wv = e.const(f"{prefix}.weight", w)
+        if bug == "wtrans" and prefix == "o":  # the square weight laid out transposed
+            w = w.T.copy()
+        wv = e.const(f"{prefix}.weight", w, "FRACTAL_NZ")
         ins, out = [v, wv], th(v) @ th(wv)
         if bias:
             bv = e.const(f"{prefix}.bias", p[f"{prefix}.bias"])
@@ -405,7 +418,9 @@ def npu_enc(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
     scale = 1 / math.sqrt(32 if bug == "scale" else 16)  # the bug: the model width's scale, not a head's
     sc = e.one("Muls", "/Mul", ["/Mul"], [s], (th(s) * np.float32(scale)).numpy(), "ND", ("/Mul", 0),
                attrs={"value": scale})
-    a = e.one("SoftmaxV2", "/Softmax", ["/Softmax"], [sc], torch.softmax(th(sc), -1).numpy(), "ND", ("/Softmax", 0))
+    sc = fp32(sc)
+    a = back(e.one("SoftmaxV2", "/Softmax", ["/Softmax"], [sc], torch.softmax(th(sc), -1).numpy(), "ND",
+                   ("/Softmax", 0), "float32" if mix else None))
     c = e.one("BatchMatMulV2", "/MatMul_1", ["/MatMul_1"], [a, vh], (th(a) @ th(vh)).numpy(), "ND",
               ("/MatMul_1", 0))
     c2 = e.one("ConfusionTransposeD", "/Transpose_3", ["/Transpose_3", "/Reshape_3"], [c],
@@ -420,6 +435,12 @@ def npu_enc(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
     out = e.one("Add", "/Add_2", ["/Add_2"], [r1, f2], (th(r1) + th(f2)).numpy(), "ND", ("/Add_2", 0))
     e.cast("trans_Cast_5", out, "float32")
     return e
+
+
+def variant(bug: str) -> tuple[bool, str]:
+    """(the mixed-precision variant?, the bug) of a case's bug text (``mix``, ``mix+scale``, ``scale``)."""
+    mix = bug == "mix" or bug.startswith("mix+")
+    return mix, (bug.partition("+")[2] if mix else bug)
 
 
 def npu_mbn(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
@@ -490,8 +511,9 @@ def npu_lstm(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
         add_name = f"/Add_{2 * t}" if t else "/Add"
         g = e.one("Add", add_name, [add_name], [gx, gh], (th(gx) + th(gh)).numpy(), "ND", (add_name, 0))
         split = f"/Split_{t}" if t else "/Split"
+        order = [0, 2, 1, 3] if bug == "splitswap" and t == 1 else [0, 1, 2, 3]  # f and g gates swapped
         parts = e.op("SplitD", split, [split], [g],
-                     [(g.array[:, 24 * k:24 * (k + 1)], "ND", (split, k)) for k in range(4)],
+                     [(g.array[:, 24 * j:24 * (j + 1)], "ND", (split, k)) for k, j in enumerate(order)],
                      attrs={"split_dim": 1, "num_split": 4})
 
         def un(fn, kind, idx, v):
@@ -531,6 +553,11 @@ CASES = {
     "enc_fp16_perturb": ("enc", "float16", "perturb", "ge", False, "v weight: output column 5 scaled x1.05"),
     "enc_bf16_perturb": ("enc", "bfloat16", "perturb_bf", "ge", False, "v weight: output column 5 scaled x1.15"),
     "enc_bf16_nobias": ("enc", "bfloat16", "nobias", "ge", False, "fc1's MatMulV2 runs without its bias"),
+    "enc_fp16_wtrans": ("enc", "float16", "wtrans", "ge", False, "o's square weight transposed in its FRACTAL_NZ"),
+    "enc_mix_clean": ("enc", "float16", "mix", "ge", False,
+                      "fp16 with LayerNorm and Softmax in fp32 between Casts (a mixed-precision graph), no bug"),
+    "enc_mix_scale": ("enc", "float16", "mix+scale", "ge", False,
+                      "the mixed-precision graph with the attention scale 1/sqrt(32) for 1/sqrt(16)"),
     "mbn_fp16_clean": ("mbn", "float16", "", "ge", False, "no bug"),
     "mbn_bf16_clean": ("mbn", "bfloat16", "", "ge", False, "no bug"),
     "mbn_fp16_mislaid": ("mbn", "float16", "mislaid", "ge", False,
@@ -547,6 +574,8 @@ CASES = {
     "lstm_fp16_perturb": ("lstm", "float16", "perturb", "ge", False,
                           "recurrent weight wh: row 40 scaled x1.05 (step 0 multiplies h0 = 0: first seen at step 1)"),
     "lstm_bf16_nobias": ("lstm", "bfloat16", "nobias", "ge", False, "the x projection runs without its bias"),
+    "lstm_fp16_splitswap": ("lstm", "float16", "splitswap", "ge", False,
+                            "step 1's SplitD writes the forget and cell gates to each other's outputs (1 and 2)"),
     "lstm_fp16_overflow": ("lstm", "float16", "", "ms", True,
                            "wx row 30 x1e5 in the model: fp16 overflow in /wx/Gemm (gone after the gates), "
                            "MindSpore async layout, Opdebug new layout"),
@@ -654,7 +683,7 @@ def write_case(root: Path, name: str) -> dict:
     gold = export_and_golden(model, inputs, case / "model.onnx")
     p = params(model)
     e = PROGRAMS[kind](p, inputs, dtype, bug)
-    clean = PROGRAMS[kind](p, inputs, dtype, "")
+    clean = PROGRAMS[kind](p, inputs, dtype, "mix" if variant(bug)[0] else "")
     for k, ((op_name, index), array) in enumerate(gold.items()):
         np.save(case / "golden" / f"{key(op_name)}.{index}.{T_GOLDEN + 13 * k}.npy", array)
     rule_name = MODEL_NAMES[kind]
@@ -700,8 +729,9 @@ def write_case(root: Path, name: str) -> dict:
         debug = mlp.tensor(np.frombuffer(raw, np.uint8), "uint8")
         opdebug = mlp.file_name("Opdebug", "Node_OpDebug", 1, 0, ts + 7)
         mlp.write_dump(folder / opdebug, "Node_OpDebug", ts + 7, [], [debug])
-    if bug:
+    if variant(bug)[1]:
         assert truth_op is not None, f"{name}: the bug changes nothing"
+    bug = bug if variant(bug)[1] else ""
     truth = {"divergent": truth_op is not None, "first_divergent_npu_op": truth_op.name if truth_op else None}
     if truth_op is not None:
         fname, task, ts = files[truth_op.name]
@@ -732,9 +762,9 @@ def write_case(root: Path, name: str) -> dict:
     return record
 
 
-SMALL = ("enc_fp16_clean", "enc_fp16_scale", "enc_bf16_nobias", "enc_fp16_perturb", "enc_bf16_perturb",
+SMALL = ("enc_fp16_clean", "enc_mix_clean", "enc_fp16_scale", "enc_bf16_nobias", "enc_fp16_perturb", "enc_fp16_wtrans",
          "mbn_fp16_clean", "mbn_fp16_mislaid", "mbn_fp16_perturb", "mbn_bf16_perturb", "mbn_fp16_overflow",
-         "lstm_fp16_clean", "lstm_fp16_perturb", "lstm_bf16_nobias", "lstm_fp16_overflow")
+         "lstm_fp16_clean", "lstm_fp16_perturb", "lstm_fp16_splitswap", "lstm_fp16_overflow")
 """The cases copied into tests/data/cases29 (`--copy-small`)."""
 
 
