@@ -442,3 +442,14 @@ def test_elements_stats_of_strided_pieces_as_of_their_values(monkeypatch):
     np.testing.assert_allclose(stats, [values.max(), values.min(), values.mean(), np.sqrt((values ** 2).sum())],
                                rtol=1e-6)
     assert present.all()
+
+
+def test_statistics_dump_ops_are_named_as_the_fusion_rule_names_them():
+    """A .csv dump writes op names as file names do (mlp/fc1/MatMul -> mlp_fc1_MatMul); with the rule, the run uses
+    the ops' own names (and so their scopes), both sides alike; without it, the file-name form stays."""
+    case = MLP / "stats"
+    npu, bench = read_npu_and_golden(case / "npu_dump", case / "golden", case / "fusion_rule" / "mlp.json")
+    assert npu.info.task == "statistics"
+    assert {"mlp/fc1/MatMul", "mlp/fc1", "mlp/Softmax", "trans_Cast_0"} <= set(npu.nodes.ids)
+    assert "mlp_fc1_MatMul" not in npu.nodes.ids and set(bench.nodes.ids) <= set(npu.nodes.ids)
+    assert "mlp_fc1_MatMul" in read_ascend_dump(case / "npu_dump").nodes.ids
