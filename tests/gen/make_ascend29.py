@@ -47,7 +47,8 @@ sys.path.insert(0, str(REPO / "tests" / "data" / "ascend_mlp"))
 import make_ascend_cases as mlp  # noqa: E402  (the raw dump writer, bf16 helpers)
 
 DT = {**mlp.DT, "bool": 12}
-FMT = {"NCHW": 0, "ND": 2, "NC1HWC0": 3, "FRACTAL_Z": 4, "FRACTAL_NZ": 29}
+FMT = {"NCHW": 0, "ND": 2, "NC1HWC0": 3, "FRACTAL_Z": 4, "NC1HWC0_C04": 12, "FRACTAL_Z_C04": 13, "FRACTAL_NZ": 29,
+       "NCDHW": 30, "NDC1HWC0": 32, "FRACTAL_Z_3D": 33}
 GE_DT = {"float32": "DT_FLOAT", "float16": "DT_FLOAT16", "bfloat16": "DT_BF16", "int32": "DT_INT32",
          "uint8": "DT_UINT8"}
 T_GOLDEN = 1741300000000000
@@ -104,9 +105,58 @@ def fractal_nz(x: np.ndarray) -> np.ndarray:
     return out.transpose(*range(nb), nb + 2, nb, nb + 1, nb + 3).copy()
 
 
+def nc1hwc0_c04(x: np.ndarray) -> np.ndarray:
+    """(N, C, H, W) -> (N, ceil(C/4), H, W, 4): NC1HWC0 with C0 = 4 (a first conv's few channels)."""
+    n, c, h, w = x.shape
+    c1 = -(-c // 4)
+    padded = np.zeros((n, c1 * 4, h, w), x.dtype)
+    padded[:, :c] = x
+    return padded.reshape(n, c1, 4, h, w).transpose(0, 1, 3, 4, 2).copy()
+
+
+def fractal_z_c04(w: np.ndarray) -> np.ndarray:
+    """(N, C<=4, H, W) weight -> (K1, N1, 16, 16): the reduction axis (H, W, C0=4) of each output channel
+    flattened, padded to 16, and cut into fractals (k1, n1, n0, k0)."""
+    n, c, h, k = w.shape
+    padded = np.zeros((n, 4, h, k), w.dtype)
+    padded[:, :c] = w
+    rows = padded.transpose(0, 2, 3, 1).reshape(n, h * k * 4)            # (N, K)
+    k1, n1 = -(-h * k * 4 // 16), -(-n // 16)
+    matrix = np.zeros((n1 * 16, k1 * 16), w.dtype)
+    matrix[:n, :h * k * 4] = rows
+    return matrix.reshape(n1, 16, k1, 16).transpose(2, 0, 1, 3).copy()
+
+
+def ndc1hwc0(x: np.ndarray) -> np.ndarray:
+    """(N, C, D, H, W) -> (N, D, C1, H, W, 16)."""
+    n, c, d, h, w = x.shape
+    c1 = -(-c // 16)
+    padded = np.zeros((n, c1 * 16, d, h, w), x.dtype)
+    padded[:, :c] = x
+    return padded.reshape(n, c1, 16, d, h, w).transpose(0, 3, 1, 4, 5, 2).copy()
+
+
+def fractal_z_3d(w: np.ndarray) -> np.ndarray:
+    """(N, C, D, H, W) weight -> (D*C1*H*W, N1, 16, 16): block (d, c1, h, w) holds N0 x C0."""
+    n, c, d, h, k = w.shape
+    n1, c1 = -(-n // 16), -(-c // 16)
+    padded = np.zeros((n1 * 16, c1 * 16, d, h, k), w.dtype)
+    padded[:n, :c] = w
+    out = padded.reshape(n1, 16, c1, 16, d, h, k).transpose(4, 2, 5, 6, 0, 1, 3)
+    return out.reshape(d * c1 * h * k, n1, 16, 16).copy()
+
+
 def to_device(x: np.ndarray, fmt: str, groups: int = 0) -> np.ndarray:
     if fmt == "NC1HWC0":
         return nc1hwc0(x)
+    if fmt == "NC1HWC0_C04":
+        return nc1hwc0_c04(x)
+    if fmt == "FRACTAL_Z_C04":
+        return fractal_z_c04(x)
+    if fmt == "NDC1HWC0":
+        return ndc1hwc0(x)
+    if fmt == "FRACTAL_Z_3D":
+        return fractal_z_3d(x)
     if fmt == "FRACTAL_Z":
         return fractal_z_groups(x, groups) if groups > 1 else fractal_z(x)
     if fmt == "FRACTAL_NZ":
@@ -181,8 +231,8 @@ class Emu:
         self.ops: list[Op] = []
 
     def data(self, name: str, array: np.ndarray) -> Val:
-        v = Val(f"{name}:0", np.asarray(array, np.float32), "float32", "NCHW" if array.ndim == 4 else "ND",
-                (name, 0))
+        host = {4: "NCHW", 5: "NCDHW"}.get(array.ndim, "ND")
+        v = Val(f"{name}:0", np.asarray(array, np.float32), "float32", host, (name, 0))
         self.datas.append(v)
         return v
 
@@ -210,8 +260,6 @@ class Emu:
 
     def transdata(self, name: str, v: Val, fmt: str) -> Val:
         array = v.array
-        if fmt in ("NCHW", "ND") and array.ndim == 4 and array.shape[2:] == (1, 1) and v.fmt == "NC1HWC0":
-            fmt = "NCHW"
         return self.one("TransData", name, [], [v], array, fmt, v.origin, v.dtype,
                         attrs={"src_format": v.fmt, "dst_format": fmt})
 
@@ -290,7 +338,27 @@ def build_models():
                 h = torch.sigmoid(o) * torch.tanh(c)
             return self.head(h)
 
-    return {"enc": Encoder, "mbn": MobileNet, "lstm": LSTM}
+    class Conv3dBN(nn.Module):
+        def __init__(self, cin, cout, k=3, stride=1):
+            super().__init__()
+            self.conv = nn.Conv3d(cin, cout, k, stride, k // 2, bias=False)
+            self.bn = nn.BatchNorm3d(cout)
+
+        def forward(self, x):
+            return torch.relu(self.bn(self.conv(x)))
+
+    class Video3D(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1, self.conv2 = Conv3dBN(3, 16, 3, (1, 2, 2)), Conv3dBN(16, 24)
+            self.pool = nn.MaxPool3d((1, 2, 2))
+            self.fc = nn.Linear(24, 6)
+
+        def forward(self, x):
+            x = self.pool(self.conv2(self.conv1(x)))
+            return self.fc(F.adaptive_avg_pool3d(x, 1).flatten(1))
+
+    return {"enc": Encoder, "mbn": MobileNet, "lstm": LSTM, "c3d": Video3D}
 
 
 def make_model(kind: str, overflow: bool):
@@ -301,10 +369,10 @@ def make_model(kind: str, overflow: bool):
     gen = torch.Generator().manual_seed(2929)
     with torch.no_grad():
         for mod in model.modules():  # BN statistics and LayerNorm affine not at their defaults
-            if isinstance(mod, (torch.nn.BatchNorm2d, torch.nn.LayerNorm)):
+            if isinstance(mod, (torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.LayerNorm)):
                 mod.weight.copy_(1 + 0.2 * torch.randn(mod.weight.shape, generator=gen))
                 mod.bias.copy_(0.1 * torch.randn(mod.bias.shape, generator=gen))
-            if isinstance(mod, torch.nn.BatchNorm2d):
+            if isinstance(mod, (torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)):
                 mod.running_mean.copy_(0.1 * torch.randn(mod.running_mean.shape, generator=gen))
                 mod.running_var.copy_(0.5 + torch.rand(mod.running_var.shape, generator=gen))
         if overflow and kind == "mbn":  # in the model itself: the golden stays finite, fp16 does not
@@ -318,6 +386,8 @@ def make_model(kind: str, overflow: bool):
         inputs = {"input": rng.standard_normal((1, 16, 32)).astype(np.float32)}
     elif kind == "mbn":
         inputs = {"input": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)}
+    elif kind == "c3d":
+        inputs = {"input": rng.standard_normal((1, 3, 4, 8, 8)).astype(np.float32)}
     else:
         inputs = {f"x{t}": rng.standard_normal((4, 20)).astype(np.float32) for t in range(3)}
     return model, inputs
@@ -359,7 +429,7 @@ def fold(p: dict, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     w = p[f"{prefix}.conv.weight"]
     s = p[f"{prefix}.bn.weight"] / np.sqrt(p[f"{prefix}.bn.running_var"] + np.float32(1e-5))
     bias = p[f"{prefix}.bn.bias"] - p[f"{prefix}.bn.running_mean"] * s
-    return (w * s[:, None, None, None]).astype(np.float32), bias
+    return (w * s.reshape(-1, *[1] * (w.ndim - 1))).astype(np.float32), bias
 
 
 # --- the NPU programs ---------------------------------------------------------------------------------------
@@ -446,13 +516,16 @@ def variant(bug: str) -> tuple[bool, str]:
 def npu_mbn(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
     import torch.nn.functional as F
     e = Emu(dtype)
-    x = e.transdata("trans_TransData_1", e.cast("trans_Cast_0", e.data("input", inputs["input"]), dtype), "NC1HWC0")
+    # the first conv's 3 channels in the C0 = 4 formats (ATC's small-channel optimisation)
+    x = e.transdata("trans_TransData_1", e.cast("trans_Cast_0", e.data("input", inputs["input"]), dtype),
+                    "NC1HWC0_C04")
 
     def conv(prefix, v, stride=1, groups=1, act=True, op_type="Conv2D"):
         w, b = fold(p, prefix)
         if bug in ("perturb", "perturb_bf") and prefix == "expand":
             w[7] *= 1.05 if bug == "perturb" else 1.15
-        wv = e.const(f"/{prefix}/conv/Conv_weight_fold", w, "FRACTAL_Z", groups if groups > 1 else 0)
+        fmt = "FRACTAL_Z_C04" if v.fmt == "NC1HWC0_C04" else "FRACTAL_Z"
+        wv = e.const(f"/{prefix}/conv/Conv_weight_fold", w, fmt, groups if groups > 1 else 0)
         bv = e.const(f"/{prefix}/conv/Conv_bias_fold", b)
         if bug == "mislaid" and prefix == "dw":  # the depthwise weight laid out with H and W swapped
             wv.array = wv.array.transpose(0, 1, 3, 2).copy()
@@ -478,6 +551,40 @@ def npu_mbn(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
                 th(cat).mean((2, 3), keepdim=True).numpy(), "NC1HWC0", ("/GlobalAveragePool", 0))
     flat = e.transdata("trans_TransData_2", gap, "NCHW")
     flat2 = Val(flat.ref, flat.array.reshape(1, 56), flat.dtype, "ND", flat.origin)  # Flatten: removed by ATC
+    wv, bv = e.const("fc.weight", p["fc.weight"]), e.const("fc.bias", p["fc.bias"])
+    fc = e.one("MatMulV2", "/fc/Gemm", ["/fc/Gemm"], [flat2, wv, bv], (th(flat2) @ th(wv).T + th(bv)).numpy(),
+               "FRACTAL_NZ", ("/fc/Gemm", 0), attrs={"transpose_x2": True})
+    e.cast("trans_Cast_4", e.transdata("trans_TransData_3", fc, "ND"), "float32")
+    return e
+
+
+def npu_c3d(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
+    import torch.nn.functional as F
+    e = Emu(dtype)
+    x = e.transdata("trans_TransData_1", e.cast("trans_Cast_0", e.data("input", inputs["input"]), dtype), "NDC1HWC0")
+
+    def conv(prefix, v, stride):
+        w, b = fold(p, prefix)
+        if bug == "nobias" and prefix == "conv2":
+            b = None  # the BN shift folded into the bias, lost
+        wv = e.const(f"/{prefix}/conv/Conv_weight_fold", w, "FRACTAL_Z_3D")
+        if bug == "mislaid" and prefix == "conv2":  # the 3-D weight laid out with D and H swapped
+            wv.array = wv.array.transpose(0, 1, 3, 2, 4).copy()
+        ins = [v, wv]
+        if b is not None:
+            ins.append(e.const(f"/{prefix}/conv/Conv_bias_fold", b))
+        out = F.conv3d(th(v), th(wv), th(ins[2]) if len(ins) > 2 else None, stride, 1).relu()
+        names = [f"/{prefix}/conv/Conv", f"/{prefix}/bn/BatchNormalization", f"/{prefix}/Relu"]
+        return e.one("Conv3D", f"/{prefix}/conv/Conv/{prefix}/Relu", names, ins, out.numpy(), "NDC1HWC0",
+                     (names[-1], 0), attrs={"strides": str(stride)})
+
+    y = conv("conv2", conv("conv1", x, (1, 2, 2)), 1)
+    pool = e.one("MaxPool3D", "/pool/MaxPool", ["/pool/MaxPool"], [y], F.max_pool3d(th(y), (1, 2, 2)).numpy(),
+                 "NDC1HWC0", ("/pool/MaxPool", 0))
+    gap = e.one("ReduceMeanD", "/GlobalAveragePool", ["/GlobalAveragePool"], [pool],
+                th(pool).mean((2, 3, 4), keepdim=True).numpy(), "NDC1HWC0", ("/GlobalAveragePool", 0))
+    flat = e.transdata("trans_TransData_2", gap, "NCDHW")
+    flat2 = Val(flat.ref, flat.array.reshape(1, 24), flat.dtype, "ND", flat.origin)  # Flatten: removed by ATC
     wv, bv = e.const("fc.weight", p["fc.weight"]), e.const("fc.bias", p["fc.bias"])
     fc = e.one("MatMulV2", "/fc/Gemm", ["/fc/Gemm"], [flat2, wv, bv], (th(flat2) @ th(wv).T + th(bv)).numpy(),
                "FRACTAL_NZ", ("/fc/Gemm", 0), attrs={"transpose_x2": True})
@@ -541,8 +648,8 @@ def npu_lstm(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
     return e
 
 
-PROGRAMS = {"enc": npu_enc, "mbn": npu_mbn, "lstm": npu_lstm}
-MODEL_NAMES = {"enc": "encoder_block", "mbn": "mobilenet_tiny", "lstm": "lstm_unrolled"}
+PROGRAMS = {"enc": npu_enc, "mbn": npu_mbn, "lstm": npu_lstm, "c3d": npu_c3d}
+MODEL_NAMES = {"enc": "encoder_block", "mbn": "mobilenet_tiny", "lstm": "lstm_unrolled", "c3d": "video_conv3d"}
 
 # case -> (model, dtype, bug, layout, overflow, description)
 CASES = {
@@ -569,6 +676,13 @@ CASES = {
     "mbn_fp16_overflow": ("mbn", "float16", "", "ge", True,
                           "project BN channel 3: gamma x1.5e5, beta 6e4 in the model: fp16 overflow, "
                           "Opdebug old layout"),
+    "mbn_fp16_mislaid_stats": ("mbn", "float16", "mislaid", "stats", False,
+                               "mbn_fp16_mislaid as a statistics-mode dump (one .csv per op)"),
+    "c3d_fp16_clean": ("c3d", "float16", "", "ge", False, "no bug"),
+    "c3d_bf16_clean": ("c3d", "bfloat16", "", "ge", False, "no bug"),
+    "c3d_fp16_mislaid": ("c3d", "float16", "mislaid", "ge", False,
+                         "conv2's 3-D weight laid out with D and H swapped in its FRACTAL_Z_3D"),
+    "c3d_bf16_nobias": ("c3d", "bfloat16", "nobias", "ge", False, "conv2 runs without its folded BN bias"),
     "lstm_fp16_clean": ("lstm", "float16", "", "ms", False, "no bug (MindSpore async layout)"),
     "lstm_bf16_clean": ("lstm", "bfloat16", "", "ge", False, "no bug"),
     "lstm_fp16_perturb": ("lstm", "float16", "perturb", "ge", False,
@@ -593,7 +707,7 @@ def _a_list_i(key, values):
 
 
 def _desc(v: Val, with_origin: bool) -> dict:
-    origin_fmt = "NCHW" if v.array.ndim == 4 else "ND"
+    origin_fmt = {4: "NCHW", 5: "NCDHW"}.get(v.array.ndim, "ND")
     attrs = [_a_s("origin_format", origin_fmt), _a_list_i("origin_shape", v.array.shape),
              _a_s("origin_data_type", "DT_FLOAT")]
     if with_origin and v.origin is not None:
@@ -698,11 +812,15 @@ def write_case(root: Path, name: str) -> dict:
     files = {}
     for k, (op, op_clean) in enumerate(zip(e.ops, clean.ops)):
         task, ts = k + 2, T_DUMP + 41 * (k + 1)
-        fname = mlp.file_name(op.type, op.name, task, stream, ts)
+        fname = mlp.file_name(op.type, op.name, task, stream, ts) + (".csv" if layout == "stats" else "")
         files[op.name] = (fname, task, ts)
         ins = [v.dump(0x1000 + 0x100 * i) for i, v in enumerate(op.inputs)]
         outs = [v.dump(0x8000 + 0x100 * i) for i, v in enumerate(op.outputs)]
-        mlp.write_dump(folder / fname, op.name, ts, ins, outs)
+        if layout == "stats":
+            arrays = ([v.array for v in op.inputs], [v.array for v in op.outputs])
+            (folder / fname).write_text(mlp.stats_csv(ins, outs, arrays))
+        else:
+            mlp.write_dump(folder / fname, op.name, ts, ins, outs)
         identical = all(same(a, b) for a, b in zip(op.outputs, op_clean.outputs))
         nonfinite = int(sum((~np.isfinite(v.array)).sum() for v in op.outputs))
         if not identical and first_diff is None:
@@ -762,8 +880,9 @@ def write_case(root: Path, name: str) -> dict:
     return record
 
 
-SMALL = ("enc_fp16_clean", "enc_mix_clean", "enc_fp16_scale", "enc_bf16_nobias", "enc_fp16_perturb", "enc_fp16_wtrans",
+SMALL = ("enc_fp16_clean", "enc_mix_clean", "enc_bf16_nobias", "enc_fp16_wtrans",
          "mbn_fp16_clean", "mbn_fp16_mislaid", "mbn_fp16_perturb", "mbn_bf16_perturb", "mbn_fp16_overflow",
+         "mbn_fp16_mislaid_stats", "c3d_fp16_mislaid", "c3d_bf16_nobias",
          "lstm_fp16_clean", "lstm_fp16_perturb", "lstm_fp16_splitswap", "lstm_fp16_overflow")
 """The cases copied into tests/data/cases29 (`--copy-small`)."""
 
@@ -777,6 +896,8 @@ def copy_small(root: Path, dest: Path) -> None:
     for name in SMALL:
         t = json.loads((root / name / "TRUTH.json").read_text())
         shared = f"_golden/{name.split('_')[0]}" + ("_overflow" if t["overflow"] else "")
+        if not (root / name / "npu_dump").exists():
+            raise SystemExit(f"{root / name}: no such case; make the cases first")
         if not (dest / shared).exists():
             shutil.copytree(root / name / t["golden_dir"], dest / shared)
         shutil.copytree(root / name / "npu_dump", dest / name / "npu_dump")
