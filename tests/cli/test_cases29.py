@@ -57,7 +57,9 @@ def generator():
 @pytest.mark.parametrize(("fmt", "shape", "groups"), [
     ("NC1HWC0", (2, 24, 3, 5), 0), ("NC1HWC0", (1, 56, 1, 1), 0), ("FRACTAL_Z", (40, 16, 1, 1), 0),
     ("FRACTAL_Z", (16, 3, 3, 3), 0), ("FRACTAL_Z", (24, 1, 3, 3), 24), ("FRACTAL_Z", (12, 2, 3, 3), 6),
-    ("FRACTAL_NZ", (4, 96), 0), ("FRACTAL_NZ", (1, 16, 64), 0), ("FRACTAL_NZ", (2, 3, 20, 17), 0)])
+    ("FRACTAL_NZ", (4, 96), 0), ("FRACTAL_NZ", (1, 16, 64), 0), ("FRACTAL_NZ", (2, 3, 20, 17), 0),
+    ("NC1HWC0_C04", (1, 3, 16, 16), 0), ("FRACTAL_Z_C04", (16, 3, 3, 3), 0), ("FRACTAL_Z_C04", (20, 3, 5, 3), 0),
+    ("NDC1HWC0", (1, 24, 4, 4, 4), 0), ("FRACTAL_Z_3D", (24, 16, 3, 3, 3), 0), ("FRACTAL_Z_3D", (16, 3, 3, 2, 3), 0)])
 def test_generator_formats_round_trip_through_graphcmp(fmt, shape, groups):
     gen = generator()
     x = np.random.default_rng(7).standard_normal(shape).astype(np.float16)

@@ -350,12 +350,12 @@ def build_models():
     class Video3D(nn.Module):
         def __init__(self):
             super().__init__()
-            self.conv1, self.conv2 = Conv3dBN(3, 16, 3, (1, 2, 2)), Conv3dBN(16, 24)
+            self.blocks = nn.Sequential(Conv3dBN(3, 16, 3, (1, 2, 2)), Conv3dBN(16, 24))  # dotted names: blocks.0
             self.pool = nn.MaxPool3d((1, 2, 2))
             self.fc = nn.Linear(24, 6)
 
         def forward(self, x):
-            x = self.pool(self.conv2(self.conv1(x)))
+            x = self.pool(self.blocks(x))
             return self.fc(F.adaptive_avg_pool3d(x, 1).flatten(1))
 
     return {"enc": Encoder, "mbn": MobileNet, "lstm": LSTM, "c3d": Video3D}
@@ -563,12 +563,13 @@ def npu_c3d(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
     e = Emu(dtype)
     x = e.transdata("trans_TransData_1", e.cast("trans_Cast_0", e.data("input", inputs["input"]), dtype), "NDC1HWC0")
 
-    def conv(prefix, v, stride):
-        w, b = fold(p, prefix)
-        if bug == "nobias" and prefix == "conv2":
+    def conv(k, v, stride):
+        w, b = fold(p, f"blocks.{k}")
+        prefix = f"blocks/blocks.{k}"
+        if bug == "nobias" and k == 1:
             b = None  # the BN shift folded into the bias, lost
         wv = e.const(f"/{prefix}/conv/Conv_weight_fold", w, "FRACTAL_Z_3D")
-        if bug == "mislaid" and prefix == "conv2":  # the 3-D weight laid out with D and H swapped
+        if bug == "mislaid" and k == 1:  # the 3-D weight laid out with D and H swapped
             wv.array = wv.array.transpose(0, 1, 3, 2, 4).copy()
         ins = [v, wv]
         if b is not None:
@@ -578,7 +579,7 @@ def npu_c3d(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
         return e.one("Conv3D", f"/{prefix}/conv/Conv/{prefix}/Relu", names, ins, out.numpy(), "NDC1HWC0",
                      (names[-1], 0), attrs={"strides": str(stride)})
 
-    y = conv("conv2", conv("conv1", x, (1, 2, 2)), 1)
+    y = conv(1, conv(0, x, (1, 2, 2)), 1)
     pool = e.one("MaxPool3D", "/pool/MaxPool", ["/pool/MaxPool"], [y], F.max_pool3d(th(y), (1, 2, 2)).numpy(),
                  "NDC1HWC0", ("/pool/MaxPool", 0))
     gap = e.one("ReduceMeanD", "/GlobalAveragePool", ["/GlobalAveragePool"], [pool],
@@ -913,12 +914,69 @@ def key(name: str) -> str:
     return name.replace("/", "_").replace(".", "_").replace("\\", "_").replace(" ", "_")
 
 
+def verify_shared(folder: Path) -> int:
+    """Emulate the shared clean CNN (``B_cnn_clean``: its ONNX model's weights, its golden input) with this file's
+    machinery and compare every dumped tensor with the shared dump, bit for bit. Prints the mismatches; returns
+    their number."""
+    import onnx
+    import torch.nn.functional as F
+    from onnx import numpy_helper
+
+    from graphcmp.core.readers.ascend_file import read_dump_tensor, read_header  # the repo is on the path (mlp)
+    graph = onnx.load(str(folder / "model.onnx")).graph
+    init = {i.name: numpy_helper.to_array(i).astype(np.float32) for i in graph.initializer}
+    x0 = np.load(next((folder / "golden").glob("input.0.*.npy")))
+    e = Emu("float16")
+    x = e.transdata("trans_TransData_1", e.cast("trans_Cast_0", e.data("input", x0), "float16"), "NC1HWC0")
+
+    def conv(cname, bname, v, act, stride=1):
+        w = init[f"{cname}.weight"]
+        s = init[f"{bname}.weight"] / np.sqrt(init[f"{bname}.running_var"] + np.float32(1e-5))
+        wv = e.const("w", (w * s[:, None, None, None]).astype(np.float32), "FRACTAL_Z")
+        bv = e.const("b", init[f"{bname}.bias"] - init[f"{bname}.running_mean"] * s)
+        out = F.conv2d(th(v), th(wv), th(bv), stride, 1)
+        return e.one("Conv2D", cname, [], [v, wv, bv], (out.relu() if act else out).numpy(), "NC1HWC0", None)
+
+    y = conv("conv1", "bn1", x, True)
+    y = e.one("MaxPoolV3", "maxpool", [], [y], F.max_pool2d(th(y), 2).numpy(), "NC1HWC0", None)
+    z = conv("layer1.conv2", "layer1.bn2", conv("layer1.conv1", "layer1.bn1", y, True), False)
+    a = e.one("Add", "add", [], [y, z], (th(y) + th(z)).numpy(), "NC1HWC0", None)
+    r = e.one("Relu", "relu2", [], [a], th(a).relu().numpy(), "NC1HWC0", None)
+    c4 = conv("conv4", "bn4", r, True, 2)
+    gap = e.one("ReduceMeanD", "gap", [], [c4], th(c4).mean((2, 3), keepdim=True).numpy(), "NC1HWC0", None)
+    flat = e.transdata("trans_TransData_2", gap, "NCHW")
+    flat2 = Val(flat.ref, flat.array.reshape(1, -1), flat.dtype, "ND", None)
+    wv, bv = e.const("fc.weight", init["fc.weight"]), e.const("fc.bias", init["fc.bias"])
+    fc = e.one("MatMulV2", "fc", [], [flat2, wv, bv], (th(flat2) @ th(wv).T + th(bv)).numpy(), "FRACTAL_NZ", None)
+    e.cast("trans_Cast_4", e.transdata("trans_TransData_3", fc, "ND"), "float32")
+    dumps = sorted((p for p in next((folder / "npu_dump").glob("*/*/*/*/*")).iterdir()),
+                   key=lambda p: int(p.name.split(".")[-3]))
+    bad = 0
+    for op, path in zip(e.ops, dumps):
+        descs = read_header(path).tensors
+        for role, vals in (("input", op.inputs), ("output", op.outputs)):
+            for k, v in enumerate(vals):
+                theirs = np.asarray(read_dump_tensor(path, role, k), np.float32).reshape(v.array.shape)
+                if raw_bytes(theirs, v.dtype) != raw_bytes(v.array, v.dtype):
+                    bad += 1
+                    print(f"{path.name} {role}.{k}: max diff {np.abs(theirs - v.array).max()}")
+        assert len(descs) == len(op.inputs) + len(op.outputs), path.name
+    print(f"{len(dumps)} dump files, {len(e.ops)} ops emulated, {bad} tensors differ")
+    return bad
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default="/work/cases29")
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--copy-small", metavar="DEST", help="only copy the small cases of --root into DEST")
+    ap.add_argument("--verify-shared", metavar="CASE", help="only emulate the shared clean CNN case (its folder) and "
+                    "compare every tensor with its dump, bit for bit")
     a = ap.parse_args()
+    if a.verify_shared:
+        import torch
+        torch.set_num_threads(1)
+        return 1 if verify_shared(Path(a.verify_shared)) else 0
     if a.copy_small:
         copy_small(Path(a.root), Path(a.copy_small))
         return 0
