@@ -358,7 +358,17 @@ def build_models():
             x = self.pool(self.blocks(x))
             return self.fc(F.adaptive_avg_pool3d(x, 1).flatten(1))
 
-    return {"enc": Encoder, "mbn": MobileNet, "lstm": LSTM, "c3d": Video3D}
+    class EncoderStack(nn.Module):
+        def __init__(self, blocks=4):
+            super().__init__()
+            self.layers = nn.ModuleList(Encoder() for _ in range(blocks))
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    return {"enc": Encoder, "mbn": MobileNet, "lstm": LSTM, "c3d": Video3D, "enc4": EncoderStack}
 
 
 def make_model(kind: str, overflow: bool):
@@ -382,7 +392,7 @@ def make_model(kind: str, overflow: bool):
             model.wx.weight[30] *= 1e5
     model.eval()
     rng = np.random.default_rng(2930)
-    if kind == "enc":
+    if kind in ("enc", "enc4"):
         inputs = {"input": rng.standard_normal((1, 16, 32)).astype(np.float32)}
     elif kind == "mbn":
         inputs = {"input": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)}
@@ -434,44 +444,65 @@ def fold(p: dict, prefix: str) -> tuple[np.ndarray, np.ndarray]:
 
 # --- the NPU programs ---------------------------------------------------------------------------------------
 
-def npu_enc(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
-    import torch
-    import torch.nn.functional as F
+def npu_enc(p: dict, inputs: dict, dtype: str, bug: str, blocks: int = 0) -> Emu:
+    """The encoder block (`blocks` 0: its ops at the top level) or a stack of `blocks` of them (``/layers.{i}/...``);
+    a stack's bug is planted in its block 2 (the last block when fewer)."""
     e = Emu(dtype)
     mix, bug = variant(bug)  # mix: LayerNorm and Softmax in fp32 between Casts, as a mixed-precision graph runs them
     x = e.cast("trans_Cast_0", e.data("input", inputs["input"]), dtype)
-    casts = iter(range(10, 100))
+    names = {"casts": iter(range(10, 1000)), "transdata": iter(range(1, 1000))}
+    if not blocks:
+        x = encoder_block(e, p, x, "", "", bug, mix, names)
+    for i in range(blocks):
+        x = encoder_block(e, p, x, f"/layers.{i}", f"layers.{i}.", bug if i == min(2, blocks - 1) else "", mix, names)
+    e.cast("trans_Cast_5", x, "float32")
+    return e
+
+
+def npu_enc4(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
+    return npu_enc(p, inputs, dtype, bug, blocks=4)
+
+
+def encoder_block(e: Emu, p: dict, x: Val, scope: str, key: str, bug: str, mix: bool, names: dict) -> Val:
+    """One encoder block on `x` (ND): ONNX names under `scope`, parameters under `key`."""
+    import torch
+    import torch.nn.functional as F
+    dtype = e.dt
 
     def fp32(v):
-        return e.cast(f"trans_Cast_{next(casts)}", v, "float32") if mix else v
+        return e.cast(f"trans_Cast_{next(names['casts'])}", v, "float32") if mix else v
 
     def back(v):
-        return e.cast(f"trans_Cast_{next(casts)}", v, dtype) if mix else v
+        return e.cast(f"trans_Cast_{next(names['casts'])}", v, dtype) if mix else v
+
+    def transdata(v, fmt):
+        return e.transdata(f"trans_TransData_{next(names['transdata'])}", v, fmt)
 
     def ln(name, v, prefix):
         wide = "float32" if mix else None
-        g = e.const(f"{prefix}.weight", p[f"{prefix}.weight"], dtype=wide)
-        b = e.const(f"{prefix}.bias", p[f"{prefix}.bias"], dtype=wide)
+        g = e.const(f"{key}{prefix}.weight", p[f"{key}{prefix}.weight"], dtype=wide)
+        b = e.const(f"{key}{prefix}.bias", p[f"{key}{prefix}.bias"], dtype=wide)
         v = fp32(v)
         out = F.layer_norm(th(v), (v.array.shape[-1],), th(g), th(b), 1e-5).numpy()
         return back(e.one("LayerNorm", name, [name], [v, g, b], out, "ND", (name, 0), wide))
 
     def linear(prefix, v, bias=True, scale_col=None):
-        w = p[f"{prefix}.weight"].T.copy()  # (in, out): the ONNX MatMul's weight
+        w = p[f"{key}{prefix}.weight"].T.copy()  # (in, out): the ONNX MatMul's weight
         if scale_col is not None:
             w[:, scale_col[0]] *= scale_col[1]
         if bug == "wtrans" and prefix == "o":  # the square weight laid out transposed
             w = w.T.copy()
-        wv = e.const(f"{prefix}.weight", w, "FRACTAL_NZ")
+        wv = e.const(f"{key}{prefix}.weight", w, "FRACTAL_NZ")
         ins, out = [v, wv], th(v) @ th(wv)
         if bias:
-            bv = e.const(f"{prefix}.bias", p[f"{prefix}.bias"])
+            bv = e.const(f"{key}{prefix}.bias", p[f"{key}{prefix}.bias"])
             ins.append(bv)
             out = out + th(bv)
-        return e.one("MatMulV2", f"/{prefix}/MatMul", [f"/{prefix}/MatMul", f"/{prefix}/Add"], ins, out.numpy(),
-                     "FRACTAL_NZ", (f"/{prefix}/Add", 0))
+        op = f"{scope}/{prefix}"
+        return e.one("MatMulV2", f"{op}/MatMul", [f"{op}/MatMul", f"{op}/Add"], ins, out.numpy(), "FRACTAL_NZ",
+                     (f"{op}/Add", 0))
 
-    y = e.transdata("trans_TransData_1", ln("/ln1/LayerNormalization", x, "ln1"), "FRACTAL_NZ")
+    y = transdata(ln(f"{scope}/ln1/LayerNormalization", x, "ln1"), "FRACTAL_NZ")
     perturb = {"perturb": ("v", (5, 1.05)), "perturb_bf": ("v", (5, 1.15))}.get(bug)
     q = linear("q", y)
     k = linear("k", y)
@@ -479,32 +510,31 @@ def npu_enc(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
 
     def heads(name, val, originals, perm):
         a = val.array.reshape(1, 16, 2, 16).transpose(*perm).copy()
-        return e.one("ConfusionTransposeD", name, originals, [val], a, "ND", (originals[-1], 0))
+        return e.one("ConfusionTransposeD", scope + name, [scope + o for o in originals], [val], a, "ND",
+                     (scope + originals[-1], 0))
+
+    def op(op_type, name, inputs, array, fmt="ND", originals=None, dtype=None, attrs=None):
+        originals = [scope + o for o in (originals or [name])]
+        return e.one(op_type, scope + name, originals, inputs, array, fmt, (originals[-1], 0), dtype, attrs)
 
     qh = heads("/Transpose", q, ["/Reshape", "/Transpose"], (0, 2, 1, 3))
     kh = heads("/Transpose_2", k, ["/Reshape_1", "/Transpose_2"], (0, 2, 3, 1))
     vh = heads("/Transpose_1", v, ["/Reshape_2", "/Transpose_1"], (0, 2, 1, 3))
-    s = e.one("BatchMatMulV2", "/MatMul", ["/MatMul"], [qh, kh], (th(qh) @ th(kh)).numpy(), "ND", ("/MatMul", 0))
+    s = op("BatchMatMulV2", "/MatMul", [qh, kh], (th(qh) @ th(kh)).numpy())
     scale = 1 / math.sqrt(32 if bug == "scale" else 16)  # the bug: the model width's scale, not a head's
-    sc = e.one("Muls", "/Mul", ["/Mul"], [s], (th(s) * np.float32(scale)).numpy(), "ND", ("/Mul", 0),
-               attrs={"value": scale})
-    sc = fp32(sc)
-    a = back(e.one("SoftmaxV2", "/Softmax", ["/Softmax"], [sc], torch.softmax(th(sc), -1).numpy(), "ND",
-                   ("/Softmax", 0), "float32" if mix else None))
-    c = e.one("BatchMatMulV2", "/MatMul_1", ["/MatMul_1"], [a, vh], (th(a) @ th(vh)).numpy(), "ND",
-              ("/MatMul_1", 0))
-    c2 = e.one("ConfusionTransposeD", "/Transpose_3", ["/Transpose_3", "/Reshape_3"], [c],
-               c.array.transpose(0, 2, 1, 3).reshape(1, 16, 32), "FRACTAL_NZ", ("/Reshape_3", 0))
-    o = e.transdata("trans_TransData_2", linear("o", c2), "ND")
-    r1 = e.one("Add", "/Add", ["/Add"], [x, o], (th(x) + th(o)).numpy(), "ND", ("/Add", 0))
-    y2 = e.transdata("trans_TransData_3", ln("/ln2/LayerNormalization", r1, "ln2"), "FRACTAL_NZ")
+    sc = fp32(op("Muls", "/Mul", [s], (th(s) * np.float32(scale)).numpy(), attrs={"value": scale}))
+    a = back(op("SoftmaxV2", "/Softmax", [sc], torch.softmax(th(sc), -1).numpy(), dtype="float32" if mix else None))
+    c = op("BatchMatMulV2", "/MatMul_1", [a, vh], (th(a) @ th(vh)).numpy())
+    c2 = op("ConfusionTransposeD", "/Transpose_3", [c], c.array.transpose(0, 2, 1, 3).reshape(1, 16, 32),
+            "FRACTAL_NZ", ["/Transpose_3", "/Reshape_3"])
+    o = transdata(linear("o", c2), "ND")
+    r1 = op("Add", "/Add", [x, o], (th(x) + th(o)).numpy())
+    y2 = transdata(ln(f"{scope}/ln2/LayerNormalization", r1, "ln2"), "FRACTAL_NZ")
     h = linear("fc1", y2, bias=bug != "nobias")
-    gelu = e.one("Gelu", "/Div/Mul_2", ["/Div", "/Erf", "/Add_1", "/Mul_1", "/Mul_2"], [h],
-                 F.gelu(th(h)).numpy(), "FRACTAL_NZ", ("/Mul_2", 0))
-    f2 = e.transdata("trans_TransData_4", linear("fc2", gelu), "ND")
-    out = e.one("Add", "/Add_2", ["/Add_2"], [r1, f2], (th(r1) + th(f2)).numpy(), "ND", ("/Add_2", 0))
-    e.cast("trans_Cast_5", out, "float32")
-    return e
+    gelu = op("Gelu", "/Div/Mul_2", [h], F.gelu(th(h)).numpy(), "FRACTAL_NZ", ["/Div", "/Erf", "/Add_1", "/Mul_1",
+                                                                                "/Mul_2"])
+    f2 = transdata(linear("fc2", gelu), "ND")
+    return op("Add", "/Add_2", [r1, f2], (th(r1) + th(f2)).numpy())
 
 
 def variant(bug: str) -> tuple[bool, str]:
@@ -649,8 +679,9 @@ def npu_lstm(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
     return e
 
 
-PROGRAMS = {"enc": npu_enc, "mbn": npu_mbn, "lstm": npu_lstm, "c3d": npu_c3d}
-MODEL_NAMES = {"enc": "encoder_block", "mbn": "mobilenet_tiny", "lstm": "lstm_unrolled", "c3d": "video_conv3d"}
+PROGRAMS = {"enc": npu_enc, "mbn": npu_mbn, "lstm": npu_lstm, "c3d": npu_c3d, "enc4": npu_enc4}
+MODEL_NAMES = {"enc": "encoder_block", "mbn": "mobilenet_tiny", "lstm": "lstm_unrolled", "c3d": "video_conv3d",
+               "enc4": "encoder_stack"}
 
 # case -> (model, dtype, bug, layout, overflow, description)
 CASES = {
@@ -666,6 +697,12 @@ CASES = {
                       "fp16 with LayerNorm and Softmax in fp32 between Casts (a mixed-precision graph), no bug"),
     "enc_mix_scale": ("enc", "float16", "mix+scale", "ge", False,
                       "the mixed-precision graph with the attention scale 1/sqrt(32) for 1/sqrt(16)"),
+    "enc4_fp16_clean": ("enc4", "float16", "", "ge", False, "4 encoder blocks (/layers.N/...), no bug"),
+    "enc4_bf16_clean": ("enc4", "bfloat16", "", "ge", False, "4 encoder blocks, no bug"),
+    "enc4_fp16_scale": ("enc4", "float16", "scale", "ge", False, "block 2's attention scale 1/sqrt(32)"),
+    "enc4_bf16_perturb": ("enc4", "bfloat16", "perturb_bf", "ge", False,
+                          "block 2's v weight: output column 5 scaled x1.15"),
+    "enc4_fp16_nobias": ("enc4", "float16", "nobias", "ge", False, "block 2's fc1 runs without its bias"),
     "mbn_fp16_clean": ("mbn", "float16", "", "ge", False, "no bug"),
     "mbn_bf16_clean": ("mbn", "bfloat16", "", "ge", False, "no bug"),
     "mbn_fp16_mislaid": ("mbn", "float16", "mislaid", "ge", False,
@@ -798,6 +835,9 @@ def write_case(root: Path, name: str) -> dict:
     gold = export_and_golden(model, inputs, case / "model.onnx")
     p = params(model)
     e = PROGRAMS[kind](p, inputs, dtype, bug)
+    lost = sorted({v.origin[0] for op in e.ops for v in op.outputs if v.origin and v.origin not in gold})
+    if lost:
+        raise SystemExit(f"{name}: NPU outputs stand for tensors the ONNX model does not have: {lost}")
     clean = PROGRAMS[kind](p, inputs, dtype, "mix" if variant(bug)[0] else "")
     for k, ((op_name, index), array) in enumerate(gold.items()):
         np.save(case / "golden" / f"{key(op_name)}.{index}.{T_GOLDEN + 13 * k}.npy", array)
