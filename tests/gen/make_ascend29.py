@@ -321,6 +321,26 @@ def build_models():
             z = torch.cat([self.head(x), self.pool(x)], 1)
             return self.fc(F.adaptive_avg_pool2d(z, 1).flatten(1))
 
+    class InvertedResidual(nn.Module):
+        def __init__(self, c=16, wide=48):
+            super().__init__()
+            self.expand, self.dw = ConvBN(c, wide), ConvBN(wide, wide, 3, 1, wide)
+            self.project = ConvBN(wide, c, act=False)
+
+        def forward(self, x):
+            return x + self.project(self.dw(self.expand(x)))
+
+    class MobileNetDeep(nn.Module):
+        def __init__(self, blocks=6):
+            super().__init__()
+            self.stem = ConvBN(3, 16, 3, 2)
+            self.blocks = nn.Sequential(*(InvertedResidual() for _ in range(blocks)))
+            self.head, self.fc = ConvBN(16, 64), nn.Linear(64, 10)
+
+        def forward(self, x):
+            x = self.head(self.blocks(self.stem(x)))
+            return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
     class LSTM(nn.Module):
         def __init__(self, features=20, hidden=24):
             super().__init__()
@@ -368,7 +388,8 @@ def build_models():
                 x = layer(x)
             return x
 
-    return {"enc": Encoder, "mbn": MobileNet, "lstm": LSTM, "c3d": Video3D, "enc4": EncoderStack}
+    return {"enc": Encoder, "mbn": MobileNet, "lstm": LSTM, "c3d": Video3D, "enc4": EncoderStack,
+            "mbn6": MobileNetDeep}
 
 
 def make_model(kind: str, overflow: bool):
@@ -394,7 +415,7 @@ def make_model(kind: str, overflow: bool):
     rng = np.random.default_rng(2930)
     if kind in ("enc", "enc4"):
         inputs = {"input": rng.standard_normal((1, 16, 32)).astype(np.float32)}
-    elif kind == "mbn":
+    elif kind in ("mbn", "mbn6"):
         inputs = {"input": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)}
     elif kind == "c3d":
         inputs = {"input": rng.standard_normal((1, 3, 4, 8, 8)).astype(np.float32)}
@@ -588,6 +609,53 @@ def npu_mbn(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
     return e
 
 
+def npu_mbn6(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
+    """Stem, six inverted residual blocks (``/blocks/blocks.N/...``), head conv, global pool, Gemm; a bug in block 4
+    (perturb: its expand conv's channel 7) or block 3 (mislaid: its depthwise weight H/W swapped)."""
+    import torch.nn.functional as F
+    e = Emu(dtype)
+    x = e.transdata("trans_TransData_1", e.cast("trans_Cast_0", e.data("input", inputs["input"]), dtype),
+                    "NC1HWC0_C04")
+
+    def conv(key, v, stride=1, groups=1, act=True, op_type="Conv2D"):
+        w, b = fold(p, key)
+        if bug in ("perturb", "perturb_bf") and key == "blocks.4.expand":
+            w[7] *= 1.05 if bug == "perturb" else 1.15
+        block, _, part = key.removeprefix("blocks.").partition(".")  # "blocks.3.dw" -> /blocks/blocks.3/dw
+        scope = f"/blocks/blocks.{block}/{part}" if key.startswith("blocks.") else f"/{key}"
+        fmt = "FRACTAL_Z_C04" if v.fmt == "NC1HWC0_C04" else "FRACTAL_Z"
+        wv = e.const(f"{scope}/conv/Conv_weight_fold", w, fmt, groups if groups > 1 else 0)
+        bv = e.const(f"{scope}/conv/Conv_bias_fold", b)
+        if bug == "mislaid" and key == "blocks.3.dw":
+            wv.array = wv.array.transpose(0, 1, 3, 2).copy()
+        out = F.conv2d(th(v), th(wv), th(bv), stride, w.shape[-1] // 2, 1, groups)
+        names = [f"{scope}/conv/Conv", f"{scope}/bn/BatchNormalization"]
+        if act:
+            out = out.clamp(0, 6)
+            names.append(f"{scope}/act/Clip")
+        name = f"{scope}/conv/Conv" + (f"{scope}/act/Clip" if act else "")
+        return e.one(op_type, name, names, [v, wv, bv], out.numpy(), "NC1HWC0", (names[-1], 0),
+                     attrs={"groups": groups, "strides": stride})
+
+    x = conv("stem", x, 2)
+    for i in range(6):
+        k = f"blocks.{i}"
+        y = conv(f"{k}.project", conv(f"{k}.dw", conv(f"{k}.expand", x), groups=48, op_type="DepthwiseConv2D"),
+                 act=False)
+        add = f"/blocks/blocks.{i}/Add"
+        x = e.one("Add", add, [add], [x, y], (th(x) + th(y)).numpy(), "NC1HWC0", (add, 0))
+    hd = conv("head", x)
+    gap = e.one("ReduceMeanD", "/GlobalAveragePool", ["/GlobalAveragePool"], [hd],
+                th(hd).mean((2, 3), keepdim=True).numpy(), "NC1HWC0", ("/GlobalAveragePool", 0))
+    flat = e.transdata("trans_TransData_2", gap, "NCHW")
+    flat2 = Val(flat.ref, flat.array.reshape(1, 64), flat.dtype, "ND", flat.origin)  # Flatten: removed by ATC
+    wv, bv = e.const("fc.weight", p["fc.weight"]), e.const("fc.bias", p["fc.bias"])
+    fc = e.one("MatMulV2", "/fc/Gemm", ["/fc/Gemm"], [flat2, wv, bv], (th(flat2) @ th(wv).T + th(bv)).numpy(),
+               "FRACTAL_NZ", ("/fc/Gemm", 0), attrs={"transpose_x2": True})
+    e.cast("trans_Cast_4", e.transdata("trans_TransData_3", fc, "ND"), "float32")
+    return e
+
+
 def npu_c3d(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
     import torch.nn.functional as F
     e = Emu(dtype)
@@ -679,9 +747,9 @@ def npu_lstm(p: dict, inputs: dict, dtype: str, bug: str) -> Emu:
     return e
 
 
-PROGRAMS = {"enc": npu_enc, "mbn": npu_mbn, "lstm": npu_lstm, "c3d": npu_c3d, "enc4": npu_enc4}
+PROGRAMS = {"enc": npu_enc, "mbn": npu_mbn, "lstm": npu_lstm, "c3d": npu_c3d, "enc4": npu_enc4, "mbn6": npu_mbn6}
 MODEL_NAMES = {"enc": "encoder_block", "mbn": "mobilenet_tiny", "lstm": "lstm_unrolled", "c3d": "video_conv3d",
-               "enc4": "encoder_stack"}
+               "enc4": "encoder_stack", "mbn6": "mobilenet_deep"}
 
 # case -> (model, dtype, bug, layout, overflow, description)
 CASES = {
@@ -714,6 +782,12 @@ CASES = {
     "mbn_fp16_overflow": ("mbn", "float16", "", "ge", True,
                           "project BN channel 3: gamma x1.5e5, beta 6e4 in the model: fp16 overflow, "
                           "Opdebug old layout"),
+    "mbn6_fp16_clean": ("mbn6", "float16", "", "ge", False, "six inverted residual blocks (/blocks/blocks.N/), no bug"),
+    "mbn6_bf16_clean": ("mbn6", "bfloat16", "", "ge", False, "six inverted residual blocks, no bug"),
+    "mbn6_fp16_perturb": ("mbn6", "float16", "perturb", "ge", False,
+                          "block 4's expand conv: output channel 7 scaled x1.05"),
+    "mbn6_bf16_mislaid": ("mbn6", "bfloat16", "mislaid", "ge", False,
+                          "block 3's depthwise weight laid out with H and W swapped"),
     "mbn_fp16_mislaid_stats": ("mbn", "float16", "mislaid", "stats", False,
                                "mbn_fp16_mislaid as a statistics-mode dump (one .csv per op)"),
     "c3d_fp16_clean": ("c3d", "float16", "", "ge", False, "no bug"),
