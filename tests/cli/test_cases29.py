@@ -25,14 +25,6 @@ CASES = ROOT / "tests" / "data" / "cases29"
 NAMES = sorted(p.parent.name for p in CASES.glob("*/TRUTH.json"))
 
 KNOWN_WRONG: dict[str, str] = {
-    "enc_fp16_clean": "matching: _between_modules_by_data (core/matching/base.py) re-pairs the top-level GE ops (no "
-                      "API name: all one 'API') by the data they take; npu /MatMul's input is 'made' by /q/MatMul (the "
-                      "fp16 statistics of /q/MatMul and /Transpose are equal bit for bit), golden's by /Transpose "
-                      "(fp32 sums of the transposed copy differ in the last bit), so npu /Mul pairs with golden "
-                      "/MatMul (cosine 1, error 0.75 = the 0.25 scale) and /MatMul is left unmatched",
-    "enc_bf16_nobias": "the matching fault above: /Mul is the first origin before /fc1/MatMul",
-    "enc_fp16_wtrans": "the matching fault above: /Mul is the first origin before /o/MatMul",
-    "enc_mix_clean": "the matching fault above: an origin (/Mul) in a clean run",
     "mbn_bf16_perturb": "noise model: /expand output error 2.39e-2 (6.1 u bf16, its clean twin 3.9e-3) has margin "
                         "3.56 < origin_margin 4",
     "lstm_fp16_perturb": "noise model: /wh_1/MatMul output error 3.88e-3 (8 u fp16, its clean twin 5.9e-4) has margin "
