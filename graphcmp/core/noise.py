@@ -40,7 +40,8 @@ numbers, in the order they are computed (docs/noise.md works one case through by
    `noise_ceiling` (``sqrt(u)``) unless the inputs carried more, and its **margin** is ``out`` over
    that. With a reference run at the npu run's precision (``compare --reference``, core/reference.py),
    ``G`` of each call the reference has is measured there instead (`_measured_limits`).
-5. **Origins**: a compared leaf whose margin exceeds ``NoiseRule.origin_margin``; or one with an
+5. **Origins**: a compared leaf whose margin exceeds ``NoiseRule.origin_margin`` (``tensor_origin_margin`` when
+   both runs hold real tensors, whose errors are measured rather than estimated from statistics); or one with an
    input no matched earlier call produced (a weight, data, an argument, or the output of a call the
    bench run does not have) that differs by more than that margin over its own noise: the coarsest
    ``u``, the largest output error of the calls before it (what an input computed outside the dump
@@ -326,7 +327,7 @@ class NoiseModel(FrozenColumns):
             "calibration": [c.to_dict() for c in self.calibration],
             "roles": self.role_counts(),
             "rule": {"origin_margin": self.rule.origin_margin, "quantile": self.rule.quantile,
-                     "min_samples": self.rule.min_samples},
+                     "min_samples": self.rule.min_samples, "tensor_origin_margin": self.rule.tensor_origin_margin},
             **self._reference_summary(),
         }
 
@@ -398,6 +399,8 @@ def noise_model(
     ['WITHIN_NOISE', 'ORIGIN']
     """
     rule = rule or NoiseRule()
+    if npu.info.task == "tensor" and bench.info.task == "tensor":
+        rule = rule.for_tensors()
     keys = execution_keys(npu)
     texts = _pair_texts(npu, bench, pairs)
     e = _errors(npu, bench, matches, pairs, keys, texts)

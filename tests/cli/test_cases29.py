@@ -25,10 +25,6 @@ CASES = ROOT / "tests" / "data" / "cases29"
 NAMES = sorted(p.parent.name for p in CASES.glob("*/TRUTH.json"))
 
 KNOWN_WRONG: dict[str, str] = {
-    "mbn_bf16_perturb": "noise model: /expand output error 2.39e-2 (6.1 u bf16, its clean twin 3.9e-3) has margin "
-                        "3.56 < origin_margin 4",
-    "lstm_fp16_perturb": "noise model: /wh_1/MatMul output error 3.88e-3 (8 u fp16, its clean twin 5.9e-4) has margin "
-                         "2.93 < origin_margin 4",
 }
 """Cases graphcmp answers wrongly today, each with why: strict xfails, so a fix must take its case off the list."""
 
