@@ -17,12 +17,15 @@ knows (``DT_COMPLEX32`` ... ``DT_FLOAT4_E1M2``). Sources of the encodings:
   one, the rest mantissa; dot 0000 holds denormals 2**(m - 23); 0x00 zero, 0x80 NaN, 0x6F/0xEF +-infinity
   (MindSpore's ``HiFloat8::ToFloat32`` reads the bits the same way);
 * int4: two per byte, the low nibble first, sign-extended (msprobe's ``TransInt4ToInt8``); fp4 e2m1 (bias 1, no
-  infinity or NaN) two per byte as well, CANN asks for an even last dimension; its nibble order is taken from int4;
+  infinity or NaN) and fp4 e1m2 two per byte as well (both are Ascend C's ``fp4x2_*_t``: two elements in a byte),
+  CANN asks for an even last dimension; their nibble order is taken from int4. fp4 e1m2 is a sign, one exponent bit
+  and two mantissa bits, bias 1, no infinity or NaN: 0, 0.25 ... 0.75 (subnormal), 1, 1.25 ... 1.75, the values of
+  Ascend C's ``Fp4e1m2ToBf16`` table (hicann/asc-devkit ``impl/basic_api/kernel_type_conversion_utils.h``);
 * uint1: eight per byte, read with ``numpy.unpackbits``, most significant bit first, as msaccucmp reads them;
 * quantized integers as the integers they are, a resource as an int64 handle (as msaccucmp reads it).
 
-Codes without numbers (undefined, strings, variants, dual outputs) and those whose packing no source pins down
-(int2, uint2, fp6, fp4 e1m2) raise `DataTypeError`, as an unknown code does.
+Codes without numbers (undefined, strings, variants, dual outputs) and those whose packing in a dump file no public
+source pins down (int2, uint2, fp6 e3m2 and e2m3: `UNDECODED` says why) raise `DataTypeError`, as an unknown code does.
 
 Speed: `lookup` gathers table values for codes of any shape and strides a cache-sized block at a time, and `cast`
 turns float16 into float32 with `half_to_single` (vector integer operations and one scaling, 0.3 ns a value on
@@ -48,6 +51,7 @@ __all__ = [
     "DATA_TYPE_CODES",
     "DATA_TYPE_NAMES",
     "ENCODINGS",
+    "UNDECODED",
     "DataTypeError",
     "Encoding",
     "cast",
@@ -134,6 +138,7 @@ _E5M2 = _table(partial(_minifloat, exp_bits=5, man_bits=2, bias=15, special="iee
 _E8M0 = _table(lambda code: np.nan if code == 0xFF else 2.0 ** (code - 127), 256)
 _HIF8 = _table(_hifloat8, 256)
 _E2M1 = _table(partial(_minifloat, exp_bits=2, man_bits=1, bias=1, special="none"), 16)
+_E1M2 = _table(partial(_minifloat, exp_bits=1, man_bits=2, bias=1, special="none"), 16)
 
 
 # --- decoders: (buffer, count) -> array -----------------------------------------------------------------------------
@@ -321,8 +326,19 @@ ENCODINGS: Mapping[int, Encoding] = MappingProxyType({
     35: Encoding(8, np.dtype(np.float32), partial(_lookup, _E4M3FN), False),
     36: Encoding(8, np.dtype(np.float32), partial(_lookup, _E8M0), False),
     39: Encoding(4, np.dtype(np.float32), partial(_fp4, _E2M1), False),
+    40: Encoding(4, np.dtype(np.float32), partial(_fp4, _E1M2), False),
 })
 """``OutputDataType`` code -> its `Encoding`, for every code graphcmp can decode."""
+
+_NO_NUMBERS = "it holds no numbers"
+_NO_PACKING = "no public source says how its elements are packed in a dump file (docs/formats/ascend.md)"
+
+UNDECODED: Mapping[int, str] = MappingProxyType({
+    0: _NO_NUMBERS, 13: _NO_NUMBERS, 14: "a dual output's half: " + _NO_NUMBERS + " of its own",
+    15: "a dual output's half: " + _NO_NUMBERS + " of its own", 24: _NO_NUMBERS, 25: _NO_NUMBERS, 26: _NO_NUMBERS,
+    30: _NO_PACKING, 31: _NO_PACKING, 37: _NO_PACKING, 38: _NO_PACKING,
+})
+"""``OutputDataType`` code of the schema -> why graphcmp does not decode it (every code not in `ENCODINGS`)."""
 
 
 def data_type_code(name: str) -> int:
@@ -348,17 +364,18 @@ def encoding_of(data_type: int) -> Encoding:
     Raises
     ------
     DataTypeError
-        If the code is unknown or its values have no numeric decoding (strings, resources, int2 ...).
+        If the code is unknown or not decoded (strings, int2, fp6 ...: `UNDECODED` says why).
 
     >>> encoding_of(27).bits, encoding_of(27).result
     (16, dtype('float32'))
     """
     encoding = ENCODINGS.get(int(data_type))
-    if encoding is None:
-        what = "unknown data_type" if data_type not in DATA_TYPE_NAMES else "no numeric decoding for"
-        raise DataTypeError(f"{what} {_name(data_type)} (code {int(data_type)}): graphcmp decodes "
-                            + ", ".join(DATA_TYPE_NAMES[code] for code in ENCODINGS))
-    return encoding
+    if encoding is not None:
+        return encoding
+    if int(data_type) in UNDECODED:
+        raise DataTypeError(f"{_name(data_type)} (code {int(data_type)}) is not decoded: {UNDECODED[int(data_type)]}")
+    raise DataTypeError(f"unknown data_type {_name(data_type)} (code {int(data_type)}): graphcmp decodes "
+                        + ", ".join(DATA_TYPE_NAMES[code] for code in ENCODINGS))
 
 
 def itemsize_bits(data_type: int) -> int:
@@ -395,7 +412,7 @@ def decode(buffer: Any, data_type: int, count: int) -> np.ndarray:
     -------
     numpy.ndarray
         A read-only view of `buffer` when numpy has the type (``Encoding.view``), else a new array: bf16, fp8,
-        hifloat8 and fp4 as float32, int4 as int8, uint1 as uint8 (0 or 1), complex32 as complex64.
+        hifloat8 and both fp4 as float32, int4 as int8, uint1 as uint8 (0 or 1), complex32 as complex64.
 
     Raises
     ------

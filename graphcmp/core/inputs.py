@@ -38,7 +38,7 @@ __all__ = [
     "split_tensor_part",
 ]
 
-_PART = re.compile(r"^(?P<file>.+)#(?P<part>(?:input|output)\.\d+|shape=[\d,]*|perm=[\d,]*|h5:/[^#]*)$")
+_PART = re.compile(r"^(?P<file>.+)#(?P<part>(?:input|output)\.\d+|shape=[\d,]*|perm=[\d,]*|host=[\d,]*|h5:/[^#]*)$")
 """A reference to one tensor of a file: see `split_tensor_part`."""
 
 INFLATE_RATIO_LIMIT = 100
@@ -226,7 +226,8 @@ def split_tensor_part(name: str) -> tuple[str, str]:
     several (an Ascend raw dump file), ``{file}#shape={d0},{d1}`` a tensor file read as another shape of as many
     elements (a golden tensor where the NPU graph dropped a reshape), ``{file}#perm=0,3,1,2`` one read with its axes
     permuted (an NHWC golden tensor against the NPU's NCHW), ``{file}#h5:/{op}/{seq}/output/{param}`` one dataset of
-    an HDF5 dump; part is "" for a whole file.
+    an HDF5 dump, ``{file}#host={d0},{d1}`` a MindSpore synchronous dump file in a device format read back into that
+    host shape; part is "" for a whole file.
 
     >>> split_tensor_part("Conv2D.conv.7.0.1741#output.0"), split_tensor_part("a.npy#shape=1,32")
     (('Conv2D.conv.7.0.1741', 'output.0'), ('a.npy', 'shape=1,32'))

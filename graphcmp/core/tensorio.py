@@ -153,6 +153,10 @@ def read_tensor(path: str | os.PathLike[str]) -> np.ndarray:
         from graphcmp.core.readers.pytorch_h5 import read_h5_tensor  # see tests/test_layers.py: LAZY_IMPORTS
 
         return read_h5_tensor(file, part[3:])
+    if part.startswith("host="):
+        from graphcmp.core.readers.mindspore_sync import read_bin_tensor  # see tests/test_layers.py: LAZY_IMPORTS
+
+        return read_bin_tensor(file, tuple(int(d) for d in part[5:].split(",") if d))
     if part:
         return _reshaped(read_tensor(file), part, file)
     suffix = os.path.splitext(name)[1].lower()

@@ -138,3 +138,27 @@ def test_iterations_as_steps_npu_against_npu(capsys, tmp_path):
     doc = json.loads(capsys.readouterr().out)
     first = doc.get("first") or doc.get("origin")
     assert first["node"] == "mlp/fc2/MatMul" and first["step"] == 0
+
+
+def test_a_dump_with_an_undecoded_dtype_exits_2_with_one_line(capsys, tmp_path):
+    from pathlib import Path
+
+    from tests.data.ascend_mlp.make_ascend_cases import tensor, write_dump
+
+    out = tensor(np.zeros(3, np.uint8), "uint8")
+    out["dtype"], out["shape"], out["original_shape"] = 38, [4], [4]  # DT_FLOAT6_E2M3
+    dump = Path(tmp_path) / "dump"
+    dump.mkdir()
+    path = dump / "Quant.net_quant.3.0.1741200000000300"
+    write_dump(path, "net/quant", 1741200000000300, [tensor(np.ones(4, np.float16), "float16")], [out])
+    code = main(["compare", str(dump), str(dump), "-o", str(tmp_path / "cmp.npz"), "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert f"{path}: output 0: DT_FLOAT6_E2M3 (code 38) is not decoded" in err
+
+
+def test_mindspore_sync_dump_in_device_formats_against_a_host_layout_run_agrees(capsys, tmp_path):
+    case = DATA / "mindspore_sync_ir"
+    code = main(["compare", str(case / "npu"), str(case / "bench"), "-o", str(tmp_path / "cmp.npz"), "-q"])
+    capsys.readouterr()
+    assert code == 0

@@ -274,6 +274,7 @@ def _data_op(path: Path, name: DumpName, threads: int = 1) -> tuple[DumpOp, str]
     present = np.zeros((n, 4), bool)
     shapes, dtypes, has = [], [], []
     cut = [f"{t.role} {t.index}" for t in header.tensors if t.skipped.endswith("(truncated)")]
+    cut += [f"{e.kind} {e.index}" for e in header.extras if e.skipped.endswith("(truncated)")]
     note = f"{path.name}: cut short, {', '.join(cut)} not read" if cut else ""
     for k, desc in enumerate(header.tensors):
         dtypes.append(dtype_name(desc.dtype))
@@ -515,6 +516,7 @@ def _op_attrs(op: DumpOp, overflow: Sequence[OverflowRecord], files: int = 1) ->
     for t in op.header.tensors:
         if t.role == "output" and t.origin_name:
             attrs.append((f"origin_output.{t.index}", f"{t.origin_name}:{t.origin_index}"))
+    attrs.extend((f"{e.kind}.{e.index}", f"{e.describe()}; raw bytes, not compared") for e in op.header.extras)
     skipped = [f"{t.role} {t.index} ({t.skipped})" for t in op.header.tensors if t.skipped and t.size]
     if skipped:
         attrs.append(("skipped", "; ".join(skipped)))

@@ -10,7 +10,9 @@ Two layouts exist (shared/data/formats/ASCEND_RAW_DUMP.md section 1):
 * older: the whole file is one ``DumpData`` with each tensor's bytes in its ``data`` field.
 
 `read_header` maps the file, decodes the header only and says where each tensor's bytes lie
-(`TensorDesc.offset`, -1 when the file holds none); `read_dump_tensor` maps one tensor's bytes again
+(`TensorDesc.offset`, -1 when the file holds none), and where the bytes of the op's buffers (``OpBuffer``, e.g. its
+L1 buffer) and workspaces (``Workspace``) lie after the outputs (`ExtraDesc`: not tensors, nothing compares them;
+`read_dump_extra` maps them); `read_dump_tensor` maps one tensor's bytes again
 when the comparison needs them, and `read_dump_elements` gives the views its statistics read (a device format
 not turned back). Nothing reads the whole file into memory. An FFTS+ op writes one file per thread; its outputs
 are joined from all of them (`merged_output`) when read through any one.
@@ -41,6 +43,7 @@ __all__ = [
     "FFTS_SLICE",
     "DumpHeader",
     "DumpName",
+    "ExtraDesc",
     "FftsSlices",
     "TensorDesc",
     "decode_header",
@@ -53,6 +56,7 @@ __all__ = [
     "merged_output",
     "parse_dump_name",
     "read_dump_elements",
+    "read_dump_extra",
     "read_dump_tensor",
     "read_header",
     "tensor_array",
@@ -116,6 +120,27 @@ class TensorDesc:
 
 
 @dataclass(frozen=True, slots=True)
+class ExtraDesc:
+    """One buffer (``OpBuffer``) or workspace (``Workspace``) of a dump file: raw bytes of the op's scratch memory
+    that follow its outputs, kept as they are (no dtype or shape; never compared).
+
+    ``kind`` is ``"buffer"`` or ``"workspace"``, ``type`` its ``BufferType`` / ``SpaceType`` name (``L1``,
+    ``LOG``), ``offset`` where its bytes start in the file (-1: the file holds none, see ``skipped``).
+    """
+
+    kind: str
+    index: int
+    type: str
+    size: int
+    offset: int
+    skipped: str = ""
+
+    def describe(self) -> str:
+        """``"L1, 4096 bytes"`` (or why the file holds none)."""
+        return f"{self.type}, {self.size} bytes" + (f" ({self.skipped})" if self.skipped else "")
+
+
+@dataclass(frozen=True, slots=True)
 class DumpHeader:
     """What a dump file's header says: op name, time, tensors (inputs first), and the layout found."""
 
@@ -126,6 +151,7 @@ class DumpHeader:
     payload: int  # bytes of tensor data the file holds after the header
     declared: int  # sum of the sizes the header declares for inputs, outputs, buffers and workspaces
     slices: FftsSlices | None = None  # how an FFTS+ op's outputs are cut between its thread files
+    extras: tuple[ExtraDesc, ...] = ()  # its buffers then its workspaces, whose bytes follow the outputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,8 +302,39 @@ def _binary_header(message: dump_data_pb2.DumpData, payload: int, start: int, so
         tensors.append(_desc(role, k, t, -1 if skipped else offset, skipped, hint))
         if not skipped:
             offset += t.size
+    cut = any(t.skipped.endswith("(truncated)") for t in tensors)
     return DumpHeader(message.op_name, message.dump_time, tuple(tensors), "binary", payload, declared,
-                      ffts_slices(message))
+                      ffts_slices(message), _binary_extras(message, offset, end, cut))
+
+
+def _extra_items(message: dump_data_pb2.DumpData
+                 ) -> list[tuple[str, int, str, dump_data_pb2.OpBuffer | dump_data_pb2.Workspace]]:
+    """(kind, index, type name, message) of the buffers then the workspaces, in the order the writer writes them."""
+    items = [("buffer", k, _enum_name(dump_data_pb2.BufferType, b.buffer_type), b)
+             for k, b in enumerate(message.buffer)]
+    items += [("workspace", k, _enum_name(dump_data_pb2.Workspace.SpaceType, w.type), w)
+              for k, w in enumerate(message.space)]
+    return items
+
+
+def _enum_name(enum, value: int) -> str:
+    try:
+        return enum.Name(value)
+    except ValueError:
+        return str(value)
+
+
+def _binary_extras(message: dump_data_pb2.DumpData, offset: int, end: int, cut: bool) -> tuple[ExtraDesc, ...]:
+    """Where each buffer's and workspace's bytes lie, from `offset` (the end of the last output's bytes) on; `cut`
+    (a tensor before them is cut off) and the first one cut off leave all those after it unread too."""
+    extras = []
+    for kind, k, type_name, item in _extra_items(message):
+        cut = cut or (item.size > 0 and offset + item.size > end)
+        skipped = "size 0" if item.size == 0 else "its bytes lie past the end of the file (truncated)" if cut else ""
+        extras.append(ExtraDesc(kind, k, type_name, int(item.size), -1 if skipped else offset, skipped))
+        if not skipped:
+            offset += item.size
+    return tuple(extras)
 
 
 def _protobuf_header(message: dump_data_pb2.DumpData, source: str) -> DumpHeader:
@@ -288,8 +345,11 @@ def _protobuf_header(message: dump_data_pb2.DumpData, source: str) -> DumpHeader
         for k, t in enumerate(items):
             skipped = "" if t.data else "no data recorded"
             tensors.append(_desc(role, k, t, 0 if t.data else -1, skipped, hint))
+    extras = tuple(ExtraDesc(kind, k, type_name, int(item.size or len(item.data)), 0 if item.data else -1,
+                             "" if item.data else "no data recorded")
+                   for kind, k, type_name, item in _extra_items(message))
     return DumpHeader(message.op_name, message.dump_time, tuple(tensors), "protobuf", 0, _declared(message),
-                      ffts_slices(message))
+                      ffts_slices(message), extras)
 
 
 def ffts_slices(message: dump_data_pb2.DumpData) -> FftsSlices | None:
@@ -469,6 +529,35 @@ def read_dump_elements(path: str | os.PathLike[str], role: str, index: int) -> t
     except DeviceFormatError:
         return [array], tuple(array.shape)
     return pieces, tuple(target)
+
+
+def read_dump_extra(path: str | os.PathLike[str], kind: str, index: int) -> np.ndarray:
+    """The raw bytes (uint8, mapped) of buffer or workspace `index` of a dump file; `kind` is ``"buffer"`` or
+    ``"workspace"``.
+
+    Raises
+    ------
+    DumpFormatError
+        If the file has no such buffer or workspace, or holds no bytes for it.
+    """
+    name = os.fspath(path)
+    header = _cached_header(name, *_stamp(name))
+    extra = next((e for e in header.extras if e.kind == kind and e.index == index), None)
+    if extra is None:
+        raise DumpFormatError(f"{name}: has no {kind} {index}")
+    if extra.offset < 0:
+        raise DumpFormatError(f"{name}: {kind} {index} holds no data ({extra.skipped})")
+    if header.layout == "protobuf":
+        with open_regular(name) as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            message = _parse(bytes(data))
+        if message is None:
+            raise DumpFormatError(f"{name}: not a DumpData message any more (changed while read?)")
+        items = message.buffer if kind == "buffer" else message.space
+        return np.frombuffer(items[index].data, np.uint8)
+    try:
+        return np.memmap(name, dtype=np.uint8, mode="r", offset=extra.offset, shape=(extra.size,)).view(np.ndarray)
+    except (OSError, ValueError) as err:
+        raise DumpFormatError(f"{name}: cannot map {kind} {index} ({err})") from err
 
 
 def _tensor_bytes(path: str | os.PathLike[str], role: str, index: int) -> tuple[str, TensorDesc, np.ndarray]:

@@ -17,9 +17,10 @@ VIS_SUFFIXES = (".vis", ".vis.gz", ".vis.db", ".vis.db.gz")
 
 FORMATS: dict[str, tuple[str, str, str]] = {
     "msprobe": ("msprobe", "sniff", "read_msprobe"),
+    # a synchronous dump has an execution_order/ folder as a kernel dump has: it goes first (its sniff wants .bin files)
+    "mindspore_sync": ("mindspore_sync", "sniff", "read_mindspore_sync"),
     "mindspore_dump": ("mindspore_dump", "sniff", "read_mindspore_dump"),
     "ascend_dump": ("ascend_dump", "sniff", "read_ascend_dump"),
-    "mindspore_sync": ("mindspore_sync", "sniff", "read_mindspore_sync"),
     "ascend_golden": ("ascend_golden", "sniff", "read_golden"),
     "pytorch_h5": ("pytorch_h5", "sniff", "read_pytorch_h5"),
     "ge": ("ge", "sniff", "read_ge"),

@@ -442,3 +442,121 @@ def test_elements_stats_of_strided_pieces_as_of_their_values(monkeypatch):
     np.testing.assert_allclose(stats, [values.max(), values.min(), values.mean(), np.sqrt((values ** 2).sum())],
                                rtol=1e-6)
     assert present.all()
+
+
+# --- buffers and workspaces: raw bytes after the outputs ----------------------------------------------------
+
+def _op_with_scratch(folder, *, inline: bool = False):
+    """A MatMul whose second input the writer skipped (address 0), FRACTAL_NZ output, one L1 buffer of 96 bytes and
+    one workspace of 40 bytes; returns (path, output, buffer, workspace)."""
+    from tests.data.ascend_mlp.make_ascend_cases import tensor, write_dump
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((4, 8)).astype(np.float16)
+    y = rng.standard_normal((4, 20)).astype(np.float16)
+    buffer, workspace = rng.integers(0, 256, 96, np.uint8).tobytes(), rng.integers(0, 256, 40, np.uint8).tobytes()
+    path = folder / "MatMulV2.net_fc_MatMul.5.0.1741200000000300"
+    write_dump(path, "net/fc/MatMul", 1741200000000300,
+               [tensor(x, "float16"), tensor(np.zeros((8, 20), np.float16), "float16", address=0)],
+               [tensor(y, "float16", "FRACTAL_NZ")], inline=inline, buffers=[buffer], workspaces=[workspace])
+    return path, y, buffer, workspace
+
+
+def test_buffers_and_workspace_after_the_outputs_are_located_and_the_tensors_not_misread(tmp_path):
+    from graphcmp.core.readers.ascend_file import read_dump_extra
+
+    path, y, buffer, workspace = _op_with_scratch(tmp_path)
+    header = read_header(path)
+    skipped = header.tensors[1]
+    assert skipped.offset == -1 and header.declared == header.payload + skipped.size
+    out = header.tensors[2]
+    (buf, space) = header.extras
+    assert (buf.kind, buf.type, buf.size, buf.offset) == ("buffer", "L1", 96, out.offset + out.size)
+    assert (space.kind, space.type, space.size, space.offset) == ("workspace", "LOG", 40, buf.offset + 96)
+    assert space.offset + space.size == path.stat().st_size
+    assert np.array_equal(read_dump_tensor(path, "output", 0), y)
+    assert read_dump_extra(path, "buffer", 0).tobytes() == buffer
+    assert read_dump_extra(path, "workspace", 0).tobytes() == workspace
+    with pytest.raises(DumpFormatError, match="has no workspace 1"):
+        read_dump_extra(path, "workspace", 1)
+
+
+def test_buffers_and_workspace_are_listed_on_the_op_not_compared(tmp_path):
+    _op_with_scratch(tmp_path)
+    graph = read_ascend_dump(tmp_path)
+    attrs = dict(graph.nodes.attrs[graph.row("net/fc/MatMul")])
+    assert attrs["buffer.0"] == "L1, 96 bytes; raw bytes, not compared"
+    assert attrs["workspace.0"] == "LOG, 40 bytes; raw bytes, not compared"
+    assert len(graph.tensors.slot) == 3  # two inputs and the output: buffers are no tensors
+    row = _tensor(graph, "net/fc/MatMul", Role.OUTPUT, "0")
+    assert graph.tensors.shape[row] == "[4, 20]"
+
+
+def test_buffers_of_the_whole_protobuf_layout(tmp_path):
+    from graphcmp.core.readers.ascend_file import read_dump_extra
+
+    path, y, buffer, workspace = _op_with_scratch(tmp_path, inline=True)
+    header = read_header(path)
+    assert header.layout == "protobuf" and [e.size for e in header.extras] == [96, 40]
+    assert read_dump_extra(path, "buffer", 0).tobytes() == buffer
+    assert read_dump_extra(path, "workspace", 0).tobytes() == workspace
+    assert np.array_equal(read_dump_tensor(path, "output", 0), y)
+
+
+def test_a_workspace_cut_short_is_noted_and_the_tensors_stay_read(tmp_path):
+    path, y, _, _ = _op_with_scratch(tmp_path)
+    path.write_bytes(path.read_bytes()[:-5])
+    header = read_header(path)
+    assert header.extras[0].offset > 0 and header.extras[1].offset == -1
+    graph = read_ascend_dump(tmp_path)
+    assert any(note == f"{path.name}: cut short, workspace 0 not read" for note in graph.info.missing)
+    assert "truncated" in dict(graph.nodes.attrs[graph.row("net/fc/MatMul")])["workspace.0"]
+    assert np.array_equal(read_dump_tensor(path, "output", 0), y)
+
+
+# --- dtypes: fp4 e1m2 read from a file, the types without a known packing refused by name ---------------------
+
+def _tensor_of_code(code: int, raw: bytes, shape):
+    from tests.data.ascend_mlp.make_ascend_cases import tensor
+
+    t = tensor(np.frombuffer(raw, np.uint8), "uint8")
+    return {**t, "dtype": code, "shape": list(shape), "original_shape": list(shape)}
+
+
+def test_an_fp4_e1m2_output_is_read_from_its_file(tmp_path):
+    from tests.data.ascend_mlp.make_ascend_cases import tensor, write_dump
+
+    codes = np.array([1, 7, 8, 15, 4, 0], np.uint8)  # 0.25, 1.75, -0, -1.75, 1, 0
+    raw = (codes[0::2] | codes[1::2] << 4).tobytes()
+    path = tmp_path / "Quant.net_quant.3.0.1741200000000300"
+    write_dump(path, "net/quant", 1741200000000300, [tensor(np.ones(6, np.float16), "float16")],
+               [_tensor_of_code(40, raw, (2, 3))])
+    got = read_dump_tensor(path, "output", 0)
+    assert got.shape == (2, 3) and got.ravel().tolist() == [0.25, 1.75, -0.0, -1.75, 1.0, 0.0]
+    graph = read_ascend_dump(tmp_path)
+    assert graph.tensors.stats[_tensor(graph, "net/quant", Role.OUTPUT, "0")][:2].tolist() == [1.75, -1.75]
+
+
+@pytest.mark.parametrize(("code", "name"), [(30, "DT_INT2"), (31, "DT_UINT2"), (37, "DT_FLOAT6_E3M2"),
+                                            (38, "DT_FLOAT6_E2M3")])
+def test_a_dtype_without_a_known_packing_is_refused_naming_the_file_and_the_dtype(tmp_path, code, name):
+    from tests.data.ascend_mlp.make_ascend_cases import tensor, write_dump
+
+    path = tmp_path / "Quant.net_quant.3.0.1741200000000300"
+    write_dump(path, "net/quant", 1741200000000300, [tensor(np.ones(4, np.float16), "float16")],
+               [_tensor_of_code(code, b"\x00" * 3, (4,))])
+    with pytest.raises(DumpFormatError) as raised:
+        read_ascend_dump(tmp_path)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"{path}: output 0: {name} (code {code}) is not decoded")
+
+
+def test_extras_after_a_tensor_cut_short_are_not_located_in_its_place(tmp_path):
+    path, *_ = _op_with_scratch(tmp_path)
+    header = read_header(path)
+    out = header.tensors[2]
+    path.write_bytes(path.read_bytes()[:out.offset + out.size - 1])  # the output cut by one byte
+    header = read_header(path)
+    assert header.tensors[2].offset == -1
+    assert [e.offset for e in header.extras] == [-1, -1]  # the 96-byte buffer would fit where the output begins
+    assert all(e.skipped.endswith("(truncated)") for e in header.extras)

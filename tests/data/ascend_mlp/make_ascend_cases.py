@@ -83,10 +83,14 @@ def _fill(desc, t, with_data: bool) -> None:
 
 
 def header(op_name: str, dump_time: int, inputs, outputs, *, inline: bool = False,
-           attr: str = "") -> dump_data_pb2.DumpData:
+           attr: str = "", buffers=(), workspaces=()) -> dump_data_pb2.DumpData:
     message = dump_data_pb2.DumpData(version="2.0", dump_time=dump_time, op_name=op_name)
     if attr:  # an FFTS+ op's thread slice map, JSON
         message.attr.add(name="_sgt_json_info", value=attr)
+    for raw in buffers:  # an op's L1 buffer (BufferType L1 = 0)
+        message.buffer.add(buffer_type=0, size=len(raw), data=raw if inline else b"")
+    for raw in workspaces:  # its workspace (SpaceType LOG = 0)
+        message.space.add(type=0, size=len(raw), data=raw if inline else b"")
     for t in inputs:
         _fill(message.input.add(), t, inline)
     for t in outputs:
@@ -100,16 +104,19 @@ def header(op_name: str, dump_time: int, inputs, outputs, *, inline: bool = Fals
 
 
 def write_dump(path: Path, op_name: str, dump_time: int, inputs, outputs, *, inline: bool = False,
-               attr: str = "") -> None:
-    """One raw dump file: ``uint64 LE length | DumpData | inputs | outputs`` (or, `inline`, one whole DumpData);
-    a tensor with address 0 is declared but its bytes are not written, as the device writer does. `attr`: the
-    JSON of an FFTS+ op's thread slices (its header's first attribute)."""
-    message = header(op_name, dump_time, inputs, outputs, inline=inline, attr=attr)
+               attr: str = "", buffers=(), workspaces=()) -> None:
+    """One raw dump file: ``uint64 LE length | DumpData | inputs | outputs | buffers | workspaces`` (or, `inline`,
+    one whole DumpData); a tensor with address 0 is declared but its bytes are not written, as the device writer
+    does. `attr`: the JSON of an FFTS+ op's thread slices (its header's first attribute). `buffers`, `workspaces`:
+    the raw bytes of the op's L1 buffers and workspaces, written after the outputs in that order (the device
+    writer's ``ProcessOpBufferDump`` then ``ProcessOpWorkspaceDump``)."""
+    message = header(op_name, dump_time, inputs, outputs, inline=inline, attr=attr, buffers=buffers,
+                     workspaces=workspaces)
     body = message.SerializeToString()
     if inline:
         path.write_bytes(body)
         return
-    data = b"".join(t["raw"] for t in (*inputs, *outputs) if t["address"])
+    data = b"".join(t["raw"] for t in (*inputs, *outputs) if t["address"]) + b"".join(buffers) + b"".join(workspaces)
     path.write_bytes(struct.pack("<Q", len(body)) + body + data)
 
 
