@@ -5,7 +5,10 @@
                                    [--option=--fuzzy ...] [--keep DIR] [--json]
 
 A case is a folder with `npu/`, `bench/` (msprobe step/rank layouts) and `TRUTH.json` (written by
-`tests/gen/make_cases28.py`; tests/data/cases28 holds small ones). Each is compared with the DEFAULT options
+`tests/gen/make_cases28.py`; tests/data/cases28 holds small ones), or an Ascend raw-dump case whose TRUTH.json names
+its `dump_dir`, `golden_dir` and `fusion_rule` and `truth.first_divergent_npu_op` (the shared data's form, written
+by `tests/gen/make_ascend29.py`; compared as `graphcmp compare DUMP GOLDEN --fusion-rule RULE`).
+Each is compared with the DEFAULT options
 (`graphcmp compare NPU BENCH -o DIR -q`: no `--fuzzy`, parallel layouts detected by graphcmp; a case's own
 `options` in TRUTH.json, such as the mapping options of a MindSpore-vs-PyTorch case, and `--option` add options),
 then `graphcmp diverge DIR --json` gives the origins and `graphcmp diverge RESULT --json` on each result file in DIR
@@ -48,8 +51,21 @@ def load_cases(root: Path, only: list[str] | None) -> list[tuple[str, Path, dict
         name = truth.parent.name
         if only and name not in only:
             continue
-        out.append((name, truth.parent, json.loads(truth.read_text())))
+        out.append((name, truth.parent, ascend_truth(json.loads(truth.read_text()))))
     return out
+
+
+def ascend_truth(truth: dict) -> dict:
+    """An Ascend raw-dump case's TRUTH (``dump_dir``, ``golden_dir``, ``fusion_rule``, ``truth`` with
+    ``first_divergent_npu_op``) in the form the judge reads; other TRUTH files as they are. The origin is the NPU op
+    (one run: rank 0, step 0, micro-step 0)."""
+    if "dump_dir" not in truth:
+        return truth
+    op = (truth.get("truth") or {}).get("first_divergent_npu_op")
+    return {**truth, "kind": truth.get("kind", "ascend"), "npu": truth["dump_dir"], "bench": truth["golden_dir"],
+            "options": [*truth.get("options", []), "--fusion-rule", truth["fusion_rule"]],
+            "truth": {"node": op, "rank": 0, "step": 0, "micro_step": 0, "direction": "forward"} if op else None,
+            "truth_ids": [op] if op else [], "truth_ranks": [0]}
 
 
 def first_origin(div: dict) -> dict | None:
@@ -126,8 +142,9 @@ def score(name: str, case: Path, truth: dict, gc: str, work: Path, options: list
     out = work / name
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.monotonic()
+    given = [str(case / o) if k and given_path(truth, k) else o for k, o in enumerate(truth.get("options", []))]
     rc, _, err = run([gc, "compare", str(case / truth.get("npu", "npu")), str(case / truth.get("bench", "bench")),
-                      *truth.get("options", []), *options, "-o", str(out), "-q"])
+                      *given, *options, "-o", str(out), "-q"])
     row = {"case": name, "kind": truth.get("kind"), "exit": rc, "truth": truth.get("truth"), "answer": None,
            "origins": None, "margin": None, "noise_level": None, "noise_units": None, "right": False, "why": "",
            "note": ""}
@@ -153,6 +170,11 @@ def score(name: str, case: Path, truth: dict, gc: str, work: Path, options: list
     row["right"], row["why"] = judge(truth, origin, origins, rc)
     row["note"] = pass_note(truth, origin)
     return row
+
+
+def given_path(truth: dict, k: int) -> bool:
+    """Whether option `k` of a case's options is a path inside the case folder (the value of ``--fusion-rule``)."""
+    return truth["options"][k - 1] == "--fusion-rule"
 
 
 def fmt_answer(a: dict | None) -> str:

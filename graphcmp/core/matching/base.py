@@ -578,7 +578,9 @@ def _between_modules_by_data(walk: Walk, code: int) -> None:
     Their order is the schedule's, not the model's (a pipeline job reduces its last stage's gradients first, a run
     without pipeline in parameter order, each reduction followed by its division); order alone pairs them with
     other parameters' calls. Rounds follow the data (a division pairs once its all_reduce has); calls whose maker
-    is unmatched or not unique keep the pairs the walk gave them."""
+    is unmatched or not unique keep the pairs the walk gave them. Ops named without an API (a GE graph's op names)
+    keep their pairs too: their names are unique, and taken for one API, a transpose whose statistics equal its
+    input's would lend its maker to the ops after it."""
     npu_calls, bench_calls = _calls_between_modules(walk.npu), _calls_between_modules(walk.bench)
     if not len(npu_calls) or not len(bench_calls):
         return
@@ -591,7 +593,8 @@ def _between_modules_by_data(walk: Walk, code: int) -> None:
 def _calls_between_modules(graph: DumpGraph) -> np.ndarray:
     parent, kind = graph.nodes.parent, graph.nodes.kind
     top = (parent == 0) | ((parent > 0) & (kind[np.maximum(parent, 0)] == NodeKind.GROUP))
-    return np.flatnonzero((kind == NodeKind.API) & top)
+    calls = np.flatnonzero((kind == NodeKind.API) & top)
+    return calls[[bool(api_name(graph.nodes.ids[row])) for row in calls.tolist()]].astype(np.int64)
 
 
 class _InputHolders:

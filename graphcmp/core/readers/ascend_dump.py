@@ -23,7 +23,7 @@ import itertools
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -132,8 +132,11 @@ def _is_dump_file(entry: os.DirEntry) -> bool:
     return len(head) == 8 and (int.from_bytes(head, "little") < entry.stat().st_size or head[:1] == b"\x0a")
 
 
-def read_ascend_dump(path: str | os.PathLike[str]) -> DumpGraph:
+def read_ascend_dump(path: str | os.PathLike[str], op_names: Mapping[str, str] | None = None) -> DumpGraph:
     """Read a raw dump folder (its first iteration) into a run.
+
+    A statistics-mode dump (``.csv`` files) names its ops only as the file names write them (``/`` and ``.`` as
+    ``_``); `op_names` maps such a name to the op's own name (from the fusion rule), which the run then uses.
 
     Raises
     ------
@@ -152,7 +155,7 @@ def read_ascend_dump(path: str | os.PathLike[str]) -> DumpGraph:
     run = iterations[0]
     ops, overflow = read_ops(run, notes)
     step, rank = step_and_rank(run)
-    return parse_ascend_dump(ops, overflow, source=str(run), step=step, rank=rank, missing=notes)
+    return parse_ascend_dump(ops, overflow, source=str(run), step=step, rank=rank, missing=notes, op_names=op_names)
 
 
 def read_ops(folder: Path, notes: list[str]) -> tuple[list[DumpOp], list[OverflowRecord]]:
@@ -466,8 +469,10 @@ def parse_ascend_dump(
     step: int | None = None,
     rank: int | None = None,
     missing: Iterable[str] = (),
+    op_names: Mapping[str, str] | None = None,
 ) -> DumpGraph:
-    """Build a run from the dumped ops of one iteration (any order: they are sorted by timestamp, then task id).
+    """Build a run from the dumped ops of one iteration (any order: they are sorted by timestamp, then task id);
+    a statistics op's file-name form of its name is replaced by its own name from `op_names` where it has one.
 
     Raises
     ------
@@ -478,16 +483,21 @@ def parse_ascend_dump(
         raise DumpFormatError(f"{source}: no dumped op in the folder")
     notes = list(missing)
     ordered = sorted(ops, key=lambda op: (op.name.timestamp, op.name.task_id))
+    renamed = op_names or {}
+
+    def op_name(op: DumpOp) -> str:
+        name = op.header.op_name or op.name.op_name
+        return renamed.get(name, name) if op.header.layout == "statistics" else name
+
     chosen: dict[str, DumpOp] = {}
     files: dict[str, int] = {}
     for op in ordered:
-        key = op.header.op_name or op.name.op_name
+        key = op_name(op)
         chosen[key] = op  # an op dumped twice in an iteration (a loop, FFTS+ threads): its last file, as msaccucmp
         files[key] = files.get(key, 0) + 1
-    by_task = {(op.name.task_id, op.name.stream_id): chosen[op.header.op_name or op.name.op_name] for op in ordered}
-    by_task.update({(op.name.task_id, None): chosen[op.header.op_name or op.name.op_name] for op in ordered
-                    if op.name.stream_id < 0})
-    ordered = [op for op in ordered if chosen[op.header.op_name or op.name.op_name] is op]
+    by_task = {(op.name.task_id, op.name.stream_id): chosen[op_name(op)] for op in ordered}
+    by_task.update({(op.name.task_id, None): chosen[op_name(op)] for op in ordered if op.name.stream_id < 0})
+    ordered = [op for op in ordered if chosen[op_name(op)] is op]
     flagged: dict[int, list[OverflowRecord]] = {}
     for record in overflow:  # file names without a stream id (MindSpore) are found by their task id
         op = by_task.get((record.task_id, record.stream_id)) or by_task.get((record.task_id, None))
@@ -495,7 +505,7 @@ def parse_ascend_dump(
             notes.append(f"overflow record of task {record.task_id} stream {record.stream_id} names no dumped op")
             continue
         flagged.setdefault(id(op), []).append(record)
-    names = [op.header.op_name or op.name.op_name for op in ordered]
+    names = [op_name(op) for op in ordered]
     builder = HierarchyBuilder()
     scoped_nodes(builder, names, [op.name.op_type for op in ordered],
                  [_op_attrs(op, flagged.get(id(op), ()), files[name]) for op, name in zip(ordered, names)])

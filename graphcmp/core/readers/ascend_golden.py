@@ -38,6 +38,7 @@ __all__ = [
     "read_golden",
     "read_golden_for",
     "read_npu_and_golden",
+    "rule_names",
     "sniff",
 ]
 
@@ -302,4 +303,24 @@ def read_npu_and_golden(npu_path: str | os.PathLike[str], golden_path: str | os.
     npu = read_ascend_dump(npu_path)
     found = fusion_rule if fusion_rule is not None else find_fusion_rule(npu.info.path)
     rule = read_fusion_rule(found) if found is not None else None
+    if rule is not None and npu.info.task == "statistics":
+        names = rule_names(rule, npu.nodes.ids)
+        if names:  # a statistics dump names its ops as file names write them: read it again with their own names
+            npu = read_ascend_dump(npu_path, names)
     return npu, read_golden_for(golden_path, npu, rule)
+
+
+def rule_names(rule: FusionRule, names: Iterable[str]) -> dict[str, str]:
+    """Of `names`, those not in `rule` that are the file-name form (`golden_key`) of exactly one op of it, mapped to
+    that op's name.
+
+    >>> from graphcmp.core.readers.ascend_fusion import fusion_rule_from_ops
+    >>> from graphcmp.core.readers.ge import GeOp
+    >>> rule = fusion_rule_from_ops([GeOp("/dw/conv/Conv", "Conv2D"), GeOp("a/b", "Add"), GeOp("a_b", "Add")])
+    >>> rule_names(rule, ["_dw_conv_Conv", "a_b", "other"])
+    {'_dw_conv_Conv': '/dw/conv/Conv'}
+    """
+    keys: dict[str, list[str]] = {}
+    for name in rule.ops:
+        keys.setdefault(golden_key(name), []).append(name)
+    return {n: keys[n][0] for n in names if n not in rule.ops and len(keys.get(n, ())) == 1}

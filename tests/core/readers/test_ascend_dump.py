@@ -560,3 +560,14 @@ def test_extras_after_a_tensor_cut_short_are_not_located_in_its_place(tmp_path):
     assert header.tensors[2].offset == -1
     assert [e.offset for e in header.extras] == [-1, -1]  # the 96-byte buffer would fit where the output begins
     assert all(e.skipped.endswith("(truncated)") for e in header.extras)
+
+
+def test_statistics_dump_ops_are_named_as_the_fusion_rule_names_them():
+    """A .csv dump writes op names as file names do (mlp/fc1/MatMul -> mlp_fc1_MatMul); with the rule, the run uses
+    the ops' own names (and so their scopes), both sides alike; without it, the file-name form stays."""
+    case = MLP / "stats"
+    npu, bench = read_npu_and_golden(case / "npu_dump", case / "golden", case / "fusion_rule" / "mlp.json")
+    assert npu.info.task == "statistics"
+    assert {"mlp/fc1/MatMul", "mlp/fc1", "mlp/Softmax", "trans_Cast_0"} <= set(npu.nodes.ids)
+    assert "mlp_fc1_MatMul" not in npu.nodes.ids and set(bench.nodes.ids) <= set(npu.nodes.ids)
+    assert "mlp_fc1_MatMul" in read_ascend_dump(case / "npu_dump").nodes.ids

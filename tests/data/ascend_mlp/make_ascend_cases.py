@@ -78,6 +78,8 @@ def _fill(desc, t, with_data: bool) -> None:
     desc.original_shape.dim.extend(t["original_shape"])
     desc.size = len(t["raw"])
     desc.address = t["address"]
+    if t.get("sub_format"):  # the group count of a group convolution's FRACTAL_Z weight
+        desc.sub_format = t["sub_format"]
     if with_data:
         desc.data = t["raw"]
 
