@@ -7,16 +7,12 @@ float64 as they are), upcast to float64 in registers, and added to float64 accum
 chunks of `CHUNK` elements, and the chunks' partial sums are added with ``math.fsum``: a result differs from
 whole-array float64 arithmetic by summation order only.
 
-The loops are written so that LLVM turns them into SIMD code (8 float64 lanes with AVX-512), which is what makes
-them fast (0.5-0.7 ns per element pair against 3.2 ns for a scalar loop here, bench/README.md): a chunk's sums
-may be reassociated (``fastmath`` reassociation, which changes their order only), maxima and minima are taken on
-the float64 bit patterns as integers (LLVM does not vectorise a float maximum without giving up NaN semantics;
-the order of non-negative floats is that of their bits, and `_ordered` maps signed ones onto an integer order),
-and branches are selects. The fast loops flag any NaN/inf by its exponent bits (a NaN has no place in the
-integer order), and a flagged chunk is summed again by a careful loop with msprobe's rules for matched NaN/inf.
-msprobe's ``(x + eps) - eps`` for elements whose bench value is 0 is kept from being folded to ``x`` by passing
-``x + eps`` through its bits and an XOR with a zero the compiler cannot see (`_opaque`). kl's sums S and T are
-exact (`_fixed`).
+The loops vectorise (SIMD) as `graphcmp.core.simd` describes, which is what makes them fast (0.5-0.8 ns per
+element pair against 3.2 ns for a scalar loop here, bench/README.md): a chunk's sums are reassociated, maxima and
+minima taken on float64 bits as integers, branches are selects. A chunk holding a NaN/inf is flagged and summed
+again by a careful loop with msprobe's rules for matched NaN/inf. msprobe's ``(x + eps) - eps`` for elements
+whose bench value is 0 is kept from being folded to ``x`` by passing ``x + eps`` through its bits and an XOR with
+a zero the compiler cannot see (`_opaque`). kl's sums S and T are exact (`_fixed`).
 
 A pair is measured on the calling thread, which releases the GIL in the compiled loops and in numpy's log:
 `graphcmp.core.tensorcmp` measures two pairs at once, one per core. Splitting one pair over both cores
@@ -33,8 +29,8 @@ import math
 
 import numba
 import numpy as np
-from numba import types
-from numba.extending import intrinsic, overload
+
+from graphcmp.core.simd import FAST, MAGNITUDE, as_float, bits_float, float_bits, ordered, special_bits
 
 __all__ = ["CHUNK", "SUPPORTED", "first_pass", "kl_pass"]
 
@@ -47,12 +43,6 @@ SUPPORTED = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.f
 
 _EPS = float(np.finfo(np.float64).eps)
 _KL_FLOOR = float(np.finfo(np.float32).eps)
-_FAST = {"reassoc"}
-"""LLVM fast-math flags of the vectorised loops: reassociation only, which lets a chunk's sums be split over SIMD
-lanes; every product, quotient and difference stays the IEEE one, NaN and inf keep their meaning."""
-_EXPONENT = np.int64(0x7FF0000000000000)
-_MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
-_TWO_112 = 2.0 ** 112
 _TWO_37, _TWO_38, _FIXED_ONE = 2.0 ** 37, 2.0 ** 38, 1 << 75  # see `_fixed`
 
 # columns of the per-chunk float64 partials of the first pass
@@ -62,72 +52,24 @@ _TWO_37, _TWO_38, _FIXED_ONE = 2.0 ** 37, 2.0 ** 38, 1 << 75  # see `_fixed`
 BELOW_1E3, BELOW_5E3, NONFINITE, MISMATCH = range(4)
 
 
-@intrinsic
-def _bits(typingctx, value):  # pragma: no cover - compiled
-    """The bit pattern of a float64 as an int64 (no conversion)."""
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.int64))
-    return types.int64(types.float64), codegen
-
-
-@intrinsic
-def _float(typingctx, value):  # pragma: no cover - compiled
-    """The float64 whose bit pattern is an int64."""
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
-    return types.float64(types.int64), codegen
-
-
-@intrinsic
-def _single(typingctx, value):  # pragma: no cover - compiled
-    """The float32 whose bit pattern is an int32."""
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float32))
-    return types.float32(types.int32), codegen
-
-
-def _as_float(value):  # pragma: no cover - replaced by the overload inside compiled code
-    raise NotImplementedError("compiled code only")
-
-
-@overload(_as_float)
-def _as_float_impl(value):
-    if isinstance(value, types.Integer) and value.bitwidth == 16 and not value.signed:
-        def half(value):  # IEEE binary16 bits -> float64, exactly and without a branch
-            bits = np.int32(value)
-            shifted = (bits & 0x7FFF) << 13  # exponent and fraction in float32's places
-            finite = np.float64(_single(shifted)) * _TWO_112  # rebias the exponent (subnormals too)
-            special = np.float64(_single(shifted | 0x7F800000))  # inf or NaN
-            magnitude = special if (bits & 0x7C00) == 0x7C00 else finite
-            return -magnitude if bits & 0x8000 else magnitude
-        return half
-    return lambda value: np.float64(value)
-
-
-@numba.njit(inline="always")
-def _ordered(bits):  # pragma: no cover - compiled
-    """float64 bits -> an int64 whose order is the floats' order (its own inverse)."""
-    return bits ^ ((bits >> 63) & _MAGNITUDE)
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=_FAST)
+@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=FAST)
 def _fast_sums(npu, bench, opaque):  # pragma: no cover - compiled
     """The first pass's sums of one chunk, vectorised; valid when the returned flag `special` is 0 (no NaN/inf).
     Maxima are kept as bits (see the module docstring), `opaque` is a zero the compiler cannot see."""
     npu_sq = bench_sq = dot = diff_sq = abs_sum = rel_nz_sum = 0.0
     max_abs = max_rel = rel_nz_max = 0
-    npu_low = bench_low = _MAGNITUDE
-    npu_high = bench_high = -_MAGNITUDE - 1
+    npu_low = bench_low = MAGNITUDE
+    npu_high = bench_high = -MAGNITUDE - 1
     below_1e3 = below_5e3 = special = 0
     for i in range(npu.size):
-        x = _as_float(npu[i])
-        y = _as_float(bench[i])
-        x_bits, y_bits = _bits(x), _bits(y)
-        special |= ((x_bits & _EXPONENT) == _EXPONENT) | ((y_bits & _EXPONENT) == _EXPONENT)
+        x = as_float(npu[i])
+        y = as_float(bench[i])
+        x_bits, y_bits = float_bits(x), float_bits(y)
+        special |= special_bits(x_bits) | special_bits(y_bits)
         npu_sq += x * x
         bench_sq += y * y
         dot += x * y
-        x_key, y_key = _ordered(x_bits), _ordered(y_bits)
+        x_key, y_key = ordered(x_bits), ordered(y_bits)
         npu_low = x_key if x_key < npu_low else npu_low
         npu_high = x_key if x_key > npu_high else npu_high
         bench_low = y_key if y_key < bench_low else bench_low
@@ -136,16 +78,16 @@ def _fast_sums(npu, bench, opaque):  # pragma: no cover - compiled
         diff_sq += d * d
         ad = abs(d)
         abs_sum += ad
-        max_abs = max(max_abs, _bits(ad))
+        max_abs = max(max_abs, float_bits(ad))
         ab = abs(y)
-        shifted = _float(_bits(x + _EPS) ^ opaque)  # msprobe adds eps to both values where bench is 0
+        shifted = bits_float(float_bits(x + _EPS) ^ opaque)  # msprobe adds eps to both values where bench is 0
         rel = ad / ab if ab != 0.0 else abs(shifted - _EPS) / _EPS
         rel_nz = rel if ab > _EPS else 0.0  # msaccucmp counts |bench| <= eps as 0
-        max_rel = max(max_rel, _bits(rel))
+        max_rel = max(max_rel, float_bits(rel))
         below_1e3 += rel < 0.001
         below_5e3 += rel < 0.005
         rel_nz_sum += rel_nz
-        rel_nz_max = max(rel_nz_max, _bits(rel_nz))
+        rel_nz_max = max(rel_nz_max, float_bits(rel_nz))
     return (npu_sq, bench_sq, dot, diff_sq, abs_sum, max_abs, max_rel, rel_nz_sum, rel_nz_max,
             npu_low, npu_high, bench_low, bench_high, below_1e3, below_5e3, special)
 
@@ -159,8 +101,8 @@ def _careful_sums(npu, bench, row, counts):  # pragma: no cover - compiled
     npu_high = bench_high = -np.inf
     below_1e3 = below_5e3 = 0
     for i in range(npu.size):
-        x = _as_float(npu[i])
-        y = _as_float(bench[i])
+        x = as_float(npu[i])
+        y = as_float(bench[i])
         if not (math.isfinite(x) and math.isfinite(y)):
             if x == y or (x != x and y != y):  # the same NaN/inf on both sides: an exact match
                 x = y = 0.0
@@ -205,10 +147,10 @@ def _first_pass(npu, bench, chunk, opaque, partials, counts):  # pragma: no cove
             continue
         row = partials[c]
         row[NPU_SQ], row[BENCH_SQ], row[DOT], row[DIFF_SQ], row[ABS_SUM] = npu_sq, bench_sq, dot, diff_sq, abs_sum
-        row[MAX_ABS], row[MAX_REL], row[REL_NZ_SUM] = _float(max_abs), _float(max_rel), rel_nz_sum
-        row[REL_NZ_MAX] = _float(rel_nz_max)
-        row[NPU_LOW], row[NPU_HIGH] = _float(_ordered(npu_low)), _float(_ordered(npu_high))
-        row[BENCH_LOW], row[BENCH_HIGH] = _float(_ordered(bench_low)), _float(_ordered(bench_high))
+        row[MAX_ABS], row[MAX_REL], row[REL_NZ_SUM] = bits_float(max_abs), bits_float(max_rel), rel_nz_sum
+        row[REL_NZ_MAX] = bits_float(rel_nz_max)
+        row[NPU_LOW], row[NPU_HIGH] = bits_float(ordered(npu_low)), bits_float(ordered(npu_high))
+        row[BENCH_LOW], row[BENCH_HIGH] = bits_float(ordered(bench_low)), bits_float(ordered(bench_high))
         counts[c, BELOW_1E3], counts[c, BELOW_5E3] = below_1e3, below_5e3
 
 
@@ -229,13 +171,13 @@ def _fixed(value):  # pragma: no cover - compiled
     return high, np.int64((scaled - np.float64(high)) * _TWO_38)
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=_FAST)
+@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=FAST)
 def _kl_fast(npu, bench, npu_low, npu_span, bench_low, bench_span, scaled, ratio):  # pragma: no cover
     """kl's scaling of a chunk without NaN/inf, vectorised: s into `scaled`, s / t into `ratio`; returns S and T
     of the chunk exactly, as the integer parts of `_fixed`."""
     s_high = s_low = t_high = t_low = 0
     for k in range(scaled.size):
-        s, t = _kl_scaled(_as_float(npu[k]), _as_float(bench[k]), npu_low, npu_span, bench_low, bench_span)
+        s, t = _kl_scaled(as_float(npu[k]), as_float(bench[k]), npu_low, npu_span, bench_low, bench_span)
         high, low = _fixed(s)
         s_high += high
         s_low += low
@@ -252,8 +194,8 @@ def _kl_careful(npu, bench, npu_low, npu_span, bench_low, bench_span, scaled, ra
     """`_kl_fast` for a pair holding matched NaN/inf (the first pass refused the others), which count as 0."""
     s_high = s_low = t_high = t_low = 0
     for k in range(scaled.size):
-        x = _as_float(npu[k])
-        y = _as_float(bench[k])
+        x = as_float(npu[k])
+        y = as_float(bench[k])
         if not (math.isfinite(x) and math.isfinite(y)):
             x = y = 0.0
         s, t = _kl_scaled(x, y, npu_low, npu_span, bench_low, bench_span)
