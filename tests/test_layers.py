@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "graphcmp.core.dtypes", "graphcmp.core.jsonio", "graphcmp.core.outputs", "graphcmp.core.export",
               "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics",
               "graphcmp.core.npzio", "graphcmp.core.forking", "graphcmp.core.texts", "graphcmp.core.ascend_dtypes",
-              "graphcmp.core.device_formats", "graphcmp.core.overflow_status")),
+              "graphcmp.core.device_formats", "graphcmp.core.overflow_status", "graphcmp.core.simd")),
     ("records", ("graphcmp.core.records", "graphcmp.core.rules", "graphcmp.core.shards")),
     ("hierarchy", ("graphcmp.core.hierarchy", "graphcmp.core.dataflow")),
     ("readers", ("graphcmp.core.readers", "graphcmp.core.readers.*", "graphcmp.core.mapping_files",
@@ -96,6 +96,9 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.core.readers.detect", "*"): "29 ms for GE's protobuf gencode: each reader loads for its format",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensor_metrics"): "0.5 ms, with tensorio: tensor tasks only",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensorio"): "8 ms per comparison: tensor-task comparisons only",
+    ("graphcmp.core.readers.ascend_dump", "graphcmp.core.simd"):
+        "200-290 ms (numba, llvmlite; 3 fresh processes) and the cached kernel at the first call: only readings "
+        "holding ascend_dump.COMPILED_STATS_FROM_BYTES of tensor files, where it saves seconds",
     ("graphcmp.core.tensor_metrics", "graphcmp.core.tensor_fused"):
         "240 ms (numba, llvmlite; median of 3, 200-360), and 260-410 ms loading the cached kernels at the first "
         "call: only comparisons holding tensor_metrics.FUSED_FROM_BYTES of tensor files, where they save seconds",

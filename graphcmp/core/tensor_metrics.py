@@ -447,8 +447,8 @@ def _fused_sums(npu: np.ndarray, bench: np.ndarray, *, with_kl: bool, chunk: int
     sums.below_1e3, sums.below_5e3 = (int(counts[:, k].sum()) for k in (fused.BELOW_1E3, fused.BELOW_5E3))
     sums.nonfinite = bool(counts[:, fused.NONFINITE].any())
     if with_kl and sums.size:
-        kl_sums = fused.kl_pass(npu, bench, (sums.npu_low, sums.npu_high), (sums.bench_low, sums.bench_high), chunk)
-        sums.kl = _kl_value(*(math.fsum(kl_sums[:, k]) for k in range(3)))
+        sums.kl = _kl_value(*fused.kl_pass(npu, bench, (sums.npu_low, sums.npu_high),
+                                           (sums.bench_low, sums.bench_high), chunk, nonfinite=sums.nonfinite))
     elif with_kl:
         sums.kl = 0.0
     return sums
@@ -590,12 +590,12 @@ def _kl_pass(blocks: _Blocks, sums: _Sums) -> float:
         np.divide(s, t, out=t)
         np.log(t, out=t)
         weighted += _dot(s, t)
-    return _kl_value(s_sum, t_sum, weighted)
+    return _kl_value(s_sum, t_sum - s_sum, weighted)
 
 
-def _kl_value(s_sum: float, t_sum: float, weighted: float) -> float:
-    """kl from S, T and sum s log(s / t) (see `_kl_pass`); values below float64 eps become 0."""
-    result = weighted / s_sum + float(np.log1p((t_sum - s_sum) / s_sum))  # log(T / S), exact near T = S
+def _kl_value(s_sum: float, gap: float, weighted: float) -> float:
+    """kl from S, T - S and sum s log(s / t) (see `_kl_pass`); values below float64 eps become 0."""
+    result = weighted / s_sum + float(np.log1p(gap / s_sum))  # log(T / S), exact near T = S
     return 0.0 if abs(result) < _EPS else result
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -114,6 +115,7 @@ def test_integer_bool_and_complex_tensors_upcast_exactly(monkeypatch: pytest.Mon
 # --- the compiled kernels (graphcmp.core.tensor_fused), used by compare_tensors(fused=True) ---------------------
 
 fused_module = pytest.importorskip("graphcmp.core.tensor_fused")
+simd = pytest.importorskip("graphcmp.core.simd")
 
 
 @pytest.fixture
@@ -181,7 +183,7 @@ def test_float16_bits_decode_exactly_inside_the_kernels() -> None:
     @numba.njit
     def decode(bits: np.ndarray, out: np.ndarray) -> None:
         for i in range(bits.size):
-            out[i] = fused_module._as_float(bits[i])
+            out[i] = simd.as_float(bits[i])
 
     bits = np.arange(1 << 16, dtype=np.uint16)
     out = np.empty(bits.size)
@@ -189,3 +191,26 @@ def test_float16_bits_decode_exactly_inside_the_kernels() -> None:
     want = bits.view(np.float16).astype(np.float64)
     assert np.array_equal(out, want, equal_nan=True)
     assert np.array_equal(np.signbit(out), np.signbit(want))
+
+
+def test_fused_kernels_keep_msprobes_eps_shift_where_bench_is_zero(small_chunks: None) -> None:
+    # (x + eps) - eps is 0 for |x| below half a unit of eps: folded to x by a compiler, max_rel would be x / eps
+    npu, bench = np.full(1000, 1e-33), np.zeros(1000)
+    assert compare_tensors(npu, bench, fused=True)["max_rel"] == 0.0
+    npu[7] = 3 * EPS
+    assert compare_tensors(npu, bench, fused=True)["max_rel"] == compare_tensors(npu, bench)["max_rel"] == 3.0
+
+
+def test_fused_kl_sums_are_exact(small_chunks: None) -> None:
+    # kl adds log(T / S) to a nearly opposite term: S and T - S are the exact sums, rounded once
+    rng = np.random.default_rng(12)
+    npu = rng.random(1 << 16)
+    bench = npu + rng.standard_normal(npu.size) * 1e-9
+    sums = fused_module.kl_pass(npu, bench, (float(npu.min()), float(npu.max())),
+                                (float(bench.min()), float(bench.max())))
+    floor = np.finfo(np.float32).eps
+    s = np.maximum((npu - npu.min()) / (npu.max() - npu.min()), floor)
+    t = np.maximum((bench - bench.min()) / (bench.max() - bench.min()), floor)
+    exact_s = sum(map(Fraction, s))
+    exact_gap = sum(map(Fraction, t)) - exact_s
+    assert sums[0] == float(exact_s) and sums[1] == float(exact_gap)

@@ -185,11 +185,12 @@ def read_ops(folder: Path, notes: list[str]) -> tuple[list[DumpOp], list[Overflo
         else:
             work.append((path, parsed, True))
     work, joined = _ffts_ops(work, notes)
+    compiled = compiled_stats_pay(path for path, _, data in work if data)
 
     def measure(item: tuple[Path, DumpName, bool]) -> tuple[DumpOp, str]:
         if not item[2]:
             return _stats_op(item[0], item[1]), ""
-        return _data_op(item[0], item[1], joined.get(item[0].name, 1))
+        return _data_op(item[0], item[1], joined.get(item[0].name, 1), compiled)
 
     ops: list[DumpOp] = []
     for op, note in in_threads(measure, work, sum(item[2] for item in work)):
@@ -263,11 +264,11 @@ def _hashed_names(path: Path) -> dict[str, str]:
     return {row[0].strip(): row[1].strip() for row in rows if len(row) == 2}
 
 
-def _data_op(path: Path, name: DumpName, threads: int = 1) -> tuple[DumpOp, str]:
+def _data_op(path: Path, name: DumpName, threads: int = 1, compiled: bool = False) -> tuple[DumpOp, str]:
     """A dump file holding bytes: its header, and the statistics and host shape of each tensor (measured on the
-    mapped device bytes, the padding of a device format left out); with a note naming the tensors a truncated file
-    cuts off ("" when none). An FFTS+ thread file is named as its op (``_lxslice`` index left out); `threads` of
-    them are joined."""
+    mapped device bytes, the padding of a device format left out; by the compiled pass when `compiled`); with a
+    note naming the tensors a truncated file cuts off ("" when none). An FFTS+ thread file is named as its op
+    (``_lxslice`` index left out); `threads` of them are joined."""
     header = read_header(path)
     if ffts_key(name) is not None:
         name = replace(name, op_name=FFTS_SLICE.sub("", name.op_name))
@@ -286,7 +287,7 @@ def _data_op(path: Path, name: DumpName, threads: int = 1) -> tuple[DumpOp, str]
             has.append(False)
             continue
         pieces, shape = read_dump_elements(path, desc.role, desc.index)
-        stats[k], present[k] = elements_stats(pieces)
+        stats[k], present[k] = elements_stats(pieces, compiled=compiled)
         shapes.append(_shape_text(shape))
         has.append(True)
         del pieces  # the next tensor's map replaces this one's
@@ -334,7 +335,7 @@ def _csv_dtype(text: str) -> str:
     return {"DT_FLOAT": "float32", "DT_FLOAT16": "float16", "DT_BF16": "bfloat16"}.get(t, t.lower())
 
 
-def tensor_stats(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def tensor_stats(array: np.ndarray, *, compiled: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(max, min, mean, norm) of an array as float64, and which of them exist (none for an empty array).
 
     One pass over the data in blocks of `STATS_BLOCK` values (`elements_stats`).
@@ -342,10 +343,43 @@ def tensor_stats(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     >>> tensor_stats(np.array([3.0, -4.0], np.float16))[0].tolist()
     [3.0, -4.0, -0.5, 5.0]
     """
-    return elements_stats([np.asarray(array)])
+    return elements_stats([np.asarray(array)], compiled=compiled)
 
 
-def elements_stats(pieces: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+COMPILED_STATS_FROM_BYTES = 1 << 30
+"""Tensor bytes of a reading from which its statistics are computed by the compiled pass (`graphcmp.core.simd`):
+loading numba and its cached code costs about 0.5 s once per process, the compiled pass saves about 1 ns per
+float16 and 0.6 ns per float32 element (bench/README.md, issue 29), so it is repaid from about 1 GB of float16."""
+
+
+def compiled_stats_pay(files: Iterable[Path]) -> bool:
+    """Whether `files` together hold `COMPILED_STATS_FROM_BYTES` (their sizes, without reading them)."""
+    total = 0
+    for path in files:
+        total += path.stat().st_size
+        if total >= COMPILED_STATS_FROM_BYTES:
+            return True
+    return False
+
+
+_COMPILED_DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
+
+
+def _compiled_stats(pieces: Sequence[np.ndarray], count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """`elements_stats` by the compiled pass, for contiguous float pieces without NaN/inf; else None."""
+    if pieces[0].dtype not in _COMPILED_DTYPES or not all(piece.flags.c_contiguous for piece in pieces):
+        return None
+    import graphcmp.core.simd as simd  # see tests/test_layers.py: LAZY_IMPORTS
+
+    parts = [simd.stats(piece.reshape(-1)) for piece in pieces if piece.size]
+    if any(part is None for part in parts):
+        return None
+    high, low = max(part[0] for part in parts), min(part[1] for part in parts)
+    total, squares = sum(part[2] for part in parts), sum(part[3] for part in parts)
+    return np.array([high, low, total / count, math.sqrt(squares)]), np.ones(4, bool)
+
+
+def elements_stats(pieces: Sequence[np.ndarray], *, compiled: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """`tensor_stats` of the tensor whose elements `pieces` hold together (arrays of one dtype, any shapes and
     strides: the views `graphcmp.core.device_formats.original_elements` gives).
 
@@ -355,11 +389,16 @@ def elements_stats(pieces: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray
     summed in float32 within a block (pairwise: a few float32 ulps, far below any float16 noise) and the blocks'
     sums added in float64; everything wider in float64. A NaN anywhere makes max, min, mean and norm NaN, an inf
     makes them inf as numpy's reductions do.
+
+    `compiled`: contiguous float16/32/64 pieces are measured by one vectorised pass (`graphcmp.core.simd`, sums in
+    float64), for readings large enough to repay loading it (`compiled_stats_pay`).
     """
     pieces = [piece.real if piece.dtype.kind == "c" else piece for piece in pieces]
     count = sum(piece.size for piece in pieces)
     if count == 0:
         return np.full(4, np.nan), np.zeros(4, bool)
+    if compiled and (measured := _compiled_stats(pieces, count)) is not None:
+        return measured
     dtype = pieces[0].dtype
     narrow = (dtype.kind == "f" and dtype.itemsize <= 4) or dtype.kind == "b" or \
         (dtype.kind in "iu" and dtype.itemsize <= 2)

@@ -24,7 +24,13 @@ import numpy as np
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder, execution_keys
 from graphcmp.core.inputs import regular_file
-from graphcmp.core.readers.ascend_dump import in_threads, read_ascend_dump, scoped_nodes, tensor_stats
+from graphcmp.core.readers.ascend_dump import (
+    compiled_stats_pay,
+    in_threads,
+    read_ascend_dump,
+    scoped_nodes,
+    tensor_stats,
+)
 from graphcmp.core.readers.ascend_fusion import FusionRule, find_fusion_rule, read_fusion_rule
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
@@ -223,7 +229,8 @@ def _add_tensors(builder: HierarchyBuilder, folder: Path, rows: Sequence[tuple[s
     """Tensors of golden files; one whose NPU twin has another shape of as many elements (a reshape the NPU graph
     dropped, ``Flatten``) is read as that shape (``file#shape=...``), as msaccucmp compares both flattened."""
     names = list(dict.fromkeys(f.file for _, _, _, f in rows))
-    stats = dict(zip(names, in_threads(lambda name: _measured(folder / name), names)))
+    compiled = compiled_stats_pay(folder / name for name in names)
+    stats = dict(zip(names, in_threads(lambda name: _measured(folder / name, compiled), names)))
     n = len(rows)
     shapes, files = [], []
     for op, role, k, f in rows:
@@ -239,10 +246,10 @@ def _add_tensors(builder: HierarchyBuilder, folder: Path, rows: Sequence[tuple[s
                         md5=[""] * n, file=files, value=[""] * n)
 
 
-def _measured(path: Path) -> tuple[np.ndarray, np.ndarray, str, str]:
+def _measured(path: Path, compiled: bool = False) -> tuple[np.ndarray, np.ndarray, str, str]:
     """(statistics, which exist, dtype, shape) of a golden file, read through a memory map."""
     array = _load(path)
-    stats, present = tensor_stats(array)
+    stats, present = tensor_stats(array, compiled=compiled)
     return stats, present, str(array.dtype), _shape(array.shape)
 
 

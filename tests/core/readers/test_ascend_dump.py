@@ -444,6 +444,35 @@ def test_elements_stats_of_strided_pieces_as_of_their_values(monkeypatch):
     assert present.all()
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_compiled_stats_equal_the_values_stats(dtype):
+    import graphcmp.core.readers.ascend_dump as module
+
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(8)
+    whole = (rng.standard_normal(40_000) * 30).astype(dtype)
+    pieces = [whole[:25_000], whole[25_000:].reshape(50, 300)]  # contiguous pieces of any shape
+    values = whole.astype(np.float64)
+    want = [values.max(), values.min(), values.mean(), np.sqrt((values ** 2).sum())]
+    stats, present = module.elements_stats(pieces, compiled=True)
+    np.testing.assert_allclose(stats, want, rtol=1e-12)  # summed in float64
+    assert present.all()
+    whole[123] = np.inf  # numpy's meaning for NaN/inf: the numpy path
+    assert module.elements_stats(pieces, compiled=True)[0][0] == np.inf
+    whole[77] = np.nan
+    assert np.isnan(module.elements_stats(pieces, compiled=True)[0]).all()
+
+
+def test_compiled_stats_only_for_readings_that_repay_loading_them(tmp_path, monkeypatch):
+    import graphcmp.core.readers.ascend_dump as module
+
+    small = tmp_path / "a.bin"
+    small.write_bytes(bytes(1000))
+    assert not module.compiled_stats_pay([small, small])
+    monkeypatch.setattr(module, "COMPILED_STATS_FROM_BYTES", 2000)
+    assert module.compiled_stats_pay([small, small])
+
+
 # --- buffers and workspaces: raw bytes after the outputs ----------------------------------------------------
 
 def _op_with_scratch(folder, *, inline: bool = False):

@@ -1,0 +1,136 @@
+"""Compiled building blocks of graphcmp's SIMD loops (numba), and the statistics of a large tensor.
+
+LLVM turns a numba loop into SIMD code (8 float64 lanes with AVX-512) only if its float sums may be reordered and
+it takes no float maximum (which LLVM vectorises only when NaN may be ignored). The loops built on this module
+therefore run with reassociation as their only fast-math flag (`FAST`), take maxima and minima on float64 bit
+patterns as integers (`float_bits`; `ordered` maps signed floats onto an integer order), and flag NaN/inf by their
+exponent bits (`special_bits`), so that a caller can take a careful path for them. float16 comes in as its uint16
+bits and `as_float` decodes it without a branch.
+
+Imported only for inputs large enough to repay loading numba (about half a second once per process): the
+readers' statistics (`stats`) and the tensor metrics' kernels (`graphcmp.core.tensor_fused`).
+Compiled code is cached on disk (``cache=True``).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import types
+from numba.extending import intrinsic, overload
+
+__all__ = ["CHUNK", "FAST", "MAGNITUDE", "SUPPORTED", "as_float", "bits_float", "float_bits", "ordered",
+           "special_bits", "stats"]
+
+FAST = {"reassoc"}
+"""LLVM fast-math flags of the vectorised loops: reassociation only, which lets a loop's sums be split over SIMD
+lanes; every product, quotient and difference stays the IEEE one, NaN and inf keep their meaning."""
+
+CHUNK = 1 << 14
+"""Elements per chunk of `stats`: each chunk's sums are added to the totals in float64."""
+
+SUPPORTED = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
+"""The dtypes the kernels read (float16 as its uint16 bits)."""
+
+MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
+_EXPONENT = np.int64(0x7FF0000000000000)
+_TWO_112 = 2.0 ** 112
+
+
+@intrinsic
+def float_bits(typingctx, value):  # pragma: no cover - compiled
+    """The bit pattern of a float64 as an int64 (no conversion)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def bits_float(typingctx, value):  # pragma: no cover - compiled
+    """The float64 whose bit pattern is an int64."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    return types.float64(types.int64), codegen
+
+
+@intrinsic
+def _single(typingctx, value):  # pragma: no cover - compiled
+    """The float32 whose bit pattern is an int32."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float32))
+    return types.float32(types.int32), codegen
+
+
+def as_float(value):  # pragma: no cover - replaced by the overload inside compiled code
+    """An element as float64: float16 given as its uint16 bits, float32 and float64 as they are (compiled only)."""
+    raise NotImplementedError("compiled code only")
+
+
+@overload(as_float)
+def _as_float_impl(value):
+    if isinstance(value, types.Integer) and value.bitwidth == 16 and not value.signed:
+        def half(value):  # IEEE binary16 bits -> float64, exactly and without a branch
+            bits = np.int32(value)
+            shifted = (bits & 0x7FFF) << 13  # exponent and fraction in float32's places
+            finite = np.float64(_single(shifted)) * _TWO_112  # rebias the exponent (subnormals too)
+            special = np.float64(_single(shifted | 0x7F800000))  # inf or NaN
+            magnitude = special if (bits & 0x7C00) == 0x7C00 else finite
+            return -magnitude if bits & 0x8000 else magnitude
+        return half
+    return lambda value: np.float64(value)
+
+
+@numba.njit(inline="always")
+def ordered(bits):  # pragma: no cover - compiled
+    """float64 bits -> an int64 whose order is the floats' order (its own inverse)."""
+    return bits ^ ((bits >> 63) & MAGNITUDE)
+
+
+@numba.njit(inline="always")
+def special_bits(bits):  # pragma: no cover - compiled
+    """Whether float64 bits are a NaN or an inf (1 or 0)."""
+    return np.int64((bits & _EXPONENT) == _EXPONENT)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=FAST)
+def _chunk_stats(values):  # pragma: no cover - compiled
+    high, low = -MAGNITUDE - 1, MAGNITUDE
+    total = squares = 0.0
+    special = 0
+    for i in range(values.size):
+        x = as_float(values[i])
+        bits = float_bits(x)
+        special |= special_bits(bits)
+        key = ordered(bits)
+        high = max(high, key)
+        low = min(low, key)
+        total += x
+        squares += x * x
+    return high, low, total, squares, special
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _stats(values, chunk):  # pragma: no cover - compiled
+    high, low = -MAGNITUDE - 1, MAGNITUDE
+    total = squares = 0.0
+    for lo in range(0, values.size, chunk):
+        chunk_high, chunk_low, chunk_total, chunk_squares, special = _chunk_stats(values[lo:lo + chunk])
+        if special:
+            return 0.0, 0.0, 0.0, 0.0, True
+        high, low = max(high, chunk_high), min(low, chunk_low)
+        total += chunk_total
+        squares += chunk_squares
+    return bits_float(ordered(high)), bits_float(ordered(low)), total, squares, False
+
+
+def stats(values: np.ndarray) -> tuple[float, float, float, float] | None:
+    """(max, min, sum, sum of squares) of a flat contiguous array of a `SUPPORTED` dtype in float64, in one
+    vectorised pass; None if it holds a NaN or an inf (the caller's numpy path gives those their meaning).
+
+    >>> stats(np.array([3.0, -4.0], np.float16))
+    (3.0, -4.0, -1.0, 25.0)
+    """
+    if values.dtype == np.float16:
+        values = values.view(np.uint16)
+    high, low, total, squares, special = _stats(values, CHUNK)
+    return None if special else (high, low, total, squares)
