@@ -335,7 +335,7 @@ def _csv_dtype(text: str) -> str:
     return {"DT_FLOAT": "float32", "DT_FLOAT16": "float16", "DT_BF16": "bfloat16"}.get(t, t.lower())
 
 
-def tensor_stats(array: np.ndarray, *, compiled: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def tensor_stats(array: np.ndarray, *, compiled: bool = False, float64: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(max, min, mean, norm) of an array as float64, and which of them exist (none for an empty array).
 
     One pass over the data in blocks of `STATS_BLOCK` values (`elements_stats`).
@@ -343,7 +343,7 @@ def tensor_stats(array: np.ndarray, *, compiled: bool = False) -> tuple[np.ndarr
     >>> tensor_stats(np.array([3.0, -4.0], np.float16))[0].tolist()
     [3.0, -4.0, -0.5, 5.0]
     """
-    return elements_stats([np.asarray(array)], compiled=compiled)
+    return elements_stats([np.asarray(array)], compiled=compiled, float64=float64)
 
 
 COMPILED_STATS_FROM_BYTES = 1 << 30
@@ -379,7 +379,8 @@ def _compiled_stats(pieces: Sequence[np.ndarray], count: int) -> tuple[np.ndarra
     return np.array([high, low, total / count, math.sqrt(squares)]), np.ones(4, bool)
 
 
-def elements_stats(pieces: Sequence[np.ndarray], *, compiled: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def elements_stats(pieces: Sequence[np.ndarray], *, compiled: bool = False,
+                   float64: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """`tensor_stats` of the tensor whose elements `pieces` hold together (arrays of one dtype, any shapes and
     strides: the views `graphcmp.core.device_formats.original_elements` gives).
 
@@ -388,7 +389,7 @@ def elements_stats(pieces: Sequence[np.ndarray], *, compiled: bool = False) -> t
     place) and gives its max, min, sum and sum of squares while it is in cache. Float16/bfloat16/float32 data are
     summed in float32 within a block (pairwise: a few float32 ulps, far below any float16 noise) and the blocks'
     sums added in float64; everything wider in float64. A NaN anywhere makes max, min, mean and norm NaN, an inf
-    makes them inf as numpy's reductions do.
+    makes them inf as numpy's reductions do. `float64`: every block is summed in float64 (no float32 rounding).
 
     `compiled`: contiguous float16/32/64 pieces are measured by one vectorised pass (`graphcmp.core.simd`, sums in
     float64), for readings large enough to repay loading it (`compiled_stats_pay`).
@@ -400,8 +401,8 @@ def elements_stats(pieces: Sequence[np.ndarray], *, compiled: bool = False) -> t
     if compiled and (measured := _compiled_stats(pieces, count)) is not None:
         return measured
     dtype = pieces[0].dtype
-    narrow = (dtype.kind == "f" and dtype.itemsize <= 4) or dtype.kind == "b" or \
-        (dtype.kind in "iu" and dtype.itemsize <= 2)
+    narrow = not float64 and ((dtype.kind == "f" and dtype.itemsize <= 4) or dtype.kind == "b" or
+                              (dtype.kind in "iu" and dtype.itemsize <= 2))
     work = np.dtype(np.float32 if narrow else np.float64)
     widened = np.empty(min(count, STATS_BLOCK), work)
     squares_buffer = np.empty(widened.size, work) if narrow else None
@@ -412,7 +413,7 @@ def elements_stats(pieces: Sequence[np.ndarray], *, compiled: bool = False) -> t
             n = part.size
             if part.dtype == work and part.flags.c_contiguous:
                 block = part.reshape(-1)
-            elif part.dtype == np.float16:
+            elif part.dtype == np.float16 and narrow:
                 block = half_to_single(part.view(np.uint16), widened[:n].reshape(part.shape)).reshape(-1)
             else:
                 block = widened[:n]

@@ -28,6 +28,8 @@ import numpy as np
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.inputs import read_input, regular_file
+from graphcmp.core.readers.ascend_dump import compiled_stats_pay, in_threads
+from graphcmp.core.readers.ascend_dump import tensor_stats as blockwise_stats
 from graphcmp.core.readers.mindspore_ir import IrNode, add_ir_node, ir_cut_short, parse_ir_nodes
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, RunInfo
 
@@ -197,18 +199,14 @@ def parse_dump_name(path: str | os.PathLike[str]) -> DumpFile | None:
     return DumpFile(str(path), parts[0], ".".join(parts[1:-8]), role, parts[-4], parts[-2], timestamp)
 
 
-def tensor_stats(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(max, min, mean, norm) of an array as float64, and which of them exist (none for an empty array).
+def tensor_stats(array: np.ndarray, *, compiled: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(max, min, mean, norm) of an array as float64, and which of them exist (none for an empty array): one pass
+    in blocks summed in float64, no float64 copy of the array (`graphcmp.core.readers.ascend_dump.tensor_stats`).
 
     >>> tensor_stats(np.array([3.0, -4.0], np.float16))[0].tolist()
     [3.0, -4.0, -0.5, 5.0]
     """
-    if array.size == 0:
-        return np.full(4, np.nan), np.zeros(4, bool)
-    values = np.asarray(array, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        stats = np.array([values.max(), values.min(), values.mean(), np.sqrt(np.sum(values * values))])
-    return stats, np.ones(4, bool)
+    return blockwise_stats(array, compiled=compiled, float64=True)
 
 
 # --- finding the parts of a dump ----------------------------------------------------------------------
@@ -353,13 +351,16 @@ def _add_file_tensors(builder: HierarchyBuilder, rows: list[tuple[str, DumpFile]
     if not rows:
         return
     n = len(rows)
-    stats = np.full((n, 4), np.nan)
-    present = np.zeros((n, 4), bool)
-    shapes = []
-    for k, (_, f) in enumerate(rows):
+    compiled = compiled_stats_pay(Path(f.path) for _, f in rows)
+
+    def measure(f: DumpFile) -> tuple[np.ndarray, np.ndarray, str]:
         array = _load(f.path, source)
-        stats[k], present[k] = tensor_stats(array)
-        shapes.append("[" + ", ".join(str(d) for d in array.shape) + "]")
+        return (*tensor_stats(array, compiled=compiled), "[" + ", ".join(str(d) for d in array.shape) + "]")
+
+    measured = list(in_threads(measure, [f for _, f in rows]))  # numpy's loops let go of the interpreter lock
+    stats = np.array([m[0] for m in measured]).reshape(n, 4)
+    present = np.array([m[1] for m in measured]).reshape(n, 4)
+    shapes = [m[2] for m in measured]
     builder.add_tensors([node for node, _ in rows], [int(f.role) for _, f in rows], [f.slot for _, f in rows],
                         dtype=[f.dtype for _, f in rows], shape=shapes, stats=stats, present=present,
                         md5=[""] * n, file=[f.path for _, f in rows], value=[""] * n)
