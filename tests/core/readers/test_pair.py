@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import io
+import os
 import pickle
 import tempfile
 from dataclasses import replace
@@ -12,7 +13,8 @@ import numpy as np
 import pytest
 
 from graphcmp.core import dataflow
-from graphcmp.core.compare import compare_graphs, derive_npu
+from graphcmp.core.compare import compare_graphs
+from graphcmp.core.derived import derive_bench, derive_npu, derive_npu_aside, derive_npu_here
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.overflow import overflow_levels
 from graphcmp.core.readers import pair
@@ -90,3 +92,34 @@ def test_node_ids_holding_a_nul_byte_are_written_as_they_are(perturb_pair):
     pair.dump_run(run, spool)
     spool.seek(0)
     assert pair.load_run(spool).nodes.ids == ids
+
+
+def test_what_the_comparison_derives_from_either_run_is_derived_in_both_processes_at_once(side_by_side,
+                                                                                          perturb_pair):
+    npu, bench = pair.read_pair(*perturb_pair, ahead=derive_npu_aside, ahead_bench=derive_bench,
+                                ahead_loaded=derive_npu_here)
+    assert {"fingerprints", "execution_keys", "summed_beyond_range"} <= set(bench._cache)
+    assert "forward twins" not in bench._cache
+    assert {"overflow", "producers", "forward twins", "communication"} <= set(npu._cache)
+    assert not any(d.flags.writeable for d in npu._cache.values() if isinstance(d, np.ndarray))
+    fresh = read_graph(perturb_pair[1])
+    assert np.array_equal(dataflow.run_fingerprints(bench), dataflow.run_fingerprints(fresh))
+    assert compare_graphs(npu, bench) == compare_graphs(read_graph(perturb_pair[0]), fresh)
+
+
+def test_what_was_derived_reaches_this_process_when_the_disk_fills_after_the_run(side_by_side, perturb_pair,
+                                                                                monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)  # the derived arrays' part, in the forked process
+    npu, _bench = pair.read_pair(*perturb_pair, ahead=derive_npu)
+    assert npu == read_graph(perturb_pair[0]) and "forward twins" in npu._cache
+    assert not dataflow.forward_twins(npu).flags.writeable
+
+
+def test_an_npu_run_the_reading_process_does_not_send_is_no_bad_input(side_by_side, perturb_pair, monkeypatch):
+    monkeypatch.setattr(pair, "read_graph", lambda path, format=None: os._exit(3))  # killed, in the forked process
+    monkeypatch.setattr(pair, "side_by_side", lambda *paths: True)
+    with pytest.raises(RuntimeError, match="ended without sending it"):
+        pair._npu_run(pair.Forked(pair._read_spooled, perturb_pair[0], None, 0), perturb_pair[0], io.BytesIO())
