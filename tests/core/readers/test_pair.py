@@ -57,8 +57,11 @@ def test_when_both_runs_are_bad_the_npu_runs_error_is_given(side_by_side, tmp_pa
     assert str(tmp_path / "npu") in str(raised.value) and str(tmp_path / "bench") not in str(raised.value)
 
 
-def test_the_bench_run_leaves_no_file_behind(side_by_side, perturb_pair, tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the bench run is written for this process
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_the_bench_run_leaves_no_file_behind(side_by_side, perturb_pair, tmp_path, monkeypatch, in_memory):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the run is written without a memory file
+    if not in_memory:
+        monkeypatch.delattr(os, "memfd_create", raising=False)
     _npu, bench = pair.read_pair(*perturb_pair)
     assert bench == read_graph(perturb_pair[1]) and list(tmp_path.iterdir()) == []
 
