@@ -43,9 +43,10 @@ def read_pair(
     modules then. `ahead` is what the caller will derive from the npu run alone (kept with it, `DumpGraph.memo`;
     a module-level function): the child runs it once the run is written and sends what it derived (arrays) after
     the run. `ahead_bench` is the same for the bench run, run here once it is read, while the child still reads
-    or derives; `ahead_loaded` is more to derive from the npu run, run here once it is loaded, while the child
-    runs `ahead`. So each process has its share of the work besides its read, and this one loads the npu run
-    while the child derives from it rather than after.
+    or derives; `ahead_loaded` is more to derive from the npu run, by whichever process gets to it first: here once
+    the run is loaded (while the child runs `ahead`), or the child once it has derived `ahead` while this process
+    still reads. So each process has its share of the work besides its read, whichever read ends first, and this
+    one loads the npu run while the child derives from it rather than after.
     """
     if not side_by_side(npu_path, bench_path):
         if meanwhile is not None:
@@ -58,8 +59,8 @@ def read_pair(
         if ahead_bench is not None:
             ahead_bench(bench)
         return npu, bench
-    with _spool() as spool:  # unnamed: nothing is left, however this ends
-        reading = Forked(_read_spooled, npu_path, format, spool.fileno(), ahead)
+    with _spool() as spool, _Claim() as claim:  # unnamed: nothing is left, however this ends
+        reading = Forked(_read_spooled, npu_path, format, spool.fileno(), ahead, ahead_loaded, claim)
         try:
             if meanwhile is not None:
                 meanwhile()
@@ -70,7 +71,7 @@ def read_pair(
                 raise
             if ahead_bench is not None:
                 ahead_bench(bench)
-            return _npu_run(reading, npu_path, spool, ahead_loaded), bench
+            return _npu_run(reading, npu_path, spool, ahead_loaded, claim), bench
         finally:
             reading.stop()
 
@@ -87,11 +88,35 @@ def _spool() -> IO[bytes]:
     return tempfile.TemporaryFile(prefix="graphcmp-run-")
 
 
+class _Claim:
+    """One piece of work that two processes may each do, done by the first that claims it: a pipe holding one
+    byte, which one non-blocking read takes (the other finds the pipe empty). Made before forking."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        os.write(self._write, b"1")
+        os.set_blocking(self._read, False)
+
+    def take(self) -> bool:
+        """True for the first call in either process, False after."""
+        try:
+            return os.read(self._read, 1) == b"1"
+        except (BlockingIOError, OSError):
+            return False
+
+    def __enter__(self) -> _Claim:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._read)
+        os.close(self._write)
+
+
 def _npu_run(reading: Forked, path: str | os.PathLike[str], spool: IO[bytes] | None = None,
-             ahead_loaded: Callable[[DumpGraph], object] | None = None) -> DumpGraph:
-    """The run the forked process `reading` read (`_read_spooled`): loaded from `spool` and `ahead_loaded`
-    derived from it while the process derives its part, then what that process derived; its error raised here.
-    Without `spool`, only its error is wanted."""
+             ahead_loaded: Callable[[DumpGraph], object] | None = None, claim: _Claim | None = None) -> DumpGraph:
+    """The run the forked process `reading` read (`_read_spooled`): loaded from `spool`, `ahead_loaded` derived
+    from it unless that process claimed it first, then what that process derived; its error raised here. Without
+    `spool`, only its error is wanted."""
     message = reading.receive()
     if message is not None and message[0] == "error":
         raise message[1]
@@ -100,7 +125,7 @@ def _npu_run(reading: Forked, path: str | os.PathLike[str], spool: IO[bytes] | N
     if message is not None and message[0] == "run":
         spool.seek(0)
         graph = load_run(spool)
-        if ahead_loaded is not None:
+        if ahead_loaded is not None and (claim is None or claim.take()):
             ahead_loaded(graph)
         message = reading.receive()
         if message is not None and message[0] == "memos":
@@ -112,16 +137,19 @@ def _npu_run(reading: Forked, path: str | os.PathLike[str], spool: IO[bytes] | N
         graph = message[1]
         _read_only(graph._cache)
         if ahead_loaded is not None:
-            ahead_loaded(graph)
+            ahead_loaded(graph)  # a memo already sent with the run is kept as it is
         return graph
     raise RuntimeError(f"{path}: the process reading this run ended without sending it (killed?)")
 
 
 def _read_spooled(answer: Connection, path: str | os.PathLike[str], format: str | None, spool: int,
-                  ahead: Callable[[DumpGraph], object] | None = None) -> None:
+                  ahead: Callable[[DumpGraph], object] | None = None,
+                  ahead_loaded: Callable[[DumpGraph], object] | None = None, claim: _Claim | None = None) -> None:
     """Read a run, write it into the file `spool` (a descriptor inherited from the parent) and send ``("run",)``;
-    derive `ahead` from it and write what was derived after it (``("memos", offset)``). When the file cannot take
-    the run (a full disk), the run itself is sent (``("graph", run)``); a bad input's error as ``("error", error)``.
+    derive `ahead` from it, and `ahead_loaded` too when it claims it before the parent has (the parent, still
+    reading its own run, would do it later), and write what was derived after the run (``("memos", offset)``).
+    When the file cannot take the run (a full disk), the run itself is sent (``("graph", run)``); a bad input's
+    error as ``("error", error)``.
 
     Written into a file rather than sent whole through the pipe, the run is never one pickled bytes object
     here and another one there: at 1M nodes per side that was 0.5 GB in each process at the peak of the comparison.
@@ -143,6 +171,8 @@ def _read_spooled(answer: Connection, path: str | os.PathLike[str], format: str 
         answer.send(("run",))
     if ahead is not None:
         ahead(graph)
+    if ahead_loaded is not None and claim is not None and claim.take():
+        ahead_loaded(graph)
     if end < 0:
         answer.send(("graph", graph))
         return

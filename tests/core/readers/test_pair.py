@@ -7,6 +7,7 @@ import io
 import os
 import pickle
 import tempfile
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -126,3 +127,36 @@ def test_an_npu_run_the_reading_process_does_not_send_is_no_bad_input(side_by_si
     monkeypatch.setattr(pair, "side_by_side", lambda *paths: True)
     with pytest.raises(RuntimeError, match="ended without sending it"):
         pair._npu_run(pair.Forked(pair._read_spooled, perturb_pair[0], None, 0), perturb_pair[0], io.BytesIO())
+
+
+@pytest.mark.parametrize("slower", ["here", "reading process"])
+def test_what_either_process_may_derive_is_derived_once_by_the_first_free(side_by_side, perturb_pair, tmp_path,
+                                                                          slower):
+    done_by = tmp_path / "pids"
+
+    def late(seconds):
+        return lambda graph: time.sleep(seconds)
+
+    def loaded(graph):
+        derive_npu_here(graph)
+        with done_by.open("a") as file:
+            file.write(f"{os.getpid()}\n")
+
+    ahead, ahead_bench = ((derive_npu_aside, late(1.5)) if slower == "here" else
+                          (lambda graph: (time.sleep(1.5), derive_npu_aside(graph)), None))
+    npu, _bench = pair.read_pair(*perturb_pair, ahead=ahead, ahead_bench=ahead_bench, ahead_loaded=loaded)
+    pids = done_by.read_text().split()
+    assert len(pids) == 1 and (pids[0] == str(os.getpid())) == (slower == "reading process")
+    assert {"overflow", "producers", "forward twins", "communication"} <= set(npu._cache)
+    fresh = read_graph(perturb_pair[0])
+    for derived in (dataflow.earliest_producers, overflow_levels):
+        assert np.array_equal(derived(npu), derived(fresh)) and not derived(npu).flags.writeable
+
+
+def test_a_claim_is_taken_once_across_processes():
+    with pair._Claim() as claim:
+        child = os.fork()
+        if child == 0:
+            os._exit(0 if claim.take() else 1)
+        _pid, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0 and not claim.take()
