@@ -31,9 +31,10 @@ def derive_npu_aside(npu: DumpGraph) -> None:
 
 
 def derive_npu_here(npu: DumpGraph) -> None:
-    """The part of `derive_npu` that `read_pair` runs (``ahead_loaded``) in this process once it has loaded the npu
-    run, while the reading process runs `derive_npu_aside`: the overflow levels and the earliest producers (the
-    tensors' fingerprints, the execution keys), numpy passes over the tensor columns."""
+    """The part of `derive_npu` that `read_pair` gives (``ahead_loaded``) to whichever process is free first: this
+    one once it has loaded the npu run (while the reading process runs `derive_npu_aside`), or the reading process
+    once it has run that: the overflow levels and the earliest producers (the tensors' fingerprints, the execution
+    keys), numpy passes over the tensor columns."""
     overflow_levels(npu)
     earliest_producers(npu)
 
