@@ -403,6 +403,22 @@ def bench_timeline(args: argparse.Namespace) -> None:
             cells = [_cell([r[stage] for r in results[(pair, n)] if stage in r], 0) if any(
                 stage in r for r in results[(pair, n)]) else "" for n in names]
             print(f"| {stage} | " + " | ".join(cells) + " |")
+        print(f"\n{Path(pair).name}: ms each stage took, run by run, median [range] of {args.repeat}")
+        print("| stage | " + " | ".join(names) + " |")
+        print("|---|" + "---|" * len(names))
+        for stage, took in _TIMELINE_SPANS.items():
+            print(f"| {stage} | " + " | ".join(_cell([took(r) for r in results[(pair, n)]], 0) for n in names) + " |")
+
+
+_TIMELINE_SPANS = {
+    "reads (the later read's end)": lambda m: max(m["npu read end"], m["bench read end"]),
+    "hand-over (reads end - the later read's end)":
+        lambda m: m["reads end"] - max(m["npu read end"], m["bench read end"]),
+    "compare_graphs": lambda m: m["compare_graphs end"] - m["compare_graphs start"],
+    "after compare_graphs (result written, summary)": lambda m: m["done"] - m["compare_graphs end"],
+}
+"""Spans of one `graphcmp compare` from its timeline marks: which stage a change moved shows in each run's own
+spans better than in the medians of its marks, which carry every earlier stage's spread."""
 
 
 def main(argv: list[str] | None = None) -> int:

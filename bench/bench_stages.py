@@ -37,7 +37,10 @@ cached = {name: getattr(records, name) for name in CACHES}
 for name in CACHES:
     setattr(records, name, lambda values, name=name: coded.append((name, values)) or cached[name](values))
 pair = sys.argv[1]
-if hasattr(compare, "derive_npu"):  # the npu run's derivations made while the bench run is read, as compare does
+if hasattr(compare, "derive_bench"):  # each run's derivations made while reading, as compare does
+    npu, bench = read_pair(pair + "/npu", pair + "/bench", ahead=compare.derive_npu_aside,
+                           ahead_bench=compare.derive_bench, ahead_loaded=compare.derive_npu_here)
+elif hasattr(compare, "derive_npu"):  # a tree before them: the npu run's derivations made while the bench run is read
     npu, bench = read_pair(pair + "/npu", pair + "/bench", ahead=compare.derive_npu)
 else:  # a tree before them: the data-flow edges derived while reading (the bench side in its child)
     npu, bench = read_pair(pair + "/npu", pair + "/bench", derive=flow_edges)

@@ -24,7 +24,7 @@ from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
 from graphcmp.cli.render import render_first_divergence, render_outcome, render_summary
-from graphcmp.core.derived import derive_npu
+from graphcmp.core.derived import derive_bench, derive_npu_aside, derive_npu_here
 from graphcmp.core.distributed.layout import discover_runs, is_batch_root
 from graphcmp.core.errors import DumpFormatError, GraphcmpError, OutputError
 from graphcmp.core.outputs import checked_output
@@ -102,8 +102,10 @@ def handle(args: argparse.Namespace) -> int:
 
             npu, bench = read_npu_and_golden(args.npu, args.bench, args.fusion_rule)
         else:
+            # each run's flow edges: recovered by the runs' writer
             npu, bench = read_pair(args.npu, args.bench, format=args.format, meanwhile=_load_comparison,
-                                   ahead=derive_npu)  # each run's flow edges: recovered by the runs' writer
+                                   ahead=derive_npu_aside, ahead_bench=derive_bench,
+                                   ahead_loaded=derive_npu_here)
         from graphcmp.core.compare import compare_graphs
         from graphcmp.core.report import runs_written_meanwhile, save_report
         from graphcmp.core.tensorcmp import tensor_metrics_for

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from graphcmp._version import __version__
-from graphcmp.core.derived import derive_npu
+from graphcmp.core.derived import derive_bench, derive_npu_aside, derive_npu_here
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.judge import judge
 from graphcmp.core.mapping_files import load_builtin_op_table
@@ -135,7 +135,8 @@ def compare_paths(
 ) -> CompareReport:
     """Read both runs (format detected unless given), and the reference run when given, and compare them; see
     `compare_graphs`."""
-    npu, bench = read_pair(npu_path, bench_path, format=format, ahead=derive_npu)
+    npu, bench = read_pair(npu_path, bench_path, format=format, ahead=derive_npu_aside, ahead_bench=derive_bench,
+                           ahead_loaded=derive_npu_here)
     reference = read_graph(reference_path, format) if reference_path is not None else None
     return compare_graphs(npu, bench, reference=reference, **options)
 

@@ -851,17 +851,34 @@ def _normalized_lengths(npu: DumpGraph, tensor_rows: np.ndarray, node: np.ndarra
     normalizing = np.array([a is not None for a in axis])[codes] & (npu.nodes.direction == Direction.BACKWARD)
     if not normalizing.any():
         return out
-    shapes = npu.tensors.shape
-    for k in np.flatnonzero(is_out & normalizing[node]).tolist():
-        row = int(node[k])
-        dims = [float(d) for d in _DIMS.findall(shapes[int(tensor_rows[k])])]
-        if out[row] > 1 or not dims:
-            continue
-        if axis[int(codes[row])] == "last":
-            out[row] = dims[-1]
-        else:  # every axis but the channels (axis 1)
-            out[row] = float(np.prod(dims)) / (dims[1] if len(dims) > 1 and dims[1] > 0 else 1.0)
+    ks = np.flatnonzero(is_out & normalizing[node])
+    rows = node[ks].astype(np.int64)
+    shape_code, shapes = string_codes(npu.tensors.shape)
+    last = np.array([a == "last" for a in axis])[codes[rows]]
+    # the length is a function of the shape text and the axis: computed once per distinct pair of them
+    distinct, at = np.unique(shape_code[tensor_rows[ks]].astype(np.int64) * 2 + last, return_inverse=True)
+    lengths = [_normalized_length(shapes[key >> 1], bool(key & 1)) for key in distinct.tolist()]
+    length = np.array([np.nan if v is None else v for v in lengths] + [np.nan])[at.reshape(-1)]
+    has_dims = np.array([v is not None for v in lengths] + [False])[at.reshape(-1)]
+    # per call, its first output whose shape gives a length above 1, else the last one whose shape gives one
+    rows, length = rows[has_dims], length[has_dims]
+    ends = len(rows) - 1 - np.unique(rows[::-1], return_index=True)[1]
+    out[rows[ends]] = length[ends]
+    above = length > 1
+    firsts = np.unique(rows[above], return_index=True)[1]
+    out[rows[above][firsts]] = length[above][firsts]
     return out
+
+
+def _normalized_length(shape: str, last: bool) -> float | None:
+    """The values a normalisation sums over in a tensor of `shape` (its text): along the last axis (`last`), or
+    along every axis but the channels (axis 1); None when the text holds no dimension."""
+    dims = [float(d) for d in _DIMS.findall(shape)]
+    if not dims:
+        return None
+    if last:
+        return dims[-1]
+    return float(np.prod(dims)) / (dims[1] if len(dims) > 1 and dims[1] > 0 else 1.0)
 
 
 def _switching_backward(npu: DumpGraph) -> np.ndarray:

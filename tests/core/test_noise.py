@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 
 from graphcmp.core.compare import compare_graphs, compare_paths
 from graphcmp.core.noise import (
+    NORMALIZING_OPS,
     NodeRole,
     _drift_of_others,
     _module_identity,
+    _normalized_lengths,
     _trained_parameters,
     element_count,
     unit_roundoff,
 )
 from graphcmp.core.readers.msprobe import parse_msprobe, read_msprobe
 from graphcmp.core.readers.pair import read_pair
+from graphcmp.core.records import Direction
 from graphcmp.core.rules import ERROR
 from graphcmp.core.tensorcmp import tensor_metrics_for
 from tests.conftest import DATA, SHARED, shared
@@ -317,3 +321,44 @@ def test_gradients_after_a_backward_origin_are_propagated():
     case = DATA / "cases28" / "fn_backward_bf16"
     report = compare_paths(case / "npu" / "step0" / "rank0", case / "bench" / "step0" / "rank0")
     assert [report.npu.nodes.ids[r] for r in report.noise.origins().tolist()] == ["Tensor.__mul__.49.forward"]
+
+
+def _normalized_lengths_one_by_one(npu, tensor_rows, node, is_out):
+    """The normalised lengths as the call-by-call definition gives them: per backward call of a normalising op,
+    the length read from its first compared output whose shape gives one above 1 (else the last that gives one)."""
+    out = np.ones(len(npu))
+    for k in np.flatnonzero(is_out).tolist():
+        row = int(node[k])
+        op = "".join(c for c in npu.nodes.op[row].lower() if c.isalnum())
+        if op not in NORMALIZING_OPS or npu.nodes.direction[row] != Direction.BACKWARD:
+            continue
+        dims = [float(d) for d in re.findall(r"-?\d+", npu.tensors.shape[int(tensor_rows[k])])]
+        if out[row] > 1 or not dims:
+            continue
+        last = NORMALIZING_OPS[op] == "last"
+        out[row] = dims[-1] if last else float(np.prod(dims)) / (dims[1] if len(dims) > 1 and dims[1] > 0 else 1.0)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_normalized_lengths_are_those_of_the_first_output_that_gives_one(seed):
+    def t(shape):
+        return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": shape, "Max": 1.0, "Min": 0.0,
+                "Mean": 0.5, "Norm": 1.0}
+
+    shapes = [[4, 1], [4, 8], [2, 3, 5], [1], [0, 7], [6, 0, 2], []]
+    rng = np.random.default_rng(seed)
+    calls = {f"Functional.{op}.{n}.{direction}": {"output": [t(shapes[s]) for s in rng.integers(0, 7, 3)]}
+             for op in ("layer_norm", "batch_norm", "softmax", "linear") for n in range(6)
+             for direction in ("forward", "backward")}
+    calls["Functional.batch_norm.9.backward"] = {"output": [t([1]), t([0, 7]), t([])]}  # lengths 1, then 0
+    npu = parse_msprobe({"data": calls})
+    last_call = np.flatnonzero(npu.tensors.node == npu.row("Functional.batch_norm.9.backward"))
+    k = np.concatenate([rng.integers(0, len(npu.tensors), 400), last_call])
+    tensor_rows = k
+    node = npu.tensors.node[k].astype(np.int64)
+    node[:400][rng.random(400) < 0.1] = rng.integers(0, len(npu), 1)  # an output of another call: its shape counts
+    is_out = np.concatenate([rng.random(400) < 0.8, np.ones(len(last_call), bool)])
+    got = _normalized_lengths(npu, tensor_rows, node, is_out)
+    assert np.array_equal(got, _normalized_lengths_one_by_one(npu, tensor_rows, node, is_out), equal_nan=True)
+    assert (got > 1).any() and (got < 1).any()
