@@ -30,7 +30,7 @@ import numpy as np
 from graphcmp.core.dataflow import communication_calls, earliest_producers
 from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.hierarchy import execution_keys
-from graphcmp.core.noise import LIBRARY_ERROR, NoiseModel, Precision, unit_roundoff
+from graphcmp.core.noise import LIBRARY_ERROR, NoiseModel, Precision, origin_margins, unit_roundoff
 from graphcmp.core.overflow import OVERFLOW_ATTR, OVERFLOW_NAMES, OverflowLevel
 from graphcmp.core.readers.naming import argument_name
 from graphcmp.core.records import Direction, DumpGraph, NodeKind, Role, TensorTable, is_input, is_output
@@ -206,7 +206,7 @@ def _divergence(report: Comparison, row: int) -> Divergence:
         None if len(ranks) > 1 else ranks[0] if ranks else npu.info.rank)
     if rank is None and len(ranks) > 1:  # a merged node: the one shard whose records depart beyond noise
         mine = np.flatnonzero(npu.tensors.node[report.pairs.npu] == row)
-        beyond = noise.rule.origin_margin * max(float(noise.unit[row]), noise.precision.unit_roundoff)
+        beyond = _fresh_rounding(report, row)
         rank = attribute_rank(npu, report.bench, report.pairs.npu[mine], report.pairs.bench[mine], beyond)
     return Divergence(
         node=nodes.ids[row], module=_innermost_module(npu, row), cause=cause,
@@ -252,10 +252,10 @@ def _summary(report: Comparison, row: int, cause: str, margin: float) -> str:
     if cause == "shape change":
         return "an output's shape differs between the runs"
     if cause == "argument differs":
-        args = _fresh_slots(report, row, False, _fresh_rounding(noise, row))
+        args = _fresh_slots(report, row, False, _fresh_rounding(report, row))
         return f"a non-tensor argument differs: {', '.join(args)}"
     if cause == "inputs differ":
-        names = ", ".join(_fresh_slots(report, row, True, _fresh_rounding(noise, row))) or "an input"
+        names = ", ".join(_fresh_slots(report, row, True, _fresh_rounding(report, row))) or "an input"
         return (f"{names} differs from the bench run's by {noise.fresh_error[row]:.3g} (relative), "
                 f"{_margin(noise.fresh_margin[row])} what rounding lets such an input carry")
     if cause == "communication":
@@ -314,7 +314,7 @@ def _fresh_cause(report: Comparison, row: int) -> tuple[str, ...]:
     """("argument differs" or "inputs differ", evidence) when an argument, a weight or data of `row` differs
     beyond rounding (the origin may have been found by its growth: its weights still explain it), else ()."""
     noise = report.noise
-    rounding = _fresh_rounding(noise, row)
+    rounding = _fresh_rounding(report, row)
     if noise.argument_error[row] > rounding and noise.argument_error[row] >= noise.fresh_error[row]:
         return "argument differs", f"arguments differ: {', '.join(_fresh_slots(report, row, False, rounding))}"
     if noise.fresh_error[row] <= rounding:
@@ -329,9 +329,11 @@ def _fresh_cause(report: Comparison, row: int) -> tuple[str, ...]:
                              f"(no compared call made it): {what}")
 
 
-def _fresh_rounding(noise: NoiseModel, row: int) -> float:
+def _fresh_rounding(report: Comparison, row: int) -> float:
     """The largest difference a weight, data or argument of `row` may show from rounding alone."""
-    return noise.rule.origin_margin * max(float(noise.unit[row]), noise.precision.unit_roundoff)
+    noise = report.noise
+    beyond = float(origin_margins(report.npu, report.bench, noise.rule)[row])
+    return beyond * max(float(noise.unit[row]), noise.precision.unit_roundoff)
 
 
 def _fresh_slots(report: Comparison, row: int, tensors: bool, beyond: float = 0.0) -> list[str]:

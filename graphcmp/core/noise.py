@@ -40,8 +40,8 @@ numbers, in the order they are computed (docs/noise.md works one case through by
    `noise_ceiling` (``sqrt(u)``) unless the inputs carried more, and its **margin** is ``out`` over
    that. With a reference run at the npu run's precision (``compare --reference``, core/reference.py),
    ``G`` of each call the reference has is measured there instead (`_measured_limits`).
-5. **Origins**: a compared leaf whose margin exceeds ``NoiseRule.origin_margin`` (``tensor_origin_margin`` when
-   both runs hold real tensors, whose errors are measured rather than estimated from statistics); or one with an
+5. **Origins**: a compared leaf whose margin exceeds ``NoiseRule.origin_margin`` (``tensor_origin_margin`` outside
+   the backward pass when both runs hold real tensors, whose errors are measured, `origin_margins`); or one with an
    input no matched earlier call produced (a weight, data, an argument, or the output of a call the
    bench run does not have) that differs by more than that margin over its own noise: the coarsest
    ``u``, the largest output error of the calls before it (what an input computed outside the dump
@@ -107,6 +107,7 @@ __all__ = [
     "element_count",
     "noise_ceiling",
     "noise_model",
+    "origin_margins",
     "pair_errors",
     "unit_roundoff",
 ]
@@ -399,8 +400,7 @@ def noise_model(
     ['WITHIN_NOISE', 'ORIGIN']
     """
     rule = rule or NoiseRule()
-    if npu.info.task == "tensor" and bench.info.task == "tensor":
-        rule = rule.for_tensors()
+    beyond = origin_margins(npu, bench, rule)
     keys = execution_keys(npu)
     texts = _pair_texts(npu, bench, pairs)
     e = _errors(npu, bench, matches, pairs, keys, texts)
@@ -409,9 +409,9 @@ def noise_model(
     shape_changed = _shape_changes(texts, e.node, e.is_out, len(npu))
     compared = e.has_out & (matches.npu_to_bench >= 0)
     end = _subtree_end_keys(npu, keys)
-    origin = _origins(npu, e.leaves, margin, fresh_margin, e.output_error, shape_changed, overflow, rule, compared)
+    origin = _origins(npu, e.leaves, margin, fresh_margin, e.output_error, shape_changed, overflow, beyond, compared)
     with np.errstate(invalid="ignore"):
-        by_growth = (margin > rule.origin_margin) & ~(fresh_margin > rule.origin_margin) & ~shape_changed
+        by_growth = (margin > beyond) & ~(fresh_margin > beyond) & ~shape_changed
     if overflow is not None:
         by_growth &= ~((overflow == OverflowLevel.CRITICAL) & (e.output_error > 0))
     origin = _one_per_cause(npu, origin, by_growth, end, keys, e)
@@ -1080,13 +1080,22 @@ def _shape_changes(texts: _PairTexts, node: np.ndarray, is_out: np.ndarray, n: i
     return out
 
 
+def origin_margins(npu: DumpGraph, bench: DumpGraph, rule: NoiseRule) -> np.ndarray:
+    """Per npu node, the margin beyond which it is an origin: ``rule.tensor_origin_margin`` outside the backward
+    pass when both runs hold real tensors, ``rule.origin_margin`` everywhere else (`NoiseRule`)."""
+    beyond = np.full(len(npu), rule.origin_margin)
+    if npu.info.task == "tensor" and bench.info.task == "tensor":
+        beyond[npu.nodes.direction != Direction.BACKWARD] = rule.tensor_origin_margin
+    return beyond
+
+
 def _origins(npu: DumpGraph, leaves: np.ndarray, margin: np.ndarray, fresh_margin: np.ndarray,
-             output_error: np.ndarray, shape_changed: np.ndarray, overflow: np.ndarray | None, rule: NoiseRule,
+             output_error: np.ndarray, shape_changed: np.ndarray, overflow: np.ndarray | None, beyond: np.ndarray,
              compared: np.ndarray) -> np.ndarray:
-    """Per node, True for an origin: a leaf beyond the noise, or the innermost compared node whose outputs
-    change their element count or overflow from finite inputs (a module's outputs too: no noise explains it)."""
+    """Per node, True for an origin: a leaf beyond the noise (`origin_margins`), or the innermost compared node
+    whose outputs change their element count or overflow from finite inputs (a module's outputs too: no noise
+    explains it)."""
     n = len(npu)
-    beyond = rule.origin_margin
     with np.errstate(invalid="ignore"):
         flagged = (margin > beyond) | ((fresh_margin > beyond) & (output_error > 0))
     origin = np.zeros(n, bool)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -362,3 +363,18 @@ def test_normalized_lengths_are_those_of_the_first_output_that_gives_one(seed):
     got = _normalized_lengths(npu, tensor_rows, node, is_out)
     assert np.array_equal(got, _normalized_lengths_one_by_one(npu, tensor_rows, node, is_out), equal_nan=True)
     assert (got > 1).any() and (got < 1).any()
+
+
+def test_real_tensors_take_the_tight_origin_margin_outside_the_backward_pass(tmp_path):
+    from graphcmp.core.noise import origin_margins
+    from graphcmp.core.rules import NoiseRule
+
+    x = np.linspace(-1.0, 1.0, 64).reshape(8, 8)
+    calls = {"Functional.linear.0.forward": ([x], x * 2), "Functional.linear.0.backward": ([x], x * 3)}
+    npu, bench = (read_msprobe(_tensor_run(tmp_path, side, calls)) for side in ("npu", "bench"))
+    rule = NoiseRule()
+    beyond = origin_margins(npu, bench, rule)
+    forward, backward = (npu.row(f"Functional.linear.0.{d}") for d in ("forward", "backward"))
+    assert beyond[forward] == rule.tensor_origin_margin < beyond[backward] == rule.origin_margin
+    statistics = dataclasses.replace(npu, info=dataclasses.replace(npu.info, task="statistics"))
+    assert (origin_margins(statistics, bench, rule) == rule.origin_margin).all()

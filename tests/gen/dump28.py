@@ -94,6 +94,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--micro", type=int, default=1)
     ap.add_argument("--opt", default="sgd", choices=["sgd", "adamw"])
+    ap.add_argument("--task", default="statistics", choices=["statistics", "tensor"],
+                    help="tensor: every tensor saved as well (the real-tensor metrics)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
@@ -102,9 +104,10 @@ def main() -> None:
 
     seed_all(SEEDS[a.model])
     os.makedirs(a.out, exist_ok=True)
-    cfg = {"task": "statistics", "dump_path": os.path.abspath(a.out), "rank": [], "step": [], "level": "mix",
+    cfg = {"task": a.task, "dump_path": os.path.abspath(a.out), "rank": [], "step": [], "level": "mix",
            "async_dump": False,
-           "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}
+           "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"},
+           "tensor": {"scope": [], "list": [], "data_mode": ["all"]}}
     cfg_path = a.out.rstrip("/") + ".msprobe_config.json"  # next to (not inside) the dump folder
     with open(cfg_path, "w") as f:
         json.dump(cfg, f, indent=2)

@@ -38,6 +38,7 @@ from graphcmp.core.export.columns import float_reprs, json_escaped
 from graphcmp.core.export.vis import ExportResult
 from graphcmp.core.export.vis_records import BLOCK_NODES
 from graphcmp.core.judge import STATUS_NAMES, UNMATCHED
+from graphcmp.core.noise import origin_margins
 from graphcmp.core.outputs import atomic_output
 from graphcmp.core.readers.vis import ATTR_PRECISION
 from graphcmp.core.records import Direction, DumpGraph, FrozenColumns, NodeKind, Role, call_site, string_codes
@@ -105,11 +106,12 @@ def node_data_specs(report: CompareReport) -> tuple[NodeDataSpec, ...]:
                                   description="noise model role: 1 within noise, 2 propagated (an origin before it "
                                   "explains it), 3 origin of divergence (not compared: no value)"))
         margin = report.noise.margins_of(np.arange(len(report.npu)))
+        beyond = origin_margins(report.npu, report.bench, report.noise.rule)
+        low, high = (float(beyond.min()), float(beyond.max())) if len(beyond) else (0.0, 0.0)
         specs.append(NodeDataSpec("margin", np.where(np.isfinite(margin), margin, MAX_VALUE),
-                                  ({"value": report.noise.rule.origin_margin, "bgColor": "#C8E6C9"},
-                                   {"value": MAX_VALUE, "bgColor": "#B0171F"}),
+                                  ({"value": low, "bgColor": "#C8E6C9"}, {"value": MAX_VALUE, "bgColor": "#B0171F"}),
                                   description="output error over the noise the model allows (origin beyond "
-                                  f"{report.noise.rule.origin_margin:g})"))
+                                  f"{low:g}{'' if low == high else f', {high:g} in the backward pass'})"))
     cosine = _node_min(report, "cosine")
     if cosine is not None:
         specs.append(NodeDataSpec("cosine", cosine, _cosine_thresholds(report),
