@@ -2,9 +2,12 @@
 without the bug at the same precision and layout, and write <root>/<case>/{npu,bench,TRUTH.json}.
 
     PY=/path/to/venv/bin/python  python make_cases28.py --root /work/cases28 [--only CASE ...] [--force]
+        [--task tensor]
 
 Runs are dumped once under <root>/_runs/<run>/ (with <run>.msprobe_config.json next to it, and <run>.log) and copied
-into the cases that use them. `--force` dumps again. See README.md for what each case is.
+into the cases that use them. `--force` dumps again. `--task tensor` dumps every run in msprobe's tensor mode (the
+cases of single-process runs only; give them a root of their own): the same numerics, so the same truth, judged
+with the real-tensor metrics. See README.md for what each case is.
 """
 from __future__ import annotations
 
@@ -235,6 +238,8 @@ def dump(root: str, run: str, force: bool, py: str, suffix: str = "") -> str:
         return out
     shutil.rmtree(out, ignore_errors=True)
     script, args = RUNS[run]
+    if TASK != "statistics":
+        args += f" --task {TASK}"
     t0 = time.monotonic()
     with open(out + ".log", "w") as log:
         rc = subprocess.call([py, os.path.join(HERE, script), *args.split(), "--out", out], stdout=log,
@@ -275,6 +280,10 @@ def rerun_check(root: str, run: str, force: bool, py: str) -> dict:
     diff = truth28.first_diff_job(again, os.path.join(root, "_runs", run))
     return {"check": f"a second run of {run} is bit-identical to it (every dump.json leaf, every step and rank)",
             "got": diff, "ok": diff is None}
+
+
+TASK = "statistics"
+"""msprobe's task for every run (`--task`)."""
 
 
 def make_case(root: str, name: str, d: dict, force: bool, py: str, rerun: bool = False) -> dict:
@@ -343,10 +352,16 @@ def main() -> int:
     ap.add_argument("--py", default=os.environ.get("PY", sys.executable))
     ap.add_argument("--rerun", action="store_true", help="also dump the no-bug run (the npu run of a clean case) again "
                     "and check it is bit-identical")
+    ap.add_argument("--task", default="statistics", choices=["statistics", "tensor"],
+                    help="msprobe's task for every run; tensor: the cases of single-process runs only")
     a = ap.parse_args()
+    global TASK
+    TASK = a.task
     os.makedirs(os.path.join(a.root, "_runs"), exist_ok=True)
     for name, d in CASES.items():
         if a.only and name not in a.only:
+            continue
+        if TASK == "tensor" and any(RUNS[d[k]][0] != "dump28.py" for k in ("npu", "bench", "ref") if d.get(k)):
             continue
         print(name, flush=True)
         t = make_case(a.root, name, d, a.force, a.py, a.rerun)
