@@ -1080,12 +1080,22 @@ def _shape_changes(texts: _PairTexts, node: np.ndarray, is_out: np.ndarray, n: i
     return out
 
 
+GRADIENT_SCOPE = re.compile(r"(?:^|/)[Gg]radients(?:/|$)")
+"""A kernel of the backward pass in a graph dump, whose ops have no direction: MindSpore's ``Gradients/...`` and
+TensorFlow's ``gradients/...`` scopes."""
+
+
 def origin_margins(npu: DumpGraph, bench: DumpGraph, rule: NoiseRule) -> np.ndarray:
     """Per npu node, the margin beyond which it is an origin: ``rule.tensor_origin_margin`` outside the backward
-    pass when both runs hold real tensors, ``rule.origin_margin`` everywhere else (`NoiseRule`)."""
+    pass when both runs hold real tensors, ``rule.origin_margin`` everywhere else (`NoiseRule`). A graph dump's op
+    (no direction) is in the backward pass when a `GRADIENT_SCOPE` holds it."""
     beyond = np.full(len(npu), rule.origin_margin)
     if npu.info.task == "tensor" and bench.info.task == "tensor":
-        beyond[npu.nodes.direction != Direction.BACKWARD] = rule.tensor_origin_margin
+        direction = npu.nodes.direction
+        forward = direction == Direction.FORWARD
+        undirected = np.flatnonzero(direction == Direction.NONE)
+        forward[undirected] = [GRADIENT_SCOPE.search(npu.nodes.ids[row]) is None for row in undirected.tolist()]
+        beyond[forward] = rule.tensor_origin_margin
     return beyond
 
 

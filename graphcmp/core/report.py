@@ -280,7 +280,8 @@ def _noise_from(f: Fields, n: int, pairs: int) -> NoiseModel | None:
         precision=Precision(precision.value("kind", str), tuple(dtype_pairs), _number(precision, "unit_roundoff")),
         dtype_pair=f.rows("dtype_pair", n, len(dtype_pairs), dtype=np.int16),
         rule=NoiseRule(_number(rule, "origin_margin"), _number(rule, "quantile"), rule.value("min_samples", int),
-                       *([_number(rule, "tensor_origin_margin")] if rule.has("tensor_origin_margin") else [])),
+                       # a result written before the tensor margin judged every call at its origin margin
+                       _number(rule, "tensor_origin_margin" if rule.has("tensor_origin_margin") else "origin_margin")),
         **_reference_from(f, n),
     )
 

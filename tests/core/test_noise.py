@@ -378,3 +378,12 @@ def test_real_tensors_take_the_tight_origin_margin_outside_the_backward_pass(tmp
     assert beyond[forward] == rule.tensor_origin_margin < beyond[backward] == rule.origin_margin
     statistics = dataclasses.replace(npu, info=dataclasses.replace(npu.info, task="statistics"))
     assert (origin_margins(statistics, bench, rule) == rule.origin_margin).all()
+
+
+def test_a_graph_dumps_gradient_kernels_keep_the_statistics_margin():
+    from graphcmp.core.noise import GRADIENT_SCOPE
+
+    assert GRADIENT_SCOPE.search("Gradients/Default/net-Net/gradMatMul/MatMul-op2")
+    assert GRADIENT_SCOPE.search("model/gradients/dense/MatMul_grad/MatMul")
+    assert not GRADIENT_SCOPE.search("Default/net-Net/MatMul-op1")
+    assert not GRADIENT_SCOPE.search("/layer1/gradients_norm/Mul")

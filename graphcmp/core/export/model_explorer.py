@@ -107,11 +107,13 @@ def node_data_specs(report: CompareReport) -> tuple[NodeDataSpec, ...]:
                                   "explains it), 3 origin of divergence (not compared: no value)"))
         margin = report.noise.margins_of(np.arange(len(report.npu)))
         beyond = origin_margins(report.npu, report.bench, report.noise.rule)
-        low, high = (float(beyond.min()), float(beyond.max())) if len(beyond) else (0.0, 0.0)
-        specs.append(NodeDataSpec("margin", np.where(np.isfinite(margin), margin, MAX_VALUE),
-                                  ({"value": low, "bgColor": "#C8E6C9"}, {"value": MAX_VALUE, "bgColor": "#B0171F"}),
-                                  description="output error over the noise the model allows (origin beyond "
-                                  f"{low:g}{'' if low == high else f', {high:g} in the backward pass'})"))
+        rule = report.noise.rule
+        where = "" if not (beyond != rule.origin_margin).any() else \
+            f"; {rule.tensor_origin_margin:g} outside the backward pass of a comparison of real tensors"
+        specs.append(NodeDataSpec("margin", np.where(np.isfinite(margin), margin / beyond, MAX_VALUE),
+                                  ({"value": 1.0, "bgColor": "#C8E6C9"}, {"value": MAX_VALUE, "bgColor": "#B0171F"}),
+                                  description="output error over the noise the model allows, over the margin of an "
+                                  f"origin (1: an origin; origin margin {rule.origin_margin:g}{where})"))
     cosine = _node_min(report, "cosine")
     if cosine is not None:
         specs.append(NodeDataSpec("cosine", cosine, _cosine_thresholds(report),

@@ -129,9 +129,11 @@ def _npu_run(reading: Forked, path: str | os.PathLike[str], spool: IO[bytes] | N
             ahead_loaded(graph)
         message = reading.receive()
         if message is not None and message[0] == "memos":
-            spool.seek(message[1])
-            for key, derived in _read_only(pickle.load(spool)).items():
+            # read past the buffer `load_run` filled: it may hold bytes from before the memos were written
+            for key, derived in _read_only(pickle.loads(_read_from(spool.fileno(), message[1]))).items():
                 graph._cache.setdefault(key, derived)  # the first value of a memo stays (both are equal)
+            return graph
+        if message is None:  # the process ended after sending the run: its memos are a cache, made again here
             return graph
     if message is not None and message[0] == "graph":
         graph = message[1]
@@ -183,6 +185,18 @@ def _read_spooled(answer: Connection, path: str | os.PathLike[str], format: str 
         answer.send(("graph", graph))  # the parent loaded the run already: it takes this one instead
         return
     answer.send(("memos", end))
+
+
+def _read_from(fd: int, offset: int) -> bytes:
+    """The bytes of file `fd` from `offset` to its end, read by ``pread`` (no buffer in between)."""
+    parts, size = [], os.fstat(fd).st_size
+    while offset < size:
+        part = os.pread(fd, size - offset, offset)
+        if not part:
+            break
+        parts.append(part)
+        offset += len(part)
+    return b"".join(parts)
 
 
 def _write_at(fd: int, data: bytes, offset: int) -> None:

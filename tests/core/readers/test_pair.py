@@ -160,3 +160,19 @@ def test_a_claim_is_taken_once_across_processes():
             os._exit(0 if claim.take() else 1)
         _pid, status = os.waitpid(child, 0)
         assert os.waitstatus_to_exitcode(status) == 0 and not claim.take()
+
+
+def test_the_run_handed_over_is_kept_when_its_reading_process_fails_afterwards(monkeypatch):
+    from graphcmp.core.readers import pair
+
+    monkeypatch.setattr(pair, "PARALLEL_READ_BYTES", 0)  # the npu run read by a forked process
+    if not pair.can_fork_aside():
+        pytest.skip("no fork here")
+
+    def broken(graph):  # fails after the run was sent: what it derives is a cache, made again when needed
+        raise ValueError("a bug in a derivation")
+
+    from tests.conftest import sample_pair
+
+    npu, bench = pair.read_pair(*sample_pair(), ahead=broken)
+    assert len(npu) == len(bench) > 0
