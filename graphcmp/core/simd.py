@@ -34,7 +34,7 @@ SUPPORTED = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.f
 
 MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
 _EXPONENT = np.int64(0x7FF0000000000000)
-_TWO_112 = 2.0 ** 112
+_TWO_112, _TWO_M24 = 2.0 ** 112, 2.0 ** -24
 
 
 @intrinsic
@@ -72,9 +72,11 @@ def _as_float_impl(value):
         def half(value):  # IEEE binary16 bits -> float64, exactly and without a branch
             bits = np.int32(value)
             shifted = (bits & 0x7FFF) << 13  # exponent and fraction in float32's places
-            finite = np.float64(_single(shifted)) * _TWO_112  # rebias the exponent (subnormals too)
+            normal = np.float64(_single(shifted)) * _TWO_112  # rebias the exponent
+            subnormal = np.float64(bits & 0x3FF) * _TWO_M24  # not through float32 subnormals (flushed under FTZ)
             special = np.float64(_single(shifted | 0x7F800000))  # inf or NaN
-            magnitude = special if (bits & 0x7C00) == 0x7C00 else finite
+            field = bits & 0x7C00
+            magnitude = special if field == 0x7C00 else subnormal if field == 0 else normal
             return -magnitude if bits & 0x8000 else magnitude
         return half
     return lambda value: np.float64(value)

@@ -44,6 +44,7 @@ SUPPORTED = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.f
 _EPS = float(np.finfo(np.float64).eps)
 _KL_FLOOR = float(np.finfo(np.float32).eps)
 _TWO_37, _TWO_38, _FIXED_ONE = 2.0 ** 37, 2.0 ** 38, 1 << 75  # see `_fixed`
+_MAX_FIXED_CHUNK = 1 << 25  # a chunk's sums of `_fixed` parts (each below 2**38) stay below 2**63
 
 # columns of the per-chunk float64 partials of the first pass
 (NPU_SQ, BENCH_SQ, DOT, DIFF_SQ, ABS_SUM, MAX_ABS, MAX_REL, REL_NZ_SUM, REL_NZ_MAX,
@@ -220,6 +221,8 @@ def first_pass(npu: np.ndarray, bench: np.ndarray, chunk: int = CHUNK) -> tuple[
         `BELOW_1E3` ... `MISMATCH`). A chunk with a mismatched NaN/inf stops there and flags `MISMATCH`; one
         holding matched NaN/inf flags `NONFINITE`.
     """
+    if npu.size != bench.size:  # the compiled loops do not check their indices
+        raise ValueError(f"tensors of {npu.size} and {bench.size} elements")
     chunks = max(1, math.ceil(npu.size / chunk))
     partials = np.zeros((chunks, 13))
     counts = np.zeros((chunks, 4), dtype=np.int64)
@@ -228,9 +231,10 @@ def first_pass(npu: np.ndarray, bench: np.ndarray, chunk: int = CHUNK) -> tuple[
 
 
 def kl_pass(npu: np.ndarray, bench: np.ndarray, npu_range: tuple[float, float], bench_range: tuple[float, float],
-            chunk: int = CHUNK, *, nonfinite: bool = False) -> tuple[float, float, float]:
+            chunk: int = CHUNK, *, nonfinite: np.ndarray | None = None) -> tuple[float, float, float]:
     """kl's second pass: S (the sum of the npu side's scaled values), T - S and sum s log(s / t).
-    `nonfinite`: the pair holds matched NaN/inf (the first pass's `NONFINITE`).
+    `nonfinite`: per chunk, whether it holds matched NaN/inf (the first pass's `NONFINITE` column); those chunks
+    are scaled by the careful loop, the others by the vectorised one.
 
     S and T are exact sums rounded once (integers of `_fixed`), so T - S is too: kl adds log(T / S) to a nearly
     opposite term, where the rounding of two float sums would show. The scaling and the ratios are compiled; the
@@ -240,13 +244,16 @@ def kl_pass(npu: np.ndarray, bench: np.ndarray, npu_range: tuple[float, float], 
     npu, bench = _bits_view(npu), _bits_view(bench)
     scaled, ratio = np.empty(min(chunk, npu.size)), np.empty(min(chunk, npu.size))
     spans = npu_range[0], npu_range[1] - npu_range[0], bench_range[0], bench_range[1] - bench_range[0]
-    kernel = _kl_careful if nonfinite else _kl_fast
+    if chunk > _MAX_FIXED_CHUNK:
+        raise ValueError(f"kl's exact sums hold chunks of at most {_MAX_FIXED_CHUNK} elements, not {chunk}")
     s_total = t_total = 0
     weighted = np.zeros(chunks)
     for c in range(chunks):
         lo = c * chunk
         hi = min(npu.size, lo + chunk)
         s, r = scaled[: hi - lo], ratio[: hi - lo]
+        careful = nonfinite is not None and nonfinite[c]
+        kernel = _kl_careful if careful else _kl_fast
         s_high, s_low, t_high, t_low = kernel(npu[lo:hi], bench[lo:hi], *spans, s, r)
         s_total += (int(s_high) << 38) + int(s_low)
         t_total += (int(t_high) << 38) + int(t_low)

@@ -448,7 +448,8 @@ def _fused_sums(npu: np.ndarray, bench: np.ndarray, *, with_kl: bool, chunk: int
     sums.nonfinite = bool(counts[:, fused.NONFINITE].any())
     if with_kl and sums.size:
         sums.kl = _kl_value(*fused.kl_pass(npu, bench, (sums.npu_low, sums.npu_high),
-                                           (sums.bench_low, sums.bench_high), chunk, nonfinite=sums.nonfinite))
+                                           (sums.bench_low, sums.bench_high), chunk,
+                                           nonfinite=counts[:, fused.NONFINITE] if sums.nonfinite else None))
     elif with_kl:
         sums.kl = 0.0
     return sums

@@ -214,3 +214,10 @@ def test_fused_kl_sums_are_exact(small_chunks: None) -> None:
     exact_s = sum(map(Fraction, s))
     exact_gap = sum(map(Fraction, t)) - exact_s
     assert sums[0] == float(exact_s) and sums[1] == float(exact_gap)
+
+
+def test_fused_kernels_refuse_what_their_loops_cannot_check() -> None:
+    with pytest.raises(ValueError, match="1000 and 3 elements"):
+        fused_module.first_pass(np.ones(1000, np.float32), np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="at most"):
+        fused_module.kl_pass(np.ones(8), np.ones(8), (0.0, 1.0), (0.0, 1.0), chunk=1 << 26)

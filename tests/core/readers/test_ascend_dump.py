@@ -532,13 +532,13 @@ def test_buffers_of_the_whole_protobuf_layout(tmp_path):
     assert np.array_equal(read_dump_tensor(path, "output", 0), y)
 
 
-def test_a_workspace_cut_short_is_noted_and_the_tensors_stay_read(tmp_path):
+def test_a_workspace_cut_short_is_noted_on_its_op_and_the_tensors_stay_read(tmp_path):
     path, y, _, _ = _op_with_scratch(tmp_path)
     path.write_bytes(path.read_bytes()[:-5])
     header = read_header(path)
     assert header.extras[0].offset > 0 and header.extras[1].offset == -1
     graph = read_ascend_dump(tmp_path)
-    assert any(note == f"{path.name}: cut short, workspace 0 not read" for note in graph.info.missing)
+    assert not graph.info.missing  # raw bytes, never compared: the comparison loses nothing
     assert "truncated" in dict(graph.nodes.attrs[graph.row("net/fc/MatMul")])["workspace.0"]
     assert np.array_equal(read_dump_tensor(path, "output", 0), y)
 
