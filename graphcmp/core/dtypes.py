@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-__all__ = ["is_float_dtype", "normalize_dtype", "precision_changed"]
+__all__ = ["COMPILED_DTYPES", "is_float_dtype", "normalize_dtype", "precision_changed"]
+
+COMPILED_DTYPES = frozenset({"float16", "float32", "float64"})
+"""The dtypes (numpy names) graphcmp's compiled kernels read (`graphcmp.core.simd`, `graphcmp.core.tensor_fused`);
+others take numpy's paths."""
 
 _ALIASES = {
     "float": "float32", "double": "float64", "half": "float16", "bf16": "bfloat16",

@@ -19,6 +19,8 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic, overload
 
+from graphcmp.core.dtypes import COMPILED_DTYPES
+
 __all__ = ["CHUNK", "FAST", "MAGNITUDE", "SUPPORTED", "as_float", "bits_float", "float_bits", "ordered",
            "special_bits", "stats"]
 
@@ -29,7 +31,7 @@ lanes; every product, quotient and difference stays the IEEE one, NaN and inf ke
 CHUNK = 1 << 14
 """Elements per chunk of `stats`: each chunk's sums are added to the totals in float64."""
 
-SUPPORTED = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
+SUPPORTED = frozenset(np.dtype(name) for name in COMPILED_DTYPES)
 """The dtypes the kernels read (float16 as its uint16 bits)."""
 
 MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)

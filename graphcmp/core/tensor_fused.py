@@ -30,7 +30,7 @@ import math
 import numba
 import numpy as np
 
-from graphcmp.core.simd import FAST, MAGNITUDE, as_float, bits_float, float_bits, ordered, special_bits
+from graphcmp.core.simd import FAST, MAGNITUDE, SUPPORTED, as_float, bits_float, float_bits, ordered, special_bits
 
 __all__ = ["CHUNK", "SUPPORTED", "first_pass", "kl_pass"]
 
@@ -38,8 +38,6 @@ CHUNK = 1 << 14
 """Elements per chunk: a chunk is summed in order, the chunks' sums exactly; kl's buffers (2 x 128 KB) stay in
 cache."""
 
-SUPPORTED = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
-"""The dtypes the kernels read (float16 as its uint16 bits); other dtypes take numpy's path."""
 
 _EPS = float(np.finfo(np.float64).eps)
 _KL_FLOOR = float(np.finfo(np.float32).eps)

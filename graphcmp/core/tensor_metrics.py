@@ -33,6 +33,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from graphcmp.core.dtypes import COMPILED_DTYPES
+
 __all__ = [
     "FUSED_FROM_BYTES",
     "FUSED_MIN_SIZE",
@@ -70,7 +72,6 @@ FUSED_FROM_BYTES = 1 << 30
 """Tensor bytes (both sides) of a comparison from which the compiled kernels repay loading numba once per
 process (see bench/README.md, issue 32)."""
 
-_FUSED_DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
 
 
 class _Sums:
@@ -416,7 +417,7 @@ def _measure(npu: np.ndarray, bench: np.ndarray, *, with_kl: bool, fused: bool =
     if not shapes_match(npu, bench):
         return None
     npu, bench = _flat(npu), _flat(bench)
-    if fused and npu.size >= FUSED_MIN_SIZE and npu.dtype in _FUSED_DTYPES and bench.dtype in _FUSED_DTYPES:
+    if fused and npu.size >= FUSED_MIN_SIZE and _compiled(npu.dtype) and _compiled(bench.dtype):
         return _fused_sums(np.ascontiguousarray(npu), np.ascontiguousarray(bench), with_kl=with_kl)
     with np.errstate(all="ignore"):
         blocks = _Blocks(npu, bench)
@@ -424,6 +425,11 @@ def _measure(npu: np.ndarray, bench: np.ndarray, *, with_kl: bool, fused: bool =
         if sums is not None and with_kl:
             sums.kl = _kl_pass(blocks, sums)
         return sums
+
+
+def _compiled(dtype: np.dtype) -> bool:
+    """Whether the compiled kernels read `dtype` (`COMPILED_DTYPES`, in this machine's byte order)."""
+    return dtype.isnative and dtype.name in COMPILED_DTYPES
 
 
 def _fused_sums(npu: np.ndarray, bench: np.ndarray, *, with_kl: bool, chunk: int | None = None) -> _Sums | None:

@@ -221,3 +221,9 @@ def test_fused_kernels_refuse_what_their_loops_cannot_check() -> None:
         fused_module.first_pass(np.ones(1000, np.float32), np.ones(3, np.float32))
     with pytest.raises(ValueError, match="at most"):
         fused_module.kl_pass(np.ones(8), np.ones(8), (0.0, 1.0), (0.0, 1.0), chunk=1 << 26)
+
+
+def test_a_big_endian_pair_is_measured_by_its_values_not_its_bytes(small_chunks: None) -> None:
+    native = np.random.default_rng(4).standard_normal(1000).astype(np.float32)
+    swapped = native.astype(">f4")  # the same values, the other byte order: the kernels read native bytes only
+    assert compare_tensors(swapped, native * 2, fused=True) == compare_tensors(native, native * 2, fused=True)

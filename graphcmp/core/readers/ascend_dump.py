@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from graphcmp.core.ascend_dtypes import half_to_single
+from graphcmp.core.dtypes import COMPILED_DTYPES
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.inputs import read_input
@@ -362,12 +363,10 @@ def compiled_stats_pay(files: Iterable[Path]) -> bool:
     return False
 
 
-_COMPILED_DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
-
-
 def _compiled_stats(pieces: Sequence[np.ndarray], count: int) -> tuple[np.ndarray, np.ndarray] | None:
     """`elements_stats` by the compiled pass, for contiguous float pieces without NaN/inf; else None."""
-    if pieces[0].dtype not in _COMPILED_DTYPES or not all(piece.flags.c_contiguous for piece in pieces):
+    dtype = pieces[0].dtype
+    if not dtype.isnative or dtype.name not in COMPILED_DTYPES or not all(p.flags.c_contiguous for p in pieces):
         return None
     import graphcmp.core.simd as simd  # see tests/test_layers.py: LAZY_IMPORTS
 
