@@ -543,33 +543,31 @@ def read_dump_extra(path: str | os.PathLike[str], kind: str, index: int) -> np.n
     name = os.fspath(path)
     header = _cached_header(name, *_stamp(name))
     extra = next((e for e in header.extras if e.kind == kind and e.index == index), None)
-    if extra is None:
-        raise DumpFormatError(f"{name}: has no {kind} {index}")
-    if extra.offset < 0:
-        raise DumpFormatError(f"{name}: {kind} {index} holds no data ({extra.skipped})")
-    if header.layout == "protobuf":
-        with open_regular(name) as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            message = _parse(bytes(data))
-        if message is None:
-            raise DumpFormatError(f"{name}: not a DumpData message any more (changed while read?)")
-        items = message.buffer if kind == "buffer" else message.space
-        return np.frombuffer(items[index].data, np.uint8)
-    try:
-        return np.memmap(name, dtype=np.uint8, mode="r", offset=extra.offset, shape=(extra.size,)).view(np.ndarray)
-    except (OSError, ValueError) as err:
-        raise DumpFormatError(f"{name}: cannot map {kind} {index} ({err})") from err
+    return _stored_bytes(name, header, extra, kind, index, "buffer" if kind == "buffer" else "space")
 
 
 def _tensor_bytes(path: str | os.PathLike[str], role: str, index: int) -> tuple[str, TensorDesc, np.ndarray]:
     name = os.fspath(path)
     header = _cached_header(name, *_stamp(name))
     desc = next((t for t in header.tensors if t.role == role and t.index == index), None)
-    if desc is None:
-        raise DumpFormatError(f"{name}: has no {role} {index}")
-    if desc.offset < 0:
-        raise DumpFormatError(f"{name}: {role} {index} holds no data ({desc.skipped})")
-    raw = _inline(name, role, index) if header.layout == "protobuf" else _mapped(name, desc)
-    return name, desc, raw
+    return name, desc, _stored_bytes(name, header, desc, role, index, role)
+
+
+def _stored_bytes(name: str, header: DumpHeader, part: TensorDesc | ExtraDesc | None, kind: str, index: int,
+                  field: str) -> np.ndarray:
+    """The bytes of tensor, buffer or workspace `kind` `index` (`part`, None when the header has none): mapped
+    from the file, or the message's `field` (``input``, ``output``, ``buffer``, ``space``) in the whole-protobuf
+    layout."""
+    if part is None:
+        raise DumpFormatError(f"{name}: has no {kind} {index}")
+    if part.offset < 0:
+        raise DumpFormatError(f"{name}: {kind} {index} holds no data ({part.skipped})")
+    if header.layout == "protobuf":
+        return _inline(name, field, index)
+    try:
+        return np.memmap(name, dtype=np.uint8, mode="r", offset=part.offset, shape=(part.size,)).view(np.ndarray)
+    except (OSError, ValueError) as err:
+        raise DumpFormatError(f"{name}: cannot map {kind} {index} ({err})") from err
 
 
 def _stamp(name: str) -> tuple[int, int]:
@@ -585,20 +583,12 @@ def _cached_header(name: str, _mtime: int, _size: int) -> DumpHeader:
     return _read_header(name)
 
 
-def _mapped(name: str, desc: TensorDesc) -> np.ndarray:
-    try:
-        return np.memmap(name, dtype=np.uint8, mode="r", offset=desc.offset, shape=(desc.size,)).view(np.ndarray)
-    except (OSError, ValueError) as err:
-        raise DumpFormatError(f"{name}: cannot map {desc.role} {desc.index} ({err})") from err
-
-
-def _inline(name: str, role: str, index: int) -> np.ndarray:
+def _inline(name: str, field: str, index: int) -> np.ndarray:
     with open_regular(name) as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
         message = _parse(bytes(data))
     if message is None:
         raise DumpFormatError(f"{name}: not a DumpData message any more (changed while read?)")
-    items = message.input if role == "input" else message.output
-    return np.frombuffer(items[index].data, np.uint8)
+    return np.frombuffer(getattr(message, field)[index].data, np.uint8)
 
 
 def tensor_array(raw: np.ndarray, desc: TensorDesc, *, source: str = "<bytes>", widen: bool = False) -> np.ndarray:
