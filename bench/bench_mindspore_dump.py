@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import resource
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -26,6 +25,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench_ascend import timed  # noqa: E402  (this folder is the script's first path)
 
 
 def make(folder: Path, gb: float, ops: int) -> int:
@@ -57,18 +58,6 @@ def make(folder: Path, gb: float, ops: int) -> int:
 
 def written(folder: Path) -> int:
     return sum(path.stat().st_size - 128 for path in (folder / "npu").rglob("*.npy"))
-
-
-def timed(label: str, total: int, repeat: int, work) -> None:
-    clock, cpu = [], []
-    for _ in range(repeat):
-        t0, c0 = time.perf_counter(), time.process_time()
-        work()
-        clock.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    wall, busy = statistics.median(clock), statistics.median(cpu)
-    print(f"{label}: {wall:.2f} s, {total / 1e9 / wall:.2f} GB/s (processor {busy:.2f} s; runs "
-          f"{', '.join(f'{t:.2f}' for t in clock)} s)")
 
 
 def main() -> int:

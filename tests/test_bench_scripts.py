@@ -107,3 +107,11 @@ def test_bench_ascend_reads_and_compares_a_small_dump_again_when_kept(tmp_path):
     again = run_bench("bench_ascend.py", "--keep", str(keep), "--read-only")
     assert "written before" in again and "read (decode, to NCHW, statistics)" in again
     assert "compare with golden" not in again
+
+
+def test_bench_mindspore_dump_reads_and_compares_a_small_pair_again_when_kept(tmp_path):
+    keep = tmp_path / "dumps"
+    first = run_bench("bench_mindspore_dump.py", "--gb", "0.004", "--ops", "2", "--keep", str(keep))
+    assert "float16 npu tensors" in first and "compare with the float32 dump" in first and "processor" in first
+    again = run_bench("bench_mindspore_dump.py", "--keep", str(keep), "--read-only")
+    assert "written before" in again and "read the npu dump" in again and "compare with" not in again
