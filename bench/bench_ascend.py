@@ -28,16 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.data.ascend_mlp.make_ascend_cases import FMT, write_dump  # noqa: E402
-
-
-def nc1hwc0(x: np.ndarray) -> np.ndarray:
-    """NCHW -> (N, C1, H, W, 16), zero padded (the forward layout, C0 = 16)."""
-    n, c, h, w = x.shape
-    c1 = -(-c // 16)
-    padded = np.zeros((n, c1 * 16, h, w), x.dtype)
-    padded[:, :c] = x
-    return padded.reshape(n, c1, 16, h, w).transpose(0, 1, 3, 4, 2).copy()
+from tests.data.ascend_mlp.make_ascend_cases import FMT, nc1hwc0, write_dump  # noqa: E402
 
 
 def make(folder: Path, gb: float, ops: int, fmt: str) -> int:

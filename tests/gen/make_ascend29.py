@@ -45,6 +45,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "data" / "ascend_mlp"))
 
 import make_ascend_cases as mlp  # noqa: E402  (the raw dump writer, bf16 helpers)
+from make_ascend_cases import fractal_nz, nc1hwc0  # noqa: E402  (forward maps, C0 = 16)
 
 DT = {**mlp.DT, "bool": 12}
 FMT = {"NCHW": 0, "ND": 2, "NC1HWC0": 3, "FRACTAL_Z": 4, "NC1HWC0_C04": 12, "FRACTAL_Z_C04": 13, "FRACTAL_NZ": 29,
@@ -56,15 +57,6 @@ T_DUMP = 1741300500000000
 
 
 # --- device formats (forward maps, C0 = N0 = 16) ------------------------------------------------------------------
-
-def nc1hwc0(x: np.ndarray) -> np.ndarray:
-    """(N, C, H, W) -> (N, C1, H, W, 16), C padded with zeros."""
-    n, c, h, w = x.shape
-    c1 = -(-c // 16)
-    padded = np.zeros((n, c1 * 16, h, w), x.dtype)
-    padded[:, :c] = x
-    return padded.reshape(n, c1, 16, h, w).transpose(0, 1, 3, 4, 2).copy()
-
 
 def fractal_z(w: np.ndarray) -> np.ndarray:
     """(N, C, H, W) weight -> (C1*H*W, N1, 16, 16): block (c1, h, w) holds N0 x C0."""
@@ -92,17 +84,6 @@ def fractal_z_groups(w: np.ndarray, groups: int) -> np.ndarray:
                 cin_pos = pos * cin + ci
                 dev[block, cin_pos // 16, :, :, pos * cout + co, cin_pos % 16] = w[g * cout + co, ci]
     return dev.reshape(blocks * (cin_b // 16) * h * k, cout_b // 16, 16, 16)
-
-
-def fractal_nz(x: np.ndarray) -> np.ndarray:
-    """(..., H, W) -> (..., W1, H1, 16, 16), padded with zeros."""
-    *batch, h, w = x.shape
-    h1, w1 = -(-h // 16), -(-w // 16)
-    padded = np.zeros((*batch, h1 * 16, w1 * 16), x.dtype)
-    padded[..., :h, :w] = x
-    nb = len(batch)
-    out = padded.reshape(*batch, h1, 16, w1, 16)
-    return out.transpose(*range(nb), nb + 2, nb, nb + 1, nb + 3).copy()
 
 
 def nc1hwc0_c04(x: np.ndarray) -> np.ndarray:

@@ -48,12 +48,23 @@ def bf16_value(x: np.ndarray) -> np.ndarray:
 
 
 def fractal_nz(x: np.ndarray) -> np.ndarray:
-    """(H, W) -> (W1, H1, 16, 16) device layout, padded with zeros (the forward map, C0 = 16)."""
-    h, w = x.shape
+    """(..., H, W) -> (..., W1, H1, 16, 16) device layout, padded with zeros (the forward map, C0 = 16)."""
+    *batch, h, w = x.shape
     h1, w1 = -(-h // 16), -(-w // 16)
-    padded = np.zeros((h1 * 16, w1 * 16), x.dtype)
-    padded[:h, :w] = x
-    return padded.reshape(h1, 16, w1, 16).transpose(2, 0, 1, 3).copy()
+    padded = np.zeros((*batch, h1 * 16, w1 * 16), x.dtype)
+    padded[..., :h, :w] = x
+    nb = len(batch)
+    out = padded.reshape(*batch, h1, 16, w1, 16)
+    return out.transpose(*range(nb), nb + 2, nb, nb + 1, nb + 3).copy()
+
+
+def nc1hwc0(x: np.ndarray) -> np.ndarray:
+    """(N, C, H, W) -> (N, C1, H, W, 16), C padded with zeros (the forward map, C0 = 16)."""
+    n, c, h, w = x.shape
+    c1 = -(-c // 16)
+    padded = np.zeros((n, c1 * 16, h, w), x.dtype)
+    padded[:, :c] = x
+    return padded.reshape(n, c1, 16, h, w).transpose(0, 1, 3, 4, 2).copy()
 
 
 def tensor(array: np.ndarray, dtype: str, fmt: str = "ND", original_shape=None, origin=None, address=0x1000):
