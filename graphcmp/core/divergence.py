@@ -332,7 +332,7 @@ def _fresh_cause(report: Comparison, row: int) -> tuple[str, ...]:
 def _fresh_rounding(report: Comparison, row: int) -> float:
     """The largest difference a weight, data or argument of `row` may show from rounding alone."""
     noise = report.noise
-    beyond = float(origin_margins(report.npu, report.bench, noise.rule)[row])
+    beyond = float(origin_margins(report.npu, report.bench, noise.rule, np.array([row]))[0])
     return beyond * max(float(noise.unit[row]), noise.precision.unit_roundoff)
 
 

@@ -1085,16 +1085,17 @@ GRADIENT_SCOPE = re.compile(r"(?:^|/)[Gg]radients(?:/|$)")
 TensorFlow's ``gradients/...`` scopes."""
 
 
-def origin_margins(npu: DumpGraph, bench: DumpGraph, rule: NoiseRule) -> np.ndarray:
-    """Per npu node, the margin beyond which it is an origin: ``rule.tensor_origin_margin`` outside the backward
-    pass when both runs hold real tensors, ``rule.origin_margin`` everywhere else (`NoiseRule`). A graph dump's op
-    (no direction) is in the backward pass when a `GRADIENT_SCOPE` holds it."""
-    beyond = np.full(len(npu), rule.origin_margin)
+def origin_margins(npu: DumpGraph, bench: DumpGraph, rule: NoiseRule, rows: np.ndarray | None = None) -> np.ndarray:
+    """Per npu node (of `rows`, all by default), the margin beyond which it is an origin: ``rule.tensor_origin_margin``
+    outside the backward pass when both runs hold real tensors, ``rule.origin_margin`` everywhere else
+    (`NoiseRule`). A graph dump's op (no direction) is in the backward pass when a `GRADIENT_SCOPE` holds it."""
+    rows = np.arange(len(npu)) if rows is None else np.asarray(rows, dtype=np.int64)
+    beyond = np.full(len(rows), rule.origin_margin)
     if npu.info.task == "tensor" and bench.info.task == "tensor":
-        direction = npu.nodes.direction
+        direction = npu.nodes.direction[rows]
         forward = direction == Direction.FORWARD
         undirected = np.flatnonzero(direction == Direction.NONE)
-        forward[undirected] = [GRADIENT_SCOPE.search(npu.nodes.ids[row]) is None for row in undirected.tolist()]
+        forward[undirected] = [GRADIENT_SCOPE.search(npu.nodes.ids[row]) is None for row in rows[undirected].tolist()]
         beyond[forward] = rule.tensor_origin_margin
     return beyond
 

@@ -387,3 +387,15 @@ def test_a_graph_dumps_gradient_kernels_keep_the_statistics_margin():
     assert GRADIENT_SCOPE.search("model/gradients/dense/MatMul_grad/MatMul")
     assert not GRADIENT_SCOPE.search("Default/net-Net/MatMul-op1")
     assert not GRADIENT_SCOPE.search("/layer1/gradients_norm/Mul")
+
+
+def test_origin_margins_of_some_rows_are_those_rows_of_all(tmp_path):
+    from graphcmp.core.noise import origin_margins
+    from graphcmp.core.rules import NoiseRule
+
+    x = np.linspace(-1.0, 1.0, 64).reshape(8, 8)
+    calls = {"Functional.linear.0.forward": ([x], x * 2), "Functional.linear.0.backward": ([x], x * 3)}
+    npu, bench = (read_msprobe(_tensor_run(tmp_path, side, calls)) for side in ("npu", "bench"))
+    every = origin_margins(npu, bench, NoiseRule())
+    rows = np.array([len(npu) - 1, 0])
+    assert origin_margins(npu, bench, NoiseRule(), rows).tolist() == every[rows].tolist()
