@@ -101,7 +101,7 @@ class _Claim:
         """True for the first call in either process, False after."""
         try:
             return os.read(self._read, 1) == b"1"
-        except (BlockingIOError, OSError):
+        except OSError:  # BlockingIOError too: the other process took it
             return False
 
     def __enter__(self) -> _Claim:
