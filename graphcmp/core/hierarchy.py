@@ -28,7 +28,7 @@ from graphcmp.core.records import (
     TensorTable,
     string_codes,
 )
-from graphcmp.core.texts import CodedTexts, TextCodes
+from graphcmp.core.texts import CodedTexts, TextCodes, code_dtype
 
 __all__ = [
     "EXECUTION_ATTRS",
@@ -87,7 +87,11 @@ class HierarchyBuilder:
         self._stacks: dict[tuple[str, ...], int] = {}
         self._tensor_parts: list[tuple] = []
         self._edges: list[tuple[str, str, bool]] = []
-        self._parents_found = 0  # the first nodes, whose parents `missing_parents` found added
+        # the row of each node's parent as `missing_parents` last looked it up (-1: none, -2: not added then), for
+        # the first nodes: a parent is looked up once per node, by `missing_parents` or `build` (never removed,
+        # nodes keep their parents; only one named but not added then is looked up again)
+        self._parent_rows = np.empty(0, np.int64)
+        self._stack_rows: list[tuple[np.ndarray, int]] = []  # `set_stacks`' rows and stack, applied by `build`
 
     def __contains__(self, node_id: str) -> bool:
         return node_id in self._rows
@@ -100,16 +104,27 @@ class HierarchyBuilder:
         >>> b.missing_parents()
         {'Module.act': 3.0}
         """
-        named = dict.fromkeys(self._parent[self._parents_found:])  # few distinct parents: one look each
-        named.pop(None, None)
-        if all(map(self._rows.__contains__, named)):
-            self._parents_found = len(self._parent)  # nodes are never removed: these parents stay found
-            return {}
+        parent = self._parent_row_column()
         missing: dict[str, float] = {}
-        for parent, seq in zip(self._parent, self._seq):
-            if parent is not None and parent not in self._rows:
-                missing.setdefault(parent, seq)
+        for row in np.flatnonzero(parent == -2).tolist():
+            missing.setdefault(self._parent[row], self._seq[row])  # type: ignore[arg-type]  # -2: a named parent
         return missing
+
+    def _parent_row_column(self) -> np.ndarray:
+        """The row of each node's parent (-1: none, -2: named but not added), looked up for the nodes added since
+        the last call and for those whose parent was not added then."""
+        known, parents, rows = self._parent_rows, self._parent, self._rows
+        new = parents[len(known):]
+        if not new and not (known == -2).any():
+            return known
+        distinct = dict.fromkeys(new)  # few distinct parents: each looked up once in the (large) table of rows
+        distinct.update((parent, rows.get(parent, -2)) for parent in distinct)  # type: ignore[arg-type]
+        distinct[None] = -1
+        column = np.concatenate([known, np.fromiter(map(distinct.__getitem__, new), np.int64, len(new))])
+        for row in np.flatnonzero(column[:len(known)] == -2).tolist():  # added since?
+            column[row] = rows.get(parents[row], -2)  # type: ignore[arg-type]
+        self._parent_rows = column
+        return column
 
     def add_node(
         self,
@@ -173,12 +188,12 @@ class HierarchyBuilder:
 
     def set_stacks(self, node_ids: Iterable[str], stack_row: int) -> int:
         """Attach an interned stack to those of `node_ids` that were added; return how many were not."""
-        rows = list(map(self._rows.get, node_ids))
-        stack = self._stack
-        for row in rows:
-            if row is not None:
-                stack[row] = stack_row
-        return rows.count(None)
+        ids = node_ids if isinstance(node_ids, Sequence) else list(node_ids)
+        rows = np.fromiter(map(self._rows.get, ids, repeat(-1)), np.int64, len(ids))
+        found = rows[rows >= 0]
+        if len(found):
+            self._stack_rows.append((found, stack_row))
+        return len(rows) - len(found)
 
     def add_edge(self, src_id: str, dst_id: str, control: bool = False) -> None:
         """Add a data-flow edge from node `src_id` to node `dst_id` (a control edge if `control`).
@@ -229,11 +244,12 @@ class HierarchyBuilder:
         InternalError
             If a node names a parent that was never added (the reader must add or drop it).
         """
+        self._apply_stacks()
         root = self._add_root()
         if unknown := next(iter(self.missing_parents()), None):
             raise InternalError(f"{info.path}: the reader named parent {unknown!r} without adding it "
                                 "(a graphcmp bug: readers add every parent before build)")
-        parent = np.fromiter(map(self._rows.get, self._parent, repeat(root)), np.int64, len(self._parent))
+        parent = np.where(self._parent_row_column() == -1, root, self._parent_rows)
         parent[root] = -1
         depth, top = _jump_to_roots(parent)
         if (stuck := np.flatnonzero(top != root)).size:
@@ -250,6 +266,15 @@ class HierarchyBuilder:
         graph = self._assemble(info, order, parent)
         return replace(graph, edges=self._edge_table(graph, info.path)) if self._edges else graph
 
+    def _apply_stacks(self) -> None:
+        """Give the nodes `set_stacks` named their stacks (in the order set: the last one stays)."""
+        if not self._stack_rows:
+            return
+        stack = np.array(self._stack, np.int64)
+        for rows, stack_row in self._stack_rows:
+            stack[rows] = stack_row
+        self._stack, self._stack_rows = stack.tolist(), []
+
     def _add_root(self) -> int:
         """Add the root (a node a dump names like the root becomes it) and return its row."""
         if ROOT_ID not in self._rows:
@@ -257,6 +282,8 @@ class HierarchyBuilder:
         root = self._rows[ROOT_ID]
         self._kind[root], self._op[root], self._direction[root] = NodeKind.ROOT, "", Direction.NONE
         self._parent[root], self._seq[root], self._stack[root] = None, -1.0, -1
+        if root < len(self._parent_rows):
+            self._parent_rows[root] = -1
         self._has_data[root], self._attrs[root] = False, ()
         return root
 
@@ -321,26 +348,30 @@ class HierarchyBuilder:
 
     def _tensor_table(self, position: np.ndarray) -> TensorTable:
         """The tensors, ordered by node (`position`: each added node's row in the graph); a node's own in the
-        order added."""
+        order added.
+
+        Each column is made by placing its parts (one per `add_tensors`) straight at their rows, each part freed
+        once placed: no column is concatenated first and then reordered (a copy more, and at a million nodes
+        the parts, the concatenation and the column, 0.3 GB for the statistics alone, were all held at once)."""
         if not self._tensor_parts:
             return TensorTable.empty()
         columns: list[Any] = list(zip(*self._tensor_parts))
         self._tensor_parts.clear()  # each column's parts are freed once the column is made: the build's peak is lower
-
-        def taken(k: int) -> Any:
-            parts, columns[k] = columns[k], None
-            return parts
-
-        node = position[np.concatenate([_rows_of(part, self._rows) for part in taken(0)])].astype(np.int32)
+        sizes = [len(part) for part in columns[1]]
+        node = position[np.concatenate([_rows_of(part, self._rows) for part in _taken(columns, 0)])].astype(np.int32)
         by_row = np.argsort(node, kind="stable")
+        place = np.empty(len(by_row), np.int64)  # where each tensor goes: its row in the table
+        place[by_row] = np.arange(len(by_row))
+        bounds = np.cumsum([0, *sizes]).tolist()
+        places = [place[a:b] for a, b in pairwise(bounds)]
         # by_row as Python ints, made for the first column of plain texts only: a reader that codes its texts gives
         # none, and a million-node run's 2.9M ints were 100 MB made and freed for nothing
         pick: list[int] = []
 
         def strings(k: int) -> tuple[str, ...]:
-            parts = taken(k)
+            parts = _taken(columns, k)
             if any(isinstance(part, TextCodes) for part in parts):
-                return _coded_column(parts, by_row)
+                return _coded_column(parts, places)
             if (one := _one_value(parts)) is not None:
                 return one
             if not pick:
@@ -348,7 +379,7 @@ class HierarchyBuilder:
             return _take(list(chain.from_iterable(parts)), pick)
 
         def rows(k: int) -> np.ndarray:
-            return np.concatenate(taken(k))[by_row]
+            return _placed(_taken(columns, k), places)
 
         return TensorTable(
             node=node[by_row], role=rows(1), slot=strings(2), dtype=strings(3), shape=strings(4), stats=rows(5),
@@ -356,24 +387,46 @@ class HierarchyBuilder:
         )
 
 
+def _taken(columns: list[Any], k: int) -> list[Any]:
+    """Column `k`'s parts, no longer held by `columns`."""
+    parts, columns[k] = list(columns[k]), None
+    return parts
+
+
+def _placed(parts: list[np.ndarray], places: Sequence[np.ndarray]) -> np.ndarray:
+    """One array of `parts` (equal dtypes and trailing shapes) with part k's rows at ``places[k]``; each part is
+    dropped from `parts` once placed."""
+    first = parts[0]
+    column = np.empty((sum(map(len, places)), *first.shape[1:]), first.dtype)
+    for k, at in enumerate(places):
+        column[at] = parts[k]
+        parts[k] = None
+    return column
+
+
 def _texts(column: Sequence[str] | TextCodes) -> list[str] | TextCodes:
     """A text column as a part of the tensor table: coded columns stay coded."""
     return column if isinstance(column, TextCodes) else list(column)
 
 
-def _coded_column(parts: Sequence[list[str] | TextCodes], by_row: np.ndarray) -> CodedTexts:
-    """The texts of `parts` (coded ones and lists of texts) in the order `by_row`, as one coded column: the parts'
-    codes renumbered into one table of distinct texts in one go (a reader gives a part per chunk of its file:
-    thousands of them), a list coded against it."""
-    coded = [part if isinstance(part, TextCodes) else TextCodes(*string_codes(part)) for part in parts]
+def _coded_column(parts: list[list[str] | TextCodes], places: Sequence[np.ndarray]) -> CodedTexts:
+    """The texts of `parts` (coded ones and lists of texts) as one coded column, part k's texts at rows
+    ``places[k]``: each part's codes renumbered into one table of distinct texts (a reader gives a part per chunk
+    of its file: thousands of them), a list coded against it."""
     table: dict[str, int] = {}
-    renumber = np.array([table.setdefault(name, len(table)) for part in coded for name in part.values], np.int64)
+    locals_: list[np.ndarray] = []
+    for k, part in enumerate(parts):
+        if not isinstance(part, TextCodes):
+            parts[k] = part = TextCodes(*string_codes(part))
+        locals_.append(np.fromiter((table.setdefault(name, len(table)) for name in part.values), np.int64,
+                                   len(part.values)))
     if len(table) == 1:
-        return CodedTexts.of(np.zeros(len(by_row), np.int8), list(table))
-    sizes = [len(part.values) for part in coded]
-    offsets = np.repeat(np.cumsum([0, *sizes[:-1]]), [len(part.codes) for part in coded])
-    codes = np.concatenate([part.codes for part in coded]) + offsets  # the builder has parts when it makes a table
-    return CodedTexts.of(renumber[codes][by_row], list(table))
+        return CodedTexts.of(np.zeros(sum(map(len, places)), np.int8), list(table))
+    codes = np.empty(sum(map(len, places)), code_dtype(len(table) - 1))
+    for k, at in enumerate(places):
+        codes[at] = locals_[k][parts[k].codes]  # type: ignore[union-attr]  # all coded above
+        parts[k] = None  # type: ignore[call-overload]
+    return CodedTexts.of(codes, list(table))
 
 
 def _rows_of(node_ids: list[str] | TextCodes, rows: dict[str, int]) -> np.ndarray:
