@@ -523,7 +523,9 @@ def _runs_document(npu: DumpGraph, bench: DumpGraph) -> dict[str, Any]:
         doc[side]["nodes"]["id"] = UniqueTexts(graph.nodes.ids)  # a run's ids differ: stored without counting them
         tensors = doc[side]["tensors"]
         for column, texts in tensors.items():
-            if column in ("dtype", "shape") or type(texts) is CodedTexts:
+            if type(texts) is CodedTexts:  # its narrow codes, which the container stores as they are
+                tensors[column] = TextCodes(texts.codes, texts.names)
+            elif column in ("dtype", "shape"):
                 tensors[column] = TextCodes(*string_codes(texts))
         tensors["present"] = tensors["present"].astype(code_dtype((1 << graph.tensors.present.shape[1]) - 1))
     return doc
