@@ -302,7 +302,9 @@ def _add_nodes(
     `md5` tells whether the first tensor record has an md5 (called last: records are checked first).
     """
     structure = _structure(construct or {}, data, source)
+    start = len(builder)
     builder.add_nodes(*structure.columns)
+    builder.expect_tensor_order(list(data), structure.dump_rows + start)  # the records' order: their tensors'
     notes.extend(structure.notes)
     if not data:  # a dump of nothing: said, so that the run is never taken for a whole one
         notes.append(f"{DUMP_FILE}: \"data\" holds no call (msprobe recorded nothing: was the dump stopped before "
@@ -326,6 +328,7 @@ class _Structure:
     construct: list[tuple[str, Any]]
     dump_ids: list[str]
     columns: tuple[list, ...]
+    dump_rows: np.ndarray  # the row among the columns of each dump.json record's node, in the records' order
     notes: tuple[str, ...]
     source: Mapping[str, Any]  # the construct.json object itself (`_read_construct` gives it again for the same text)
     text: bytes | None  # the text of that construct.json, when it was read whole from a file
@@ -377,7 +380,7 @@ def _structure(construct: Mapping[str, Any], data: Mapping[str, int], source: st
         reuse.parsed = None
         return reuse.last
     notes: list[str] = []
-    ids, seq, dump_only, order, has_data = _sequence(construct, data)
+    ids, seq, dump_only, order, has_data, dump_rows = _sequence(construct, data)
     kinds, ops, directions = parse_node_ids(ids)
     parents = _parents(construct, data, [(ids[r], kinds[r]) for r in dump_only], source, notes)
     # construct's own parents come first in `parents`, in its order: placed by `order`, not looked up one by one
@@ -389,7 +392,7 @@ def _structure(construct: Mapping[str, Any], data: Mapping[str, int], source: st
     text = parsed[0] if parsed is not None and parsed[1] is construct else None
     kept = reuse is not None and len(ids) <= REUSE_MAX_NODES
     structure = _Structure(list(construct.items()) if kept else [], list(data) if kept else [], (
-        ids, kinds, ops, directions, parent_of, seq, has_data), tuple(notes), construct, text)
+        ids, kinds, ops, directions, parent_of, seq, has_data), dump_rows, tuple(notes), construct, text)
     if reuse is not None:  # the text now lives in the structure, or not at all
         reuse.last, reuse.parsed = (structure if kept else None), None
     return structure
@@ -446,20 +449,25 @@ def _task(header: Mapping[str, Any], md5: bool) -> str:
 
 
 def _sequence(construct: Mapping[str, Any], data: Mapping[str, int]) -> tuple[list[str], list[float], list[int],
-                                                                              list[int] | None, list[bool]]:
+                                                                              list[int] | None, list[bool],
+                                                                              np.ndarray]:
     """Node ids in creation order (construct.json's), their order keys, the rows of the dump-only nodes among them
     (dump-only nodes go after their dump predecessor), where each id is in construct.json's ids followed by the
-    dump-only ones in dump.json's order (None: construct.json's ids alone, in order), and whether each has a record.
+    dump-only ones in dump.json's order (None: construct.json's ids alone, in order), whether each has a record,
+    and the row of each record's node (in the records' order).
 
     `data` gives each dump.json id's position there: one look per construct.json id tells both which of its nodes
     have a record and which records have no node in it."""
     ids, dump_ids = list(construct), list(data)
     position = np.fromiter(map(data.get, ids, repeat(-1)), np.int64, len(ids))  # each id's record, -1: none
     dumped = position >= 0
-    if np.count_nonzero(dumped) == len(dump_ids):  # every record's node is in construct.json: in its order
-        return ids, list(map(float, range(len(ids)))), [], None, dumped.tolist()
+    listed = np.flatnonzero(dumped)
+    dump_rows = np.empty(len(dump_ids), np.int64)
+    if len(listed) == len(dump_ids):  # every record's node is in construct.json: in its order
+        dump_rows[position[listed]] = listed
+        return ids, list(map(float, range(len(ids)))), [], None, dumped.tolist(), dump_rows
     row_of = np.full(len(dump_ids), -1, np.int64)  # each record's node among construct.json's ids, -1: dump-only
-    row_of[position[dumped]] = np.flatnonzero(dumped)
+    row_of[position[dumped]] = listed
     rows = np.arange(len(dump_ids))
     extra = row_of < 0
     before = np.maximum.accumulate(np.where(extra, -1, rows))[extra]  # each dump-only node's dump predecessor
@@ -469,10 +477,14 @@ def _sequence(construct: Mapping[str, Any], data: Mapping[str, int]) -> tuple[li
     listed_count = len(ids)
     ids.extend(compress(dump_ids, extra.tolist()))
     order = np.argsort(keys, kind="stable")
+    placed = np.empty(len(order), np.int64)  # each id's row once ordered
+    placed[order] = np.arange(len(order))
+    dump_rows[position[dumped]] = placed[:listed_count][dumped]
+    dump_rows[extra] = placed[listed_count:]
     at = order.tolist()
     has_data = np.concatenate([dumped, np.ones(len(ids) - listed_count, bool)])[order].tolist()
     return (list(map(ids.__getitem__, at)), keys[order].tolist(), np.flatnonzero(order >= listed_count).tolist(), at,
-            has_data)
+            has_data, dump_rows)
 
 
 def _parents(
