@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from graphcmp._version import __version__
 from graphcmp.core.derived import derive_bench, derive_npu_aside, derive_npu_here
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.heap import release_freed_memory
 from graphcmp.core.judge import judge
 from graphcmp.core.mapping_files import load_builtin_op_table
 from graphcmp.core.matching import ChildMatcher, RuleMatcher, default_matchers, match_graphs
@@ -99,7 +98,6 @@ def compare_graphs(
     matchers = [*given, *with_framework_layers(matchers, npu, bench)]
     thresholds = thresholds or DEFAULT_THRESHOLDS
     table = match_graphs(npu, bench, matchers)
-    release_freed_memory()  # the matching's scratch (a fifth of a 1M-node comparison's peak) before the pairs
     npu_rows, bench_rows = pair_tensors(npu, bench, table)
     pairs = pair_metrics(npu, bench, npu_rows, bench_rows, thresholds, tensor_metrics)
     overflow = overflow_levels(npu)
@@ -111,7 +109,6 @@ def compare_graphs(
         measured = reference_growth(table.npu_to_bench, ref.matches.npu_to_bench, ref.noise,
                                     str(reference.info.path))
     noise = noise_model(npu, bench, table, pairs, thresholds.noise, overflow, measured)
-    release_freed_memory()  # and the noise model's, before the verdicts
     verdicts = judge(npu, bench, table, pairs, thresholds, noise)
     options = CompareOptions(fuzzy=fuzzy, matchers=tuple(m.name for m in matchers),
                              tensor_metrics=tensor_metrics is not None)

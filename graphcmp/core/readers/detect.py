@@ -7,7 +7,6 @@ from collections.abc import Callable
 from importlib import import_module
 
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.heap import release_freed_memory
 from graphcmp.core.inputs import check_input, special_entries
 from graphcmp.core.records import DumpGraph
 
@@ -91,9 +90,7 @@ def read_graph(path: str | os.PathLike[str], format: str | None = None) -> DumpG
         if format not in FORMATS:
             raise DumpFormatError(f"{path}: unknown format {format!r} (known: {', '.join(FORMATS)})")
         _check_input(path)
-    graph = reader(format or detect_format(path))[1](path)
-    release_freed_memory()  # what the read freed (most of its peak) goes back before the comparison adds to it
-    return graph
+    return reader(format or detect_format(path))[1](path)
 
 
 def _check_input(path: str | os.PathLike[str]) -> None:
