@@ -21,6 +21,7 @@ from itertools import repeat
 import numpy as np
 
 from graphcmp.core.hierarchy import execution_keys
+from graphcmp.core.metrics import by_blocks
 from graphcmp.core.records import Direction, DumpGraph, EdgeTable, Role, TensorTable, string_codes
 
 __all__ = [
@@ -56,12 +57,19 @@ def fingerprints(tensors: TensorTable) -> np.ndarray:
     """
     if not len(tensors):
         return np.zeros(0, np.int64)
-    mixed = string_codes(tensors.dtype)[0].astype(np.uint64)
-    stats = np.ascontiguousarray(np.where(tensors.present, tensors.stats, 0.0) + 0.0)  # + 0.0: -0.0 is 0.0
-    for column in stats.view(np.uint64).T:
+    # a block of rows at a time: a whole-column copy of the statistics (92 MB at 2.9M tensors, twice) was fresh
+    # pages to fault in, most of the hashing's time
+    return dense_codes(by_blocks(_mixed, string_codes(tensors.dtype)[0], tensors.present, tensors.stats))
+
+
+def _mixed(dtype: np.ndarray, present: np.ndarray, stats: np.ndarray) -> np.ndarray:
+    """`fingerprints`' hash of rows: their dtype codes and recorded statistics mixed."""
+    mixed = dtype.astype(np.uint64)
+    recorded = np.ascontiguousarray(np.where(present, stats, 0.0) + 0.0)  # + 0.0: -0.0 is 0.0
+    for column in recorded.view(np.uint64).T:
         mixed = (mixed ^ column) * _MIX[0] + _MIX[1]
         mixed ^= mixed >> _MIX[2]
-    return dense_codes(mixed)
+    return mixed
 
 
 def dense_codes(hashes: np.ndarray) -> np.ndarray:
