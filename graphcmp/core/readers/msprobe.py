@@ -43,7 +43,7 @@ from graphcmp.core.readers.msprobe_leaves import (
 from graphcmp.core.readers.naming import parse_node_id, parse_node_ids
 from graphcmp.core.records import DumpGraph, NodeKind, RunInfo
 
-__all__ = ["REUSE_MAX_NODES", "parse_msprobe", "read_msprobe", "reusing_structure", "sniff"]
+__all__ = ["COMPILED_FROM_BYTES", "REUSE_MAX_NODES", "parse_msprobe", "read_msprobe", "reusing_structure", "sniff"]
 
 CONSTRUCT_FILE, STACK_FILE = "construct.json", "stack.json"
 CHUNK_BYTES = 256 << 10
@@ -57,12 +57,19 @@ def sniff(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / DUMP_FILE).is_file()
 
 
-def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUNK_BYTES) -> DumpGraph:
+COMPILED_FROM_BYTES = 64 << 20
+"""dump.json bytes from which `read_msprobe` walks the text by the compiled pass (`msprobe_scan`): loading numba and
+its cached code costs about 0.3 s once per process, and the pass reads the text several times faster."""
+
+
+def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUNK_BYTES,
+                 compiled: bool | None = None) -> DumpGraph:
     """Read one msprobe rank folder into a `DumpGraph`.
 
     A missing construct.json or stack.json, or a file cut short, still loads what is there;
     the loss is listed in ``graph.info.missing``. dump.json is parsed `chunk_bytes` at a time;
-    ``chunk_bytes=None`` parses it whole (same graph, more memory).
+    ``chunk_bytes=None`` parses it whole (same graph, more memory). `compiled`: walk dump.json by the compiled pass
+    (same graph; None: from `COMPILED_FROM_BYTES`).
 
     Raises
     ------
@@ -78,7 +85,7 @@ def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUN
                               "point at the folder that holds dump.json, construct.json and stack.json")
     missing: list[str] = []
     with gc_paused():
-        if chunk_bytes is not None and (streamed := _read_dump_chunked(folder, chunk_bytes)) is not None:
+        if chunk_bytes is not None and (streamed := _read_dump_streamed(folder, chunk_bytes, compiled)) is not None:
             builder, info = _streamed_nodes(folder, streamed, missing)
             del streamed  # its table of the dump's ids is not needed to build: free before the columns are made
             return _built(builder, info)
@@ -86,6 +93,23 @@ def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUN
         construct = _read_part(folder / CONSTRUCT_FILE, missing)
         stack = _read_part(folder / STACK_FILE, missing)
         return parse_msprobe(dump, construct, stack, source=str(folder), missing=tuple(missing))
+
+
+def _read_dump_streamed(
+    folder: Path, chunk_bytes: int, compiled: bool | None
+) -> tuple[HierarchyBuilder, dict[str, Any], dict[str, int], bool] | None:
+    """`_read_dump_chunked`, or the compiled pass's same result when it is asked for or the file is large enough."""
+    if compiled is None:
+        try:
+            compiled = (folder / DUMP_FILE).stat().st_size >= COMPILED_FROM_BYTES
+        except OSError:
+            compiled = False
+    if compiled:
+        from graphcmp.core.readers.msprobe_scan import read_dump_compiled  # see tests/test_layers.py: LAZY_IMPORTS
+
+        if (walked := read_dump_compiled(folder)) is not None:
+            return walked
+    return _read_dump_chunked(folder, chunk_bytes)
 
 
 def _read_dump_chunked(
