@@ -67,6 +67,7 @@ def _powers_of_five() -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
 
 _POW5_HIGH, _POW5_LOW, _POW2, _EXACT_MAX = _powers_of_five()
 _POW10 = np.array([10.0 ** k for k in range(23)])
+_POW10_INT = np.array([10 ** k for k in range(9)], np.uint64)
 """The powers of ten that are exact doubles (Clinger's fast path)."""
 
 _NUMBER_BYTES = np.zeros(256, np.bool_)
@@ -100,7 +101,16 @@ def _leading_zeros(typingctx, value):  # pragma: no cover - compiled
     return types.int64(types.uint64), codegen
 
 
-@numba.njit(cache=True, nogil=True)
+@intrinsic
+def _trailing_zeros(typingctx, value):  # pragma: no cover - compiled
+    """The number of trailing zero bits of a uint64 (64 for zero)."""
+    def codegen(context, builder, signature, args):
+        count = builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+        return builder.zext(count, ir.IntType(64))
+    return types.int64(types.uint64), codegen
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _eisel_lemire(w, q):  # pragma: no cover - compiled
     """The bits of the double nearest w * 10**q (w a nonzero uint64) and whether they are certain and finite."""
     if q < _MIN_Q:
@@ -156,7 +166,7 @@ def _exact_half(w, q):  # pragma: no cover - compiled
     return np.float64(w // five) * 2.0 ** q, True
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _decimal(w, q):  # pragma: no cover - compiled
     """The double nearest w * 10**q (w a nonzero uint64) and whether it is certain and finite."""
     if w <= _TWO53 and -22 <= q <= 22:  # Clinger: both exact doubles, one rounding
@@ -170,6 +180,66 @@ def _decimal(w, q):  # pragma: no cover - compiled
     return bits_float(bits), certain
 
 
+@intrinsic
+def _load8(typingctx, buf, index):  # pragma: no cover - compiled
+    """The 8 bytes ``buf[index:index + 8]`` of a contiguous uint8 array as one little-endian uint64 (unchecked)."""
+    if not (isinstance(buf, types.Array) and buf.dtype == types.uint8 and buf.layout == "C"
+            and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        wide = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(wide, align=1)
+    return types.uint64(buf, index), codegen
+
+
+_LOW_NIBBLES, _SIXES = np.uint64(0xF0F0F0F0F0F0F0F0), np.uint64(0x0606060606060606)
+_THREES, _ZEROS = np.uint64(0x3333333333333333), np.uint64(0x3030303030303030)
+_PAIRS = np.uint64(0x000000FF000000FF)
+_HUNDRED_MILLION = np.uint64(10 ** 8)
+_MULTIPLY_LOW, _MULTIPLY_HIGH = np.uint64(100 + (10 ** 6 << 32)), np.uint64(1 + (10 ** 4 << 32))
+_U4, _U8, _U16, _U32 = np.uint64(4), np.uint64(8), np.uint64(16), np.uint64(32)
+
+
+@numba.njit(inline="always")
+def _eight_value(chunk):  # pragma: no cover - compiled
+    """The integer written by 8 ASCII digits loaded little-endian (first digit in the lowest byte): digits joined
+    into pairs, then pairs into fours and eights by two multiplications."""
+    chunk = chunk - _ZEROS
+    chunk = chunk * _TEN + (chunk >> _U8)
+    return ((chunk & _PAIRS) * _MULTIPLY_LOW + ((chunk >> _U16) & _PAIRS) * _MULTIPLY_HIGH) >> _U32
+
+
+@numba.njit(inline="always")
+def _digit_run(chunk):  # pragma: no cover - compiled
+    """How many of a loaded chunk's bytes, from the first, are digits (0 to 8). A carry out of a byte above 0xF9
+    only reaches bytes after it, so the first non-digit byte is found exactly."""
+    misses = ((chunk & _LOW_NIBBLES) | (((chunk + _SIXES) & _LOW_NIBBLES) >> _U4)) ^ _THREES
+    return _trailing_zeros(misses) >> 3
+
+
+@numba.njit(inline="always")
+def _digits(buf, i, end, w):  # pragma: no cover - compiled
+    """Read the run of digits from i (before end) into w (w * 10**run + the run, wrapping): (new i, new w)."""
+    while i + 8 <= buf.size:  # 8 bytes at a time
+        chunk = _load8(buf, i)
+        run = min(_digit_run(chunk), end - i)
+        if run == 8:
+            w = w * _HUNDRED_MILLION + _eight_value(chunk)
+            i += 8
+            continue
+        if run > 0:  # the run's bytes moved to the top of the chunk, '0's below them
+            shift = np.uint64(8 * (8 - run))
+            w = w * _POW10_INT[run] + _eight_value((chunk << shift) | (_ZEROS >> np.uint64(8 * run)))
+            i += run
+        return i, w
+    while i < end and _digit(buf[i]) <= _NINE:
+        w = w * _TEN + _digit(buf[i])
+        i += 1
+    return i, w
+
+
 @numba.njit(inline="always")
 def _digit(byte):  # pragma: no cover - compiled
     """A byte's digit value as a uint64, above 9 for every byte that is not a digit (those below '0' wrap)."""
@@ -177,8 +247,32 @@ def _digit(byte):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
+def _long_significand(buf, whole, point, fraction, stop):  # pragma: no cover - compiled
+    """The first 19 significant digits of the digits ``buf[whole:point]`` and ``buf[fraction:stop]`` as a uint64,
+    the power of ten of its last digit (the exponent not counted) and whether a nonzero digit was dropped."""
+    w, digits, q, dropped = _U0, 0, np.int64(0), False
+    for i in range(whole, point):
+        if digits < _DIGITS:
+            if w != _U0 or buf[i] != 48:
+                w = w * _TEN + _digit(buf[i])
+                digits += 1
+        else:
+            q += 1
+            dropped |= buf[i] != 48
+    for i in range(fraction, stop):
+        if digits < _DIGITS:
+            if w != _U0 or buf[i] != 48:  # zeros before the first significant digit only scale
+                w = w * _TEN + _digit(buf[i])
+                digits += 1
+            q -= 1
+        else:
+            dropped |= buf[i] != 48
+    return w, q, dropped
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def parse_number(buf, start, end):  # pragma: no cover - compiled
-    """The value of the JSON number token ``buf[start:end]`` (buf: uint8 array) and a status.
+    """The value of the JSON number token ``buf[start:end]`` (buf: a contiguous uint8 array) and a status.
 
     Returns ``(value, NUMBER)`` with value equal to Python's ``float()`` of the token bit for bit (-0.0 and
     subnormals included); ``(nan, NOT_NUMBER)`` when the span is not exactly one token of the grammar
@@ -191,33 +285,20 @@ def parse_number(buf, start, end):  # pragma: no cover - compiled
     negative = i > start
     if i >= end or _digit(buf[i]) > _NINE:
         return np.nan, NOT_NUMBER
-    w, digits, q, dropped = _U0, 0, np.int64(0), False
+    whole, w = i, _U0  # w: every digit, wrapping past 19 of them (then re-read by _long_significand)
     if buf[i] == 48:  # a leading '0' is the whole integer part
         i += 1
     else:
-        while i < end and _digit(buf[i]) <= _NINE:
-            if digits < _DIGITS:
-                w = w * _TEN + _digit(buf[i])
-                digits += 1
-            else:
-                q += 1
-                dropped |= buf[i] != 48
-            i += 1
+        i, w = _digits(buf, i, end, w)
+    point = fraction = i
     if i < end and buf[i] == 46:  # '.'
         i += 1
-        first = i
-        while i < end and _digit(buf[i]) <= _NINE:
-            if digits < _DIGITS:
-                if w != _U0 or buf[i] != 48:  # zeros before the first significant digit only scale
-                    w = w * _TEN + _digit(buf[i])
-                    digits += 1
-                q -= 1
-            else:
-                dropped |= buf[i] != 48
-            i += 1
-        if i == first:
+        fraction = i
+        i, w = _digits(buf, i, end, w)
+        if i == fraction:
             return np.nan, NOT_NUMBER
-    huge = False
+    stop = i
+    q, huge = np.int64(fraction - stop), False
     if i < end and buf[i] | 32 == 101:  # 'e' or 'E'
         i += 1
         minus = i < end and buf[i] == 45
@@ -234,6 +315,10 @@ def parse_number(buf, start, end):  # pragma: no cover - compiled
         q += -exponent if minus else exponent
     if i != end:
         return np.nan, NOT_NUMBER
+    dropped = False
+    if (point - whole) + (stop - fraction) > _DIGITS:  # perhaps more than 19 significant digits
+        w, scale, dropped = _long_significand(buf, whole, point, fraction, stop)
+        q += scale + (stop - fraction)
     if w == _U0:
         return (-0.0 if negative else 0.0), NUMBER
     if huge:
@@ -251,7 +336,14 @@ def parse_number(buf, start, end):  # pragma: no cover - compiled
 def scan_number(buf, start, limit):  # pragma: no cover - compiled
     """The end of the longest run of number bytes (``0-9 + - . e E``) of buf from start, at most limit."""
     i = start
-    while i < limit and _NUMBER_BYTES[buf[i]]:
+    while i < limit:
+        if i + 8 <= buf.size:  # a run of digits 8 bytes at a time
+            run = _digit_run(_load8(buf, i))
+            if run > 0:
+                i = min(i + run, limit)
+                continue
+        if not _NUMBER_BYTES[buf[i]]:
+            break
         i += 1
     return i
 
