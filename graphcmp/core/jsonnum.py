@@ -134,16 +134,16 @@ def _eisel_lemire(w, q):  # pragma: no cover - compiled
     upper = high >> np.uint64(63)
     shift = upper + np.uint64(9)
     top = high >> shift  # 54 bits: the 53 of a double and the rounding bit
-    rest_zero = high & ((_U1 << shift) - _U1) == _U0 and middle == _U0 and low == _U0
+    rest_zero = (high & ((_U1 << shift) - _U1) == _U0) & (middle == _U0) & (low == _U0)
     biased = np.int64(upper) - zeros + _POW2[row] + 1213  # the exponent field of top's leading bit
     drop = np.int64(1) if biased >= 1 else 2 - biased  # bits of top below the result (more for a subnormal)
     if drop > 54:
         return np.int64(0), True  # below half the smallest subnormal
     mantissa = top >> np.uint64(drop)
-    if (top >> np.uint64(drop - 1)) & _U1:
-        tie = exact and rest_zero and top & ((_U1 << np.uint64(drop - 1)) - _U1) == _U0
-        if not tie or mantissa & _U1:
-            mantissa += _U1
+    half = (top >> np.uint64(drop - 1)) & _U1  # the first bit dropped (without a branch: it is a coin toss)
+    below = top & ((_U1 << np.uint64(drop - 1)) - _U1)
+    tie = exact & rest_zero & (below == _U0)  # exactly halfway: round to the even neighbour
+    mantissa += half & ~(np.uint64(tie) & ~mantissa)
     if biased < 1:
         return np.int64(mantissa), True  # a subnormal (or, rounded up, the smallest normal's bits)
     if mantissa == _TWO53:
@@ -197,7 +197,7 @@ def _load8(typingctx, buf, index):  # pragma: no cover - compiled
 _LOW_NIBBLES, _SIXES = np.uint64(0xF0F0F0F0F0F0F0F0), np.uint64(0x0606060606060606)
 _THREES, _ZEROS = np.uint64(0x3333333333333333), np.uint64(0x3030303030303030)
 _PAIRS = np.uint64(0x000000FF000000FF)
-_HUNDRED_MILLION = np.uint64(10 ** 8)
+_HUNDRED_MILLION, _TEN_SIXTEEN = np.uint64(10 ** 8), np.uint64(10 ** 16)
 _MULTIPLY_LOW, _MULTIPLY_HIGH = np.uint64(100 + (10 ** 6 << 32)), np.uint64(1 + (10 ** 4 << 32))
 _U4, _U8, _U16, _U32 = np.uint64(4), np.uint64(8), np.uint64(16), np.uint64(32)
 
@@ -222,6 +222,12 @@ def _digit_run(chunk):  # pragma: no cover - compiled
 @numba.njit(inline="always")
 def _digits(buf, i, end, w):  # pragma: no cover - compiled
     """Read the run of digits from i (before end) into w (w * 10**run + the run, wrapping): (new i, new w)."""
+    while i + 16 <= end:  # 16 digits in two independent halves
+        first, second = _load8(buf, i), _load8(buf, i + 8)
+        if _digit_run(first) + _digit_run(second) != 16:
+            break
+        w = w * _TEN_SIXTEEN + (_eight_value(first) * _HUNDRED_MILLION + _eight_value(second))
+        i += 16
     while i + 8 <= buf.size:  # 8 bytes at a time
         chunk = _load8(buf, i)
         run = min(_digit_run(chunk), end - i)
@@ -279,6 +285,8 @@ def parse_number(buf, start, end):  # pragma: no cover - compiled
     ``-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?``; ``(nan, UNDECIDED)`` for a JSON number this path cannot
     round with certainty or whose magnitude rounds to infinity (the caller asks ``float()``).
     """
+    if start < 0 or end > buf.size:  # a span outside the buffer (never read)
+        return np.nan, NOT_NUMBER
     i = start
     if i < end and buf[i] == 45:  # '-'
         i += 1
