@@ -340,18 +340,14 @@ def parse_number(buf, start, end):  # pragma: no cover - compiled
     return (-value if negative else value), NUMBER
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def scan_number(buf, start, limit):  # pragma: no cover - compiled
-    """The end of the longest run of number bytes (``0-9 + - . e E``) of buf from start, at most limit."""
+    """The end of the longest run of number bytes (``0-9 + - . e E``) of buf from start, at most limit.
+
+    A byte at a time through a 256-entry table: for runs of about 20 bytes this beats classifying 8 bytes at
+    once (six byte comparisons per word)."""
     i = start
-    while i < limit:
-        if i + 8 <= buf.size:  # a run of digits 8 bytes at a time
-            run = _digit_run(_load8(buf, i))
-            if run > 0:
-                i = min(i + run, limit)
-                continue
-        if not _NUMBER_BYTES[buf[i]]:
-            break
+    while i < limit and _NUMBER_BYTES[buf[i]]:
         i += 1
     return i
 

@@ -240,3 +240,16 @@ def test_scan_number():
     assert scan_number(buf, 0, buf.size) == 0
     assert scan_number(buf, 21, buf.size) == 22
     assert scan_number(buf, 1, 4) == 4
+
+
+def test_scan_number_on_random_bytes():
+    """The run found is the longest run of number bytes, for every start and limit."""
+    rng = np.random.default_rng(10)
+    alphabet = np.frombuffer(b"0123456789+-.eE,:] \x00\xff/:@^ dE", np.uint8)
+    buf = alphabet[rng.integers(0, alphabet.size, 20_000)]
+    buf[rng.integers(0, buf.size, 2_000)] = rng.integers(0, 256, 2_000)  # any byte too
+    run = re.compile(rb"[0-9+\-.eE]*")
+    text = buf.tobytes()
+    for start in range(0, buf.size, 7):
+        limit = min(buf.size, start + int(rng.integers(0, 40)))
+        assert scan_number(buf, start, limit) == start + len(run.match(text, start, limit).group()), start
