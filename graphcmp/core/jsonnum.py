@@ -66,6 +66,7 @@ def _powers_of_five() -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
 
 
 _POW5_HIGH, _POW5_LOW, _POW2, _EXACT_MAX = _powers_of_five()
+_EXACT_FIRST = max(q for q in range(_EXACT_MAX + 1) if _POW5_LOW[q - _MIN_Q] == 0)
 _POW10 = np.array([10.0 ** k for k in range(23)])
 _POW10_INT = np.array([10 ** k for k in range(9)], np.uint64)
 """The powers of ten that are exact doubles (Clinger's fast path)."""
@@ -122,7 +123,7 @@ def _eisel_lemire(w, q):  # pragma: no cover - compiled
     w = w << np.uint64(zeros)
     high, middle = _multiply(w, _POW5_HIGH[row])
     low = _U0
-    exact = 0 <= q <= _EXACT_MAX and _POW5_LOW[row] == _U0
+    exact = 0 <= q <= _EXACT_FIRST  # the power of five fits in 64 bits: the first product is the exact one
     if high & _LOW9 == _LOW9:  # a carry from the lower product could reach the kept bits: take it
         carry_high, low = _multiply(w, _POW5_LOW[row])
         total = middle + carry_high
@@ -212,11 +213,17 @@ def _eight_value(chunk):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always")
+def _not_digits(chunk):  # pragma: no cover - compiled
+    """Nonzero in each byte of a loaded chunk that is not an ASCII digit, and perhaps in bytes after such a byte
+    (a carry out of a byte above 0xF9); zero for 8 digits."""
+    return ((chunk & _LOW_NIBBLES) | (((chunk + _SIXES) & _LOW_NIBBLES) >> _U4)) ^ _THREES
+
+
+@numba.njit(inline="always")
 def _digit_run(chunk):  # pragma: no cover - compiled
     """How many of a loaded chunk's bytes, from the first, are digits (0 to 8). A carry out of a byte above 0xF9
     only reaches bytes after it, so the first non-digit byte is found exactly."""
-    misses = ((chunk & _LOW_NIBBLES) | (((chunk + _SIXES) & _LOW_NIBBLES) >> _U4)) ^ _THREES
-    return _trailing_zeros(misses) >> 3
+    return _trailing_zeros(_not_digits(chunk)) >> 3
 
 
 @numba.njit(inline="always")
@@ -224,7 +231,7 @@ def _digits(buf, i, end, w):  # pragma: no cover - compiled
     """Read the run of digits from i (before end) into w (w * 10**run + the run, wrapping): (new i, new w)."""
     while i + 16 <= end:  # 16 digits in two independent halves
         first, second = _load8(buf, i), _load8(buf, i + 8)
-        if _digit_run(first) + _digit_run(second) != 16:
+        if _not_digits(first) | _not_digits(second) != _U0:
             break
         w = w * _TEN_SIXTEEN + (_eight_value(first) * _HUNDRED_MILLION + _eight_value(second))
         i += 16
