@@ -115,3 +115,9 @@ def test_bench_mindspore_dump_reads_and_compares_a_small_pair_again_when_kept(tm
     assert "float16 npu tensors" in first and "compare with the float32 dump" in first and "processor" in first
     again = run_bench("bench_mindspore_dump.py", "--keep", str(keep), "--read-only")
     assert "written before" in again and "read the npu dump" in again and "compare with" not in again
+
+
+def test_bench_jsonnum_parses_and_compares():
+    out = run_bench("bench_jsonnum.py", "--count", "3000", "--rounds", "1")
+    for line in ("parse_numbers", "scan + parse", "msgspec", "orjson"):
+        assert f"  {line} " in out
