@@ -11,13 +11,15 @@ tokens). The decimal significand is read into a uint64 (at most 19 significant d
   of the value and whether they are certain. The approximation is the integer part of the exact scaled power, so
   the exact product lies in ``[computed, computed + 2**64)`` at the product's 192-bit scale (exactly the computed
   one for the powers of five that fit in 128 bits); a carry from that gap into the kept bits is reported as
-  undecided, a tie to even is taken only where the product is exact.
+  undecided (after one exact check: for 10**-27 <= 10**q < 1 with 5**-q dividing the significand the value is an
+  integer times 2**q), a tie to even is taken only where the product is exact. The 64 x 64 -> 128-bit products are
+  LLVM's i128 multiply (one instruction on x86-64), the leading-zero count its ctlz.
 * more than 19 significant digits: the value lies strictly between the results for the truncated significand w and
   w + 1; when both round to the same double that double is the answer, else the token is undecided.
 
 Status codes: `NUMBER` (0), `NOT_NUMBER` (1: empty, a leading ``+``, ``NaN``, ``01``, ``1.``, ``.5`` ...) and
 `UNDECIDED` (2: a truncated significand that straddles a rounding boundary, a magnitude that rounds to infinity, an
-exponent of more than eight digits).
+exponent of 100,000,000 or more with a nonzero significand).
 """
 
 from __future__ import annotations
@@ -68,8 +70,8 @@ def _powers_of_five() -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
 _POW5_HIGH, _POW5_LOW, _POW2, _EXACT_MAX = _powers_of_five()
 _EXACT_FIRST = max(q for q in range(_EXACT_MAX + 1) if _POW5_LOW[q - _MIN_Q] == 0)
 _POW10 = np.array([10.0 ** k for k in range(23)])
-_POW10_INT = np.array([10 ** k for k in range(9)], np.uint64)
 """The powers of ten that are exact doubles (Clinger's fast path)."""
+_POW10_INT = np.array([10 ** k for k in range(9)], np.uint64)
 
 _NUMBER_BYTES = np.zeros(256, np.bool_)
 _NUMBER_BYTES[np.frombuffer(b"0123456789+-.eE", np.uint8)] = True
