@@ -1,0 +1,65 @@
+"""Parsing a million msprobe node ids: `naming.parse_node_ids` against the compiled `naming_compiled.parse_joined`.
+
+    python bench/bench_names.py [--construct /tmp/graphcmp_synth/1m/npu/construct.json] [--repeat 5]
+
+Reads the node ids (the keys of a construct.json, `bench/make_synthetic.py` writes one), checks that both give the
+same columns, then prints the median of `--repeat` timed calls of each, after one call that loads the compiled code
+(the first call and the numba import are printed apart). `parse_joined` is timed from the list of str to the
+columns, the joined buffer and each op's string included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from graphcmp.core.readers.naming import parse_node_ids  # noqa: E402
+
+
+def timed(call, repeat: int) -> float:
+    """Median seconds of `repeat` calls."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--construct", type=Path, default=Path("/tmp/graphcmp_synth/1m/npu/construct.json"))
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    ids = list(orjson.loads(args.construct.read_bytes()))
+    start = time.perf_counter()
+    from graphcmp.core.readers.naming_compiled import parse_joined
+    loaded = time.perf_counter() - start
+    start = time.perf_counter()
+    parse_joined(ids[:3])
+    first = time.perf_counter() - start
+    counters: list[int] = []
+    kinds, ops, directions = parse_node_ids(ids, counters=counters)
+    columns = parse_joined(ids)
+    same = (np.array_equal(columns[0], kinds) and columns[1] == ops and np.array_equal(columns[2], directions)
+            and np.array_equal(columns[3], counters))
+    print(f"{len(ids):,} ids, {sum(map(len, ids)) / len(ids):.1f} characters each, {len(set(ops)):,} distinct ops; "
+          f"same columns: {same}")
+    print(f"numba and the module: {loaded:.3f} s, first call (cached code loaded): {first:.3f} s")
+    python = timed(lambda: parse_node_ids(ids, counters=[]), args.repeat)
+    compiled = timed(lambda: parse_joined(ids), args.repeat)
+    print(f"parse_node_ids: {python:.3f} s   parse_joined: {compiled:.3f} s   ({python / compiled:.1f}x), "
+          f"median of {args.repeat}")
+
+
+if __name__ == "__main__":
+    main()
