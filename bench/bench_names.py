@@ -1,11 +1,12 @@
 """Parsing a million msprobe node ids: `naming.parse_node_ids` against the compiled `naming_compiled.parse_joined`.
 
-    python bench/bench_names.py [--construct /tmp/graphcmp_synth/1m/npu/construct.json] [--repeat 5]
+    python bench/bench_names.py [--construct /tmp/graphcmp_synth/1m/npu/construct.json] [--dump DUMP] [--repeat 5]
 
-Reads the node ids (the keys of a construct.json, `bench/make_synthetic.py` writes one), checks that both give the
-same columns, then prints the median of `--repeat` timed calls of each, after one call that loads the compiled code
-(the first call and the numba import are printed apart). `parse_joined` is timed from the list of str to the
-columns, the joined buffer and each op's string included.
+Reads the node ids (the keys of a construct.json, `bench/make_synthetic.py` writes one, or of a dump.json's
+data), checks that both give the same columns, then prints the median of `--repeat` timed calls of each, after one
+call that loads the compiled code (the first call and the numba import are printed apart). `parse_joined` is timed
+from the list of str to the columns, the joined buffer and each op's string included; `parse_id_columns` from a
+buffer already joined (what a reader holding the ids as bytes calls).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import statistics
 import sys
 import time
+from itertools import cycle, islice
 from pathlib import Path
 
 import numpy as np
@@ -38,11 +40,18 @@ def timed(call, repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--construct", type=Path, default=Path("/tmp/graphcmp_synth/1m/npu/construct.json"))
+    parser.add_argument("--dump", type=Path, help="take the keys of this dump.json's data instead")
+    parser.add_argument("--count", type=int, help="this many ids: the ids read, cycled (or cut) to the count")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    ids = list(orjson.loads(args.construct.read_bytes()))
+    if args.dump is not None:
+        ids = list(orjson.loads(args.dump.read_bytes())["data"])
+    else:
+        ids = list(orjson.loads(args.construct.read_bytes()))
+    if args.count is not None:
+        ids = list(islice(cycle(ids), args.count))
     start = time.perf_counter()
-    from graphcmp.core.readers.naming_compiled import parse_joined
+    from graphcmp.core.readers.naming_compiled import parse_id_columns, parse_joined
     loaded = time.perf_counter() - start
     start = time.perf_counter()
     parse_joined(ids[:3])
@@ -57,8 +66,12 @@ def main() -> None:
     print(f"numba and the module: {loaded:.3f} s, first call (cached code loaded): {first:.3f} s")
     python = timed(lambda: parse_node_ids(ids, counters=[]), args.repeat)
     compiled = timed(lambda: parse_joined(ids), args.repeat)
-    print(f"parse_node_ids: {python:.3f} s   parse_joined: {compiled:.3f} s   ({python / compiled:.1f}x), "
-          f"median of {args.repeat}")
+    buf = np.frombuffer("\n".join(ids).encode("utf-8", "surrogatepass"), np.uint8)
+    breaks = np.flatnonzero(buf == 10)
+    starts, ends = np.r_[0, breaks + 1], np.r_[breaks, len(buf)]
+    columns_only = timed(lambda: parse_id_columns(buf, starts, ends, ids), args.repeat)
+    print(f"parse_node_ids: {python:.3f} s   parse_joined: {compiled:.3f} s   ({python / compiled:.1f}x)   "
+          f"parse_id_columns on the joined buffer: {columns_only:.3f} s   (median of {args.repeat})")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ _API, _MODULE, _PARAM_GRAD = int(NodeKind.API), int(NodeKind.MODULE), int(NodeKi
 _FORWARD, _BACKWARD = int(Direction.FORWARD), int(Direction.BACKWARD)
 _UNDECIDED = -1
 """Op code of an id the compiled pass leaves to `parse_node_ids`."""
+_NOT_DECIDED = (-1, -1, -1, -1, -1)
+"""`_rule`'s answer for an id it leaves to `parse_node_ids`."""
 
 _FORWARD_BYTES = np.frombuffer(b"forward", np.uint8)
 _BACKWARD_BYTES = np.frombuffer(b"backward", np.uint8)
@@ -151,42 +153,40 @@ def _dot_before(buf, start, end):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _rule(buf, start, end, plain, out):  # pragma: no cover - compiled
-    """The fast rule of `parse_node_ids` on the id at bytes [start, end): writes (kind, direction, counter, op
-    start, op end) into `out` and returns True, or returns False for an id it does not decide. `plain`: the id
-    is known to be ASCII without a newline."""
+def _rule(buf, start, end, plain):  # pragma: no cover - compiled
+    """The fast rule of `parse_node_ids` on the id at bytes [start, end): (kind, direction, counter, op start,
+    op end), kind -1 for an id it does not decide. `plain`: the id is known to be ASCII without a newline."""
     d1 = _dot_before(buf, start, end)  # the last three dots, d3 < d2 < d1: rsplit(".", 3)
     d2 = _dot_before(buf, start, d1) if d1 > start else -1
     d3 = _dot_before(buf, start, d2) if d2 > start else -1
     if d3 < 0 or d2 == d3 + 1 or not (plain or _plain(buf, start, end)):  # fewer than four parts, or an empty op
-        return False
+        return _NOT_DECIDED
     direction = _direction(buf, d1 + 1, end)
     if direction >= 0:  # <api>.<name>.<n>.<dir>
         counter = _counter(buf, d2 + 1, d1)
         if counter < 0 or not _first_part_identifier(buf, start, d3):
-            return False
+            return _NOT_DECIDED
         kind = _API
     else:  # <Module>.<path>.<cls>.<dir>.<n> or <Module>.<path>.<cls>.parameters_grad.<n>
         counter = _counter(buf, d1 + 1, end)
         if counter < 0:
-            return False
+            return _NOT_DECIDED
         if _starts_with(buf, start, end, _MODULE_PREFIX):
             first_dot = start + len(_MODULE_PREFIX) - 1
         elif _starts_with(buf, start, end, _CELL_PREFIX):
             first_dot = start + len(_CELL_PREFIX) - 1
         else:
-            return False
+            return _NOT_DECIDED
         if first_dot + 1 >= d3:  # the head (before d3) is no "<prefix>.<something>"
-            return False
+            return _NOT_DECIDED
         direction = _direction(buf, d2 + 1, d1)
         if direction >= 0:
             kind = _MODULE
         elif _equals(buf, d2 + 1, d1, _PARAMETERS_GRAD_BYTES):
             kind, direction = _PARAM_GRAD, _BACKWARD
         else:
-            return False
-    out[0], out[1], out[2], out[3], out[4] = kind, direction, counter, d3 + 1, d2
-    return True
+            return _NOT_DECIDED
+    return kind, direction, counter, d3 + 1, d2
 
 
 @numba.njit(cache=True, nogil=True)
@@ -198,6 +198,17 @@ def _hash(buf, start, end):  # pragma: no cover - compiled
         h = ((h << np.uint64(7)) | (h >> np.uint64(57))) ^ np.uint64(buf[k])
     h *= _MIX
     return h ^ (h >> np.uint64(32))
+
+
+@numba.njit(cache=True, nogil=True)
+def _same(buf, start, end, other_start, other_end):  # pragma: no cover - compiled
+    """Whether bytes [start, end) and [other_start, other_end) of `buf` are equal."""
+    if end - start != other_end - other_start:
+        return False
+    for k in range(end - start):  # noqa: SIM110 - a generator is no compiled loop
+        if buf[start + k] != buf[other_start + k]:
+            return False
+    return True
 
 
 @numba.njit(cache=True, nogil=True)
@@ -227,14 +238,13 @@ def _parse_spans(buf, starts, ends):  # pragma: no cover - compiled
     hashes = np.empty(n, np.uint64)
     table = np.full(_FIRST_TABLE, -1, np.int64)
     count = 0
-    out = np.empty(5, np.int64)
     plain = _all_plain(buf, starts, ends)
     for i in range(n):
-        if not _rule(buf, starts[i], ends[i], plain, out):
-            kinds[i], directions[i], counters[i], codes[i] = -1, -1, -1, _UNDECIDED
+        kind, direction, counter, op_start, op_end = _rule(buf, starts[i], ends[i], plain)
+        kinds[i], directions[i], counters[i] = kind, direction, counter
+        if kind < 0:
+            codes[i] = _UNDECIDED
             continue
-        kinds[i], directions[i], counters[i] = out[0], out[1], out[2]
-        op_start, op_end = out[3], out[4]
         h = _hash(buf, op_start, op_end)
         mask = np.uint64(len(table) - 1)
         slot = h & mask
@@ -248,7 +258,7 @@ def _parse_spans(buf, starts, ends):  # pragma: no cover - compiled
                 if 2 * count > len(table):
                     table = _grown(table, hashes, count)
                 break
-            if hashes[code] == h and _equals(buf, op_start, op_end, buf[first_start[code]:first_end[code]]):
+            if hashes[code] == h and _same(buf, op_start, op_end, first_start[code], first_end[code]):
                 break
             slot = (slot + np.uint64(1)) & mask
         codes[i] = code
