@@ -121,3 +121,8 @@ def test_bench_jsonnum_parses_and_compares():
     out = run_bench("bench_jsonnum.py", "--count", "3000", "--rounds", "1")
     for line in ("parse_numbers", "scan + parse", "msgspec", "orjson"):
         assert f"  {line} " in out
+
+def test_bench_names_checks_the_compiled_ids_against_parse_node_ids():
+    construct = samples_dir() / "msprobe" / "tf_small" / "perturb" / "step0" / "rank0" / "construct.json"
+    out = run_bench("bench_names.py", "--construct", str(construct), "--count", "1000", "--repeat", "1")
+    assert "1,000 ids" in out and "same columns: True" in out and "parse_id_columns" in out
