@@ -122,6 +122,7 @@ def test_bench_jsonnum_parses_and_compares():
     for line in ("parse_numbers", "scan + parse", "msgspec", "orjson"):
         assert f"  {line} " in out
 
+
 def test_bench_names_checks_the_compiled_ids_against_parse_node_ids():
     construct = samples_dir() / "msprobe" / "tf_small" / "perturb" / "step0" / "rank0" / "construct.json"
     out = run_bench("bench_names.py", "--construct", str(construct), "--count", "1000", "--repeat", "1")
