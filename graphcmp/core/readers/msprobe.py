@@ -86,7 +86,7 @@ def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUN
     missing: list[str] = []
     with gc_paused():
         if chunk_bytes is not None and (streamed := _read_dump_streamed(folder, chunk_bytes, compiled)) is not None:
-            builder, info = _streamed_nodes(folder, streamed, missing)
+            builder, info = _streamed_nodes(folder, streamed[0], missing, compiled=streamed[1])
             del streamed  # its table of the dump's ids is not needed to build: free before the columns are made
             return _built(builder, info)
         dump = _read_part(folder / DUMP_FILE, missing, required=True)
@@ -97,8 +97,9 @@ def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUN
 
 def _read_dump_streamed(
     folder: Path, chunk_bytes: int, compiled: bool | None
-) -> tuple[HierarchyBuilder, dict[str, Any], dict[str, int], bool] | None:
-    """`_read_dump_chunked`, or the compiled pass's same result when it is asked for or the file is large enough."""
+) -> tuple[tuple[HierarchyBuilder, dict[str, Any], dict[str, int], bool], bool] | None:
+    """`_read_dump_chunked`, or the compiled pass's same result when it is asked for or the file is large enough;
+    and whether the compiled pass read it."""
     if compiled is None:
         try:
             compiled = (folder / DUMP_FILE).stat().st_size >= COMPILED_FROM_BYTES
@@ -108,8 +109,9 @@ def _read_dump_streamed(
         from graphcmp.core.readers.msprobe_scan import read_dump_compiled  # see tests/test_layers.py: LAZY_IMPORTS
 
         if (walked := read_dump_compiled(folder)) is not None:
-            return walked
-    return _read_dump_chunked(folder, chunk_bytes)
+            return walked, True
+    chunked = _read_dump_chunked(folder, chunk_bytes)
+    return None if chunked is None else (chunked, False)
 
 
 def _read_dump_chunked(
@@ -147,14 +149,15 @@ def _read_dump_chunked(
 
 
 def _streamed_nodes(folder: Path, streamed: tuple[HierarchyBuilder, dict[str, Any], dict[str, int], bool],
-                    missing: list[str]) -> tuple[HierarchyBuilder, RunInfo]:
+                    missing: list[str], *, compiled: bool = False) -> tuple[HierarchyBuilder, RunInfo]:
     """`_add_nodes` on what `_read_dump_chunked` gave, with construct.json and stack.json read here: the parsed
     documents are freed when this returns, before the builder makes the run's columns (the read's peak: 11 % lower
     at 200k nodes)."""
     builder, header, data, md5 = streamed
     construct = _read_construct(folder / CONSTRUCT_FILE, missing)
     stack = _read_part(folder / STACK_FILE, missing)
-    info = _add_nodes(builder, header, data, construct, stack, source=str(folder), notes=missing, md5=lambda: md5)
+    info = _add_nodes(builder, header, data, construct, stack, source=str(folder), notes=missing, md5=lambda: md5,
+                      compiled=compiled)
     return builder, info
 
 
@@ -319,13 +322,15 @@ def _add_nodes(
     notes: list[str],
     md5: Callable[[], bool],
     add_tensors: Callable[[HierarchyBuilder], None] | None = None,
+    compiled: bool = False,
 ) -> RunInfo:
     """Add the nodes (ids and order from `data`: each dump.json id and its position there), tensors (already in
     `builder`, or `add_tensors`) and stacks to `builder`; return the run's `RunInfo`.
 
-    `md5` tells whether the first tensor record has an md5 (called last: records are checked first).
+    `md5` tells whether the first tensor record has an md5 (called last: records are checked first). `compiled`: numba
+    is loaded (the compiled pass read dump.json), so the node ids are parsed by its compiled parser too.
     """
-    structure = _structure(construct or {}, data, source)
+    structure = _structure(construct or {}, data, source, compiled=compiled)
     builder.add_nodes(*structure.columns)
     notes.extend(structure.notes)
     if not data:  # a dump of nothing: said, so that the run is never taken for a whole one
@@ -393,7 +398,8 @@ def reusing_structure() -> Iterator[None]:
         reuse.last = reuse.parsed = None
 
 
-def _structure(construct: Mapping[str, Any], data: Mapping[str, int], source: str) -> _Structure:
+def _structure(construct: Mapping[str, Any], data: Mapping[str, int], source: str, *,
+               compiled: bool = False) -> _Structure:
     """The node columns of `construct` and `data`'s ids (each dump.json id and its position there; the previous
     read's columns when they are the same, see `reusing_structure`)."""
     reuse = _REUSE.get()
@@ -402,7 +408,7 @@ def _structure(construct: Mapping[str, Any], data: Mapping[str, int], source: st
         return reuse.last
     notes: list[str] = []
     ids, seq, dump_only, order, has_data = _sequence(construct, data)
-    kinds, ops, directions = parse_node_ids(ids)
+    kinds, ops, directions = _parsed_ids(ids, compiled)
     parents = _parents(construct, data, [(ids[r], kinds[r]) for r in dump_only], source, notes)
     # construct's own parents come first in `parents`, in its order: placed by `order`, not looked up one by one
     parent_of = list(islice(parents.values(), len(construct)))
@@ -417,6 +423,16 @@ def _structure(construct: Mapping[str, Any], data: Mapping[str, int], source: st
     if reuse is not None:  # the text now lives in the structure, or not at all
         reuse.last, reuse.parsed = (structure if kept else None), None
     return structure
+
+
+def _parsed_ids(ids: list[str], compiled: bool) -> tuple[list[int], list[str], list[int]]:
+    """`parse_node_ids` of the ids; by the compiled parser when numba is loaded already (the same columns)."""
+    if not compiled:
+        return parse_node_ids(ids)
+    from graphcmp.core.readers.naming_compiled import parse_joined  # see tests/test_layers.py: LAZY_IMPORTS
+
+    kinds, ops, directions, _ = parse_joined(ids)
+    return kinds.tolist(), ops, directions.tolist()
 
 
 def _read_construct(path: Path, missing: list[str]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from graphcmp.core.jsonio import LayoutMismatch, loads_object
 from graphcmp.core.jsonnum import parse_number, scan_number
 from graphcmp.core.readers.msprobe_leaves import DUMP_FILE, Leaves, add_leaves, collect_record, md5_flag
 from graphcmp.core.readers.msprobe_schema import file_name, leaf_row
-from graphcmp.core.readers.naming import parse_node_ids
+from graphcmp.core.readers.naming_compiled import parse_id_columns
 from graphcmp.core.records import NodeKind, Role
 from graphcmp.core.texts import TextCodes
 
@@ -49,7 +49,8 @@ WINDOW_BYTES = 64 << 20
 _DONE, _PAUSE, _GROW, _BAD = 0, 1, 2, 3
 # `state`: where the walk is and how much of each output it filled
 (_PHASE, _POS, _RECORDS, _LEAVES, _ODD, _ID_BYTES, _HEAP_BYTES, _ODD_BYTES, _ENTRIES, _HEADER, _DATA_SEEN,
- _STATE_SIZE) = range(12)
+ _RECENT) = range(12)
+_STATE_SIZE = _RECENT + 5  # _RECENT + tag: the text last interned with that tag (consecutive leaves share most)
 # the int32 columns of a leaf row
 _NODE, _ROLE, _SLOT, _DTYPE, _SHAPE, _MD5, _FILE, _VALUE, _GRAD, _FLAGS, _COLUMNS = range(11)
 _HAS_DTYPE = 1  # _FLAGS: the leaf has a "dtype" key (`md5_flag` looks for the first such leaf)
@@ -206,17 +207,24 @@ def _hash(buf, s, e, tag):  # pragma: no cover - compiled
 @numba.njit(cache=True, nogil=True, _nrt=False)
 def _intern(buf, s, e, tag, table, hashes, entries, heap, state):  # pragma: no cover - compiled
     """The code of the text buf[s:e] with `tag`, added to the table when new; _FULL when the table or heap is."""
+    recent = state[_RECENT + tag]
+    if recent >= 0 and _same(buf, s, e, heap, entries[recent, 0], entries[recent, 1]):
+        return recent
     h = _hash(buf, s, e, tag)
     mask = table.size - 1
     i = np.int64(h & np.uint64(mask))
     while True:
         code = table[i]
         if code < 0:
-            return _insert(buf, s, e, tag, h, i, table, hashes, entries, heap, state)
+            code = _insert(buf, s, e, tag, h, i, table, hashes, entries, heap, state)
+            break
         if hashes[code] == h and entries[code, 2] == tag and _same(buf, s, e, heap, entries[code, 0],
                                                                     entries[code, 1]):
-            return code
+            break
         i = (i + 1) & mask
+    if code >= 0:
+        state[_RECENT + tag] = code
+    return code
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
@@ -819,6 +827,7 @@ class _Outputs:
 
     def __init__(self, size: int) -> None:
         self.state = np.zeros(_STATE_SIZE, np.int64)
+        self.state[_RECENT:] = -1
         self.seen = np.zeros(256, np.int64)  # the keyword slots of a dict (`_named_slot`)
         self.scratch = np.zeros(48, np.uint8)  # the slot text of a list inside a list
         self.header = np.zeros((_TOP_KEYS, 2), np.int64)
@@ -836,8 +845,8 @@ class _Outputs:
         self.heap = np.zeros(1 << 20, np.uint8)
 
     def arguments(self) -> tuple[np.ndarray, ...]:
-        return (self.state, self.seen, self.scratch, self.header, self.records, self.id_heap, self.odd, self.odd_heap, self.rows, self.stats,
-                self.present, self.table, self.hashes, self.entries, self.heap)
+        return (self.state, self.seen, self.scratch, self.header, self.records, self.id_heap, self.odd, self.odd_heap,
+                self.rows, self.stats, self.present, self.table, self.hashes, self.entries, self.heap)
 
     def grow(self) -> None:
         """Double what is more than half full (everything, when nothing is: one record needs more than half)."""
@@ -949,7 +958,8 @@ def _columns(out: _Outputs, header: dict[str, Any], source: str) -> tuple[Hierar
     if len(data) != len(ids):
         return None  # an id recorded twice: the chunked read says which
     grads = np.flatnonzero(records[:, 2] & 2)
-    if grads.size and (np.array(parse_node_ids([ids[k] for k in grads.tolist()])[0]) != int(NodeKind.PARAM_GRAD)).any():
+    if grads.size and (parse_id_columns(out.id_heap, records[grads, 0], records[grads, 1],
+                                        [ids[k] for k in grads.tolist()])[0] != int(NodeKind.PARAM_GRAD)).any():
         return None  # "parameters_grad" in the id of a call: read as the plain route reads it
     builder = HierarchyBuilder()
     n = int(state[_LEAVES])
