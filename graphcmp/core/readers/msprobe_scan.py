@@ -26,6 +26,7 @@ from pathlib import Path
 from sys import intern
 from typing import Any
 
+import msgspec
 import numba
 import numpy as np
 import orjson
@@ -68,6 +69,7 @@ _ROLE_CODES = np.array([_INPUT, _INPUT, _INPUT, _OUTPUT, _PARAM], np.int32)
 _LEAF_KEYS = (b"type", b"dtype", b"shape", b"Max", b"Min", b"Mean", b"Norm", b"requires_grad", b"md5", b"data_name",
               b"value")
 _TOP_KEYS = 64  # top-level members of dump.json besides "data" that the walk records
+_FIRST_SCALE = 1.0  # of the outputs' first capacities (the tests make them tiny, so that they grow)
 
 
 def _key_table(keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -826,23 +828,26 @@ class _Outputs:
     """The arrays `_scan` fills, grown (and the text table rehashed) when it asks."""
 
     def __init__(self, size: int) -> None:
+        def first(count: int) -> int:  # capacities guessed from the file's size; grown when short
+            return max(2, int(count * _FIRST_SCALE))
+
         self.state = np.zeros(_STATE_SIZE, np.int64)
         self.state[_RECENT:] = -1
         self.seen = np.zeros(256, np.int64)  # the keyword slots of a dict (`_named_slot`)
         self.scratch = np.zeros(48, np.uint8)  # the slot text of a list inside a list
         self.header = np.zeros((_TOP_KEYS, 2), np.int64)
-        self.records = np.zeros((size // 256 + 1024, 3), np.int64)
-        self.id_heap = np.zeros(size // 8 + 4096, np.uint8)
-        self.odd = np.zeros((1024, 3), np.int64)
-        self.odd_heap = np.zeros(1 << 20, np.uint8)
-        leaves = size // 128 + 1024
+        self.records = np.zeros((first(size // 256 + 1024), 3), np.int64)
+        self.id_heap = np.zeros(first(size // 8 + 4096), np.uint8)
+        self.odd = np.zeros((first(1024), 3), np.int64)
+        self.odd_heap = np.zeros(first(1 << 20), np.uint8)
+        leaves = first(size // 128 + 1024)  # np.zeros: pages never written are never resident
         self.rows = np.zeros((leaves, _COLUMNS), np.int32)
         self.stats = np.zeros((leaves, 4), np.float64)
         self.present = np.zeros((leaves, 4), np.bool_)
-        self.table = np.full(1 << 16, -1, np.int64)
-        self.hashes = np.zeros(1 << 15, np.uint64)
-        self.entries = np.zeros((1 << 15, 3), np.int64)
-        self.heap = np.zeros(1 << 20, np.uint8)
+        self.hashes = np.zeros(first(1 << 15), np.uint64)
+        self.entries = np.zeros((len(self.hashes), 3), np.int64)
+        self.table = np.full(_table_size(len(self.hashes)), -1, np.int64)
+        self.heap = np.zeros(first(1 << 20), np.uint8)
 
     def arguments(self) -> tuple[np.ndarray, ...]:
         return (self.state, self.seen, self.scratch, self.header, self.records, self.id_heap, self.odd, self.odd_heap,
@@ -861,10 +866,15 @@ class _Outputs:
                 self.rows, self.stats, self.present = (_doubled(a) for a in (self.rows, self.stats, self.present))
             elif name == "hashes":
                 self.hashes, self.entries = _doubled(self.hashes), _doubled(self.entries)
-                self.table = np.full(2 * self.hashes.size, -1, np.int64)
+                self.table = np.full(_table_size(self.hashes.size), -1, np.int64)
                 _rehash(self.table, self.hashes, state[_ENTRIES])
             else:
                 setattr(self, name, _doubled(getattr(self, name)))
+
+
+def _table_size(entries: int) -> int:
+    """Slots of the text table for `entries` texts: a power of two, at most half full."""
+    return 1 << (2 * entries - 1).bit_length()
 
 
 def _doubled(array: np.ndarray) -> np.ndarray:
@@ -989,8 +999,8 @@ def _other_leaves(rows: np.ndarray, names: list[str], stats: np.ndarray, present
     other = np.flatnonzero(rows[:, _FLAGS] & _OTHER_LEAF)
     codes = {name: rows[:, column].copy() for name, column in _TEXT_COLUMNS.items()}
     if other.size:
-        distinct, which = np.unique(rows[other, _VALUE], return_inverse=True)
-        made = [leaf_row(loads_object(names[k].encode())) for k in distinct.tolist()]
+        distinct, which = _distinct(rows[other, _VALUE], len(names))
+        made = [leaf_row(_plain(names[k].encode())) for k in distinct.tolist()]
         for k, name in enumerate(_TEXT_COLUMNS):
             codes[name][other] = len(names) + which
             names.extend(row[k] for row in made)
@@ -998,6 +1008,16 @@ def _other_leaves(rows: np.ndarray, names: list[str], stats: np.ndarray, present
         present[other] = np.array([[v is not None for v in row] for row in values], bool)[which]
         stats[other] = np.array([[0.0 if v is None else v for v in row] for row in values], np.float64)[which]
     return {name: _texts(column, names) for name, column in codes.items()}
+
+
+def _distinct(codes: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(codes, return_inverse=True)`` of codes in [0, count), without a sort."""
+    used = np.zeros(count, bool)
+    used[codes] = True
+    distinct = np.flatnonzero(used)
+    number = np.zeros(count, np.int64)
+    number[distinct] = np.arange(distinct.size)
+    return distinct, number[codes]
 
 
 def _ids(heap: np.ndarray, records: np.ndarray) -> list[str]:
@@ -1066,7 +1086,19 @@ def _odd_records(heap: np.ndarray, odd: np.ndarray) -> dict[str, Any]:
     if not len(odd):
         return {}
     texts = [heap[start:end].tobytes() for start, end, _ in odd.tolist()]
-    return loads_object(b"{" + b",".join(texts) + b"}")
+    return _plain(b"{" + b",".join(texts) + b"}")
+
+
+def _plain(text: bytes) -> dict[str, Any]:
+    """A JSON object as plain values: integers of any size kept (msgspec, as the typed route reads them), bare
+    NaN/Infinity read where JSON has none (`loads_object`)."""
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return loads_object(text)
+    if not isinstance(value, dict):
+        raise LayoutMismatch("not an object")
+    return value
 
 
 def _md5(rows: np.ndarray, odd: np.ndarray, odd_records: dict[str, Any], ids: list[str], source: str) -> bool:
