@@ -88,14 +88,14 @@ _NULL, _TRUE, _FALSE, _NAN, _INFINITY, _MINUS_INFINITY = (np.frombuffer(word, np
     b"null", b"true", b"false", b"NaN", b"Infinity", b"-Infinity"))
 
 
-@numba.njit(inline="always", _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _ws(buf, p, n):  # pragma: no cover - compiled
     while p < n and (buf[p] == 32 or buf[p] == 10 or buf[p] == 13 or buf[p] == 9):
         p += 1
     return p
 
 
-@numba.njit(inline="always", _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _string_end(buf, p, n):  # pragma: no cover - compiled
     """The position of the closing quote of the string whose opening quote is at p - 1 (or -1), and whether it
     holds an escape."""
@@ -114,7 +114,7 @@ def _string_end(buf, p, n):  # pragma: no cover - compiled
     return -1, escaped
 
 
-@numba.njit(inline="always", _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _same(buf, s, e, table, lo, hi):  # pragma: no cover - compiled
     if e - s != hi - lo:
         return False
@@ -124,7 +124,7 @@ def _same(buf, s, e, table, lo, hi):  # pragma: no cover - compiled
     return True
 
 
-@numba.njit(inline="always", _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _key_index(buf, s, e, table, offsets):  # pragma: no cover - compiled
     for k in range(offsets.size - 1):
         if _same(buf, s, e, table, offsets[k], offsets[k + 1]):
@@ -132,7 +132,7 @@ def _key_index(buf, s, e, table, offsets):  # pragma: no cover - compiled
     return -1
 
 
-@numba.njit(inline="always", _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _holds(buf, s, e, word, fold):  # pragma: no cover - compiled
     """Whether buf[s:e] holds `word` (ASCII letters of the text folded to lower case when `fold`)."""
     m = word.size
@@ -150,7 +150,7 @@ def _holds(buf, s, e, word, fold):  # pragma: no cover - compiled
     return False
 
 
-@numba.njit(inline="always", _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _literal(buf, p, n, word):  # pragma: no cover - compiled
     """The end of the literal `word` (bytes as a uint8 array: true, false, null ...) at p, or -1."""
     m = word.size
@@ -191,14 +191,14 @@ def _value_end(buf, p, n):  # pragma: no cover - compiled
     return p if depth == 0 else -1
 
 
-@numba.njit(inline="always", _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _copy(target, at, source, s, e):  # pragma: no cover - compiled
     """target[at:at + e - s] = source[s:e], without the runtime a slice assignment needs."""
     for k in range(e - s):
         target[at + k] = source[s + k]
 
 
-@numba.njit(inline="always", _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _hash(buf, s, e, tag):  # pragma: no cover - compiled
     h = np.uint64(0xCBF29CE484222325) ^ np.uint64(tag)
     for k in range(s, e):
@@ -246,7 +246,7 @@ def _insert(buf, s, e, tag, h, i, table, hashes, entries, heap, state):  # pragm
     return code
 
 
-@numba.njit(inline="always", _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _statistic(buf, p, n):  # pragma: no cover - compiled
     """(end, value, present, is bool) of a statistic's value at p; end is _ODD_RECORD or _BROKEN when it is none."""
     c = buf[p]
@@ -416,7 +416,7 @@ def _emit(buf, p, n, node, role, slot, rows, stats, present, table, hashes, entr
     return end
 
 
-@numba.njit(inline="always", _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _named_slot(buf, s, e, seen, count, table, hashes, entries, heap, state):  # pragma: no cover - compiled
     """(0, the slot of a keyword: its interned name as -(code + 1)); (_ODD_RECORD, 0) when the dict names it twice (a
     parser keeps the last value at the first place) or has more keys than `seen` holds; (_FULL, 0)."""
@@ -493,7 +493,7 @@ def _named_leaves(buf, p, n, node, role, grads, seen, rows, stats, present, tabl
         return _BROKEN
 
 
-@numba.njit(inline="always", _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _digits(scratch, at, value):  # pragma: no cover - compiled
     """Write `value`'s decimal digits at `at`; the position after them."""
     count = 1
@@ -597,7 +597,7 @@ def _listed_leaves(buf, p, n, node, role, outer, scratch, rows, stats, present, 
         return _BROKEN
 
 
-@numba.njit(inline="always", _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _digit_count(value):  # pragma: no cover - compiled
     count = 1
     while value >= 10:
@@ -606,7 +606,7 @@ def _digit_count(value):  # pragma: no cover - compiled
     return count
 
 
-@numba.njit(inline="always", _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _plain_value_end(buf, p, n):  # pragma: no cover - compiled
     """The end of a checked string, number or literal at p; _ODD_RECORD for a container, _BROKEN for bad JSON."""
     c = buf[p]
