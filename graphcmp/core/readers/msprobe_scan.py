@@ -978,7 +978,7 @@ def _columns(out: _Outputs, header: dict[str, Any], source: str) -> tuple[Hierar
     stats, present = out.stats[:n], out.present[:n]
     texts = _other_leaves(rows, names, stats, present)
     builder.add_tensors(TextCodes(rows[:, _NODE].copy(), ids), rows[:, _ROLE].astype(np.int8),
-                        _slots(rows[:, _SLOT], names), **texts, stats=stats, present=present,
+                        _slots(rows, names), **texts, stats=stats, present=present,
                         requires_grad=rows[:, _GRAD].astype(np.int8))
     odd = out.odd[:state[_ODD]]
     odd_records = _odd_records(out.odd_heap, odd)
@@ -995,19 +995,50 @@ _TEXT_COLUMNS = {"dtype": _DTYPE, "shape": _SHAPE, "md5": _MD5, "file": _FILE, "
 
 def _other_leaves(rows: np.ndarray, names: list[str], stats: np.ndarray, present: np.ndarray) -> dict[str, TextCodes]:
     """The text columns, with the rows of the leaves that are no tensor made by `leaf_row` of their text (once per
-    distinct text) and their statistics set; `names` gets the texts these rows use appended."""
+    distinct text) and their statistics set."""
     other = np.flatnonzero(rows[:, _FLAGS] & _OTHER_LEAF)
-    codes = {name: rows[:, column].copy() for name, column in _TEXT_COLUMNS.items()}
+    made: list[tuple] = []
+    leaf_of = np.zeros(len(names) + 1, np.int64)  # each interned leaf text's row of `made`
     if other.size:
         distinct, which = _distinct(rows[other, _VALUE], len(names))
         made = [leaf_row(_plain(names[k].encode())) for k in distinct.tolist()]
-        for k, name in enumerate(_TEXT_COLUMNS):
-            codes[name][other] = len(names) + which
-            names.extend(row[k] for row in made)
+        leaf_of[distinct] = np.arange(distinct.size)
         values = [row[len(_TEXT_COLUMNS):] for row in made]
         present[other] = np.array([[v is not None for v in row] for row in values], bool)[which]
         stats[other] = np.array([[0.0 if v is None else v for v in row] for row in values], np.float64)[which]
-    return {name: _texts(column, names) for name, column in codes.items()}
+    columns = {}
+    for k, (name, column) in enumerate(_TEXT_COLUMNS.items()):
+        local, kept = _local_codes(rows, column, _FLAGS, _OTHER_LEAF, _VALUE, leaf_of, len(names))
+        columns[name] = TextCodes(local, [_text_of(c, names, made, k) for c in kept.tolist()])
+    return columns
+
+
+def _text_of(code: int, names: list[str], made: list[tuple], column: int) -> str:
+    """The text of a `_local_codes` code: "scalar", "", an interned text, or a made row's text."""
+    if code < 2:
+        return ("scalar", "")[code]
+    if code - 2 < len(names):
+        return names[code - 2]
+    return made[code - 2 - len(names)][column]
+
+
+@numba.njit(cache=True, nogil=True)
+def _local_codes(rows, column, flags, other, leaf, leaf_of, count):  # pragma: no cover - compiled
+    """The codes of column `column` of `rows` renumbered densely in order of first use, with the codes they stand
+    for (shifted by 2: _SCALAR is 0, _EMPTY 1, the interned texts from 2, then the rows made for the leaves that are
+    no tensor (flag `other`): `count` + 2 + their row of `made`, found by `leaf_of` of their leaf text's code)."""
+    number = np.full(count + 2 + leaf_of.size, -1, np.int64)
+    kept = np.empty(number.size, np.int64)
+    local = np.empty(rows.shape[0], np.int32)
+    k = 0
+    for i in range(rows.shape[0]):
+        code = count + 2 + leaf_of[rows[i, leaf]] if rows[i, flags] & other else rows[i, column] + 2
+        if number[code] < 0:
+            number[code] = k
+            kept[k] = code
+            k += 1
+        local[i] = number[code]
+    return local, kept[:k]
 
 
 def _distinct(codes: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -1057,28 +1088,31 @@ _CONVERT = {
 }
 
 
-def _texts(codes: np.ndarray, names: list[str]) -> TextCodes:
-    """A column of interned codes (and `_EMPTY`, `_SCALAR`) as codes into the texts it uses."""
-    shifted = codes.astype(np.int64) + 2
-    used = np.zeros(len(names) + 2, bool)
-    used[shifted] = True
-    kept = np.flatnonzero(used)
-    local = (np.cumsum(used) - 1)[shifted]
-    table = ["scalar", "", *names]
-    return TextCodes(local.astype(np.int32), [table[k] for k in kept.tolist()])
+def _slots(rows: np.ndarray, names: list[str]) -> TextCodes:
+    """The slot column: positions (0, 1, ...) and keyword names (interned, as -(code + 1)) as one text column."""
+    local, kept, top = _local_slots(rows, _SLOT, len(names))
+    return TextCodes(local, [str(c) if c < top else names[c - top] for c in kept.tolist()])
 
 
-def _slots(slots: np.ndarray, names: list[str]) -> TextCodes:
-    """Positions (0, 1, ...) and keyword codes (-(code + 1)) as one text column."""
-    top = int(slots.max(initial=-1)) + 1
-    named = slots < 0
-    key_codes = np.where(named, -slots.astype(np.int64) - 1, 0)
-    used = np.zeros(len(names), bool)
-    used[key_codes[named]] = True
-    kept = np.flatnonzero(used)
-    local = top + (np.cumsum(used) - 1)[key_codes]
-    codes = np.where(named, local, slots).astype(np.int32)
-    return TextCodes(codes, [*map(str, range(top)), *(names[k] for k in kept.tolist())])
+@numba.njit(cache=True, nogil=True)
+def _local_slots(rows, column, count):  # pragma: no cover - compiled
+    """`_local_codes` of the slot column: a position p stands for p, an interned name's code c for top + c."""
+    top = 0
+    for i in range(rows.shape[0]):
+        top = max(top, rows[i, column] + 1)
+    number = np.full(top + count, -1, np.int64)
+    kept = np.empty(number.size, np.int64)
+    local = np.empty(rows.shape[0], np.int32)
+    k = 0
+    for i in range(rows.shape[0]):
+        slot = rows[i, column]
+        code = slot if slot >= 0 else top - slot - 1
+        if number[code] < 0:
+            number[code] = k
+            kept[k] = code
+            k += 1
+        local[i] = number[code]
+    return local, kept[:k], top
 
 
 def _odd_records(heap: np.ndarray, odd: np.ndarray) -> dict[str, Any]:
