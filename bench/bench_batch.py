@@ -89,6 +89,7 @@ def stage_costs(npu: Path, bench: Path, out: Path, runs: int) -> str:
     from graphcmp.core.distributed.layout import pair_runs
     from graphcmp.core.distributed.links import comm_calls
     from graphcmp.core.readers import read_graph
+    from graphcmp.core.readers.msprobe import compiled_reads, reusing_structure
     from graphcmp.core.report import save_report
     from graphcmp.core.tensorcmp import tensor_metrics_for
 
@@ -105,7 +106,7 @@ def stage_costs(npu: Path, bench: Path, out: Path, runs: int) -> str:
         costs.setdefault(stage, []).append((now - clock[0]) * 1000)
         clock[0] = now
 
-    for key, (n, b) in chosen:
+    def run_stages(key, n, b) -> None:
         clock[0] = time.process_time()
         npu_graph = read_graph(n)
         tick("read npu")
@@ -119,6 +120,10 @@ def stage_costs(npu: Path, bench: Path, out: Path, runs: int) -> str:
         tick("entry (summary, first, comm, heat)")
         compare_run(str(n), str(b), str(out), key.step, key.rank, BatchOptions())
         tick("compare_run, all of it")
+
+    with reusing_structure(), compiled_reads():  # as a worker reads its runs (`batch.compare_runs`)
+        for key, (n, b) in chosen:
+            run_stages(key, n, b)
     width = max(map(len, costs))
     lines = [f"{stage:<{width}}  {statistics.median(ms[1:]):6.1f} ms  [{min(ms[1:]):.1f}-{max(ms[1:]):.1f}]"
              for stage, ms in costs.items()]

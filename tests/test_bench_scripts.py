@@ -115,3 +115,15 @@ def test_bench_mindspore_dump_reads_and_compares_a_small_pair_again_when_kept(tm
     assert "float16 npu tensors" in first and "compare with the float32 dump" in first and "processor" in first
     again = run_bench("bench_mindspore_dump.py", "--keep", str(keep), "--read-only")
     assert "written before" in again and "read the npu dump" in again and "compare with" not in again
+
+
+def test_bench_jsonnum_parses_and_compares():
+    out = run_bench("bench_jsonnum.py", "--count", "3000", "--rounds", "1")
+    for line in ("parse_numbers", "scan + parse", "msgspec", "orjson"):
+        assert f"  {line} " in out
+
+
+def test_bench_names_checks_the_compiled_ids_against_parse_node_ids():
+    construct = samples_dir() / "msprobe" / "tf_small" / "perturb" / "step0" / "rank0" / "construct.json"
+    out = run_bench("bench_names.py", "--construct", str(construct), "--count", "1000", "--repeat", "1")
+    assert "1,000 ids" in out and "same columns: True" in out and "parse_id_columns" in out

@@ -43,7 +43,8 @@ from graphcmp.core.readers.msprobe_leaves import (
 from graphcmp.core.readers.naming import parse_node_id, parse_node_ids
 from graphcmp.core.records import DumpGraph, NodeKind, RunInfo
 
-__all__ = ["REUSE_MAX_NODES", "parse_msprobe", "read_msprobe", "reusing_structure", "sniff"]
+__all__ = ["COMPILED_FROM_BYTES", "REUSE_MAX_NODES", "compiled_reads", "parse_msprobe", "read_msprobe",
+           "reusing_structure", "sniff"]
 
 CONSTRUCT_FILE, STACK_FILE = "construct.json", "stack.json"
 CHUNK_BYTES = 256 << 10
@@ -57,12 +58,19 @@ def sniff(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / DUMP_FILE).is_file()
 
 
-def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUNK_BYTES) -> DumpGraph:
+COMPILED_FROM_BYTES = 64 << 20
+"""dump.json bytes from which `read_msprobe` walks the text by the compiled pass (`msprobe_scan`): loading numba and
+its cached code costs about 0.3 s once per process, and the pass reads the text several times faster."""
+
+
+def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUNK_BYTES,
+                 compiled: bool | None = None) -> DumpGraph:
     """Read one msprobe rank folder into a `DumpGraph`.
 
     A missing construct.json or stack.json, or a file cut short, still loads what is there;
     the loss is listed in ``graph.info.missing``. dump.json is parsed `chunk_bytes` at a time;
-    ``chunk_bytes=None`` parses it whole (same graph, more memory).
+    ``chunk_bytes=None`` parses it whole (same graph, more memory). `compiled`: walk dump.json by the compiled pass
+    (same graph; None: from `COMPILED_FROM_BYTES`).
 
     Raises
     ------
@@ -78,14 +86,48 @@ def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUN
                               "point at the folder that holds dump.json, construct.json and stack.json")
     missing: list[str] = []
     with gc_paused():
-        if chunk_bytes is not None and (streamed := _read_dump_chunked(folder, chunk_bytes)) is not None:
-            builder, info = _streamed_nodes(folder, streamed, missing)
+        if chunk_bytes is not None and (streamed := _read_dump_streamed(folder, chunk_bytes, compiled)) is not None:
+            builder, info = _streamed_nodes(folder, streamed[0], missing, compiled=streamed[1])
             del streamed  # its table of the dump's ids is not needed to build: free before the columns are made
             return _built(builder, info)
         dump = _read_part(folder / DUMP_FILE, missing, required=True)
         construct = _read_part(folder / CONSTRUCT_FILE, missing)
         stack = _read_part(folder / STACK_FILE, missing)
         return parse_msprobe(dump, construct, stack, source=str(folder), missing=tuple(missing))
+
+
+_COMPILED_READS: ContextVar[bool] = ContextVar("_COMPILED_READS", default=False)
+
+
+@contextmanager
+def compiled_reads(many: bool = True) -> Iterator[None]:
+    """Within the block (when `many`), `read_msprobe` walks every dump.json by the compiled pass, whatever its size:
+    for a process that reads many runs (a batch's worker), which loads numba once and then reads a 5,000-node
+    dump.json in about half the time of the chunked read (`bench/bench_batch.py`)."""
+    token = _COMPILED_READS.set(many)
+    try:
+        yield
+    finally:
+        _COMPILED_READS.reset(token)
+
+
+def _read_dump_streamed(
+    folder: Path, chunk_bytes: int, compiled: bool | None
+) -> tuple[tuple[HierarchyBuilder, dict[str, Any], dict[str, int], bool], bool] | None:
+    """`_read_dump_chunked`, or the compiled pass's same result when it is asked for or the file is large enough;
+    and whether the compiled pass read it."""
+    if compiled is None:
+        try:
+            compiled = _COMPILED_READS.get() or (folder / DUMP_FILE).stat().st_size >= COMPILED_FROM_BYTES
+        except OSError:
+            compiled = False
+    if compiled:
+        from graphcmp.core.readers.msprobe_scan import read_dump_compiled  # see tests/test_layers.py: LAZY_IMPORTS
+
+        if (walked := read_dump_compiled(folder)) is not None:
+            return walked, True
+    chunked = _read_dump_chunked(folder, chunk_bytes)
+    return None if chunked is None else (chunked, False)
 
 
 def _read_dump_chunked(
@@ -123,14 +165,15 @@ def _read_dump_chunked(
 
 
 def _streamed_nodes(folder: Path, streamed: tuple[HierarchyBuilder, dict[str, Any], dict[str, int], bool],
-                    missing: list[str]) -> tuple[HierarchyBuilder, RunInfo]:
+                    missing: list[str], *, compiled: bool = False) -> tuple[HierarchyBuilder, RunInfo]:
     """`_add_nodes` on what `_read_dump_chunked` gave, with construct.json and stack.json read here: the parsed
     documents are freed when this returns, before the builder makes the run's columns (the read's peak: 11 % lower
     at 200k nodes)."""
     builder, header, data, md5 = streamed
     construct = _read_construct(folder / CONSTRUCT_FILE, missing)
     stack = _read_part(folder / STACK_FILE, missing)
-    info = _add_nodes(builder, header, data, construct, stack, source=str(folder), notes=missing, md5=lambda: md5)
+    info = _add_nodes(builder, header, data, construct, stack, source=str(folder), notes=missing, md5=lambda: md5,
+                      compiled=compiled)
     return builder, info
 
 
@@ -295,13 +338,15 @@ def _add_nodes(
     notes: list[str],
     md5: Callable[[], bool],
     add_tensors: Callable[[HierarchyBuilder], None] | None = None,
+    compiled: bool = False,
 ) -> RunInfo:
     """Add the nodes (ids and order from `data`: each dump.json id and its position there), tensors (already in
     `builder`, or `add_tensors`) and stacks to `builder`; return the run's `RunInfo`.
 
-    `md5` tells whether the first tensor record has an md5 (called last: records are checked first).
+    `md5` tells whether the first tensor record has an md5 (called last: records are checked first). `compiled`: numba
+    is loaded (the compiled pass read dump.json), so the node ids are parsed by its compiled parser too.
     """
-    structure = _structure(construct or {}, data, source)
+    structure = _structure(construct or {}, data, source, compiled=compiled)
     start = len(builder)
     builder.add_nodes(*structure.columns)
     builder.expect_tensor_order(list(data), structure.dump_rows + start)  # the records' order: their tensors'
@@ -372,7 +417,8 @@ def reusing_structure() -> Iterator[None]:
         reuse.last = reuse.parsed = None
 
 
-def _structure(construct: Mapping[str, Any], data: Mapping[str, int], source: str) -> _Structure:
+def _structure(construct: Mapping[str, Any], data: Mapping[str, int], source: str, *,
+               compiled: bool = False) -> _Structure:
     """The node columns of `construct` and `data`'s ids (each dump.json id and its position there; the previous
     read's columns when they are the same, see `reusing_structure`)."""
     reuse = _REUSE.get()
@@ -381,7 +427,7 @@ def _structure(construct: Mapping[str, Any], data: Mapping[str, int], source: st
         return reuse.last
     notes: list[str] = []
     ids, seq, dump_only, order, has_data, dump_rows = _sequence(construct, data)
-    kinds, ops, directions = parse_node_ids(ids)
+    kinds, ops, directions = _parsed_ids(ids, compiled)
     parents = _parents(construct, data, [(ids[r], kinds[r]) for r in dump_only], source, notes)
     # construct's own parents come first in `parents`, in its order: placed by `order`, not looked up one by one
     parent_of = list(islice(parents.values(), len(construct)))
@@ -396,6 +442,16 @@ def _structure(construct: Mapping[str, Any], data: Mapping[str, int], source: st
     if reuse is not None:  # the text now lives in the structure, or not at all
         reuse.last, reuse.parsed = (structure if kept else None), None
     return structure
+
+
+def _parsed_ids(ids: list[str], compiled: bool) -> tuple[list[int], list[str], list[int]]:
+    """`parse_node_ids` of the ids; by the compiled parser when numba is loaded already (the same columns)."""
+    if not compiled:
+        return parse_node_ids(ids)
+    from graphcmp.core.readers.naming_compiled import parse_joined  # see tests/test_layers.py: LAZY_IMPORTS
+
+    kinds, ops, directions, _ = parse_joined(ids)
+    return kinds.tolist(), ops, directions.tolist()
 
 
 def _read_construct(path: Path, missing: list[str]) -> dict[str, Any]:

@@ -453,7 +453,7 @@ def _odd_rows(items: list[Any], odd: list[int], dtype: list[str], shape: list[st
         present[scalars] = (True, True, True, False)
         _set_all(dtype, scalars, [items[i].type for i in scalars])
         _set_all(shape, scalars, repeat("scalar", len(scalars)))
-        _set_all(value, scalars, map(bytes.decode, map(orjson.dumps, numbers)))  # the number as JSON
+        _set_all(value, scalars, map(text, numbers))  # the number as JSON
     for i in sorted(set(odd).difference(scalars)):
         dtype[i], shape[i], md5[i], file[i], value[i], *row = leaf_row(_as_plain(items[i]))
         stats[i] = [math.nan if v is None else _number(i, k, v) for k, v in zip(STAT_KEYS, row)]

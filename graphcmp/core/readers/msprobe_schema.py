@@ -30,6 +30,7 @@ still reads the old way.
 
 from __future__ import annotations
 
+import json
 from sys import intern
 from typing import Any
 
@@ -142,4 +143,7 @@ def text(value: Any) -> str:
     """The value column of a non-tensor leaf: a string as it is, anything else as compact JSON."""
     if isinstance(value, str):
         return value
-    return orjson.dumps(value, default=str).decode()
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits (a seed ...): Python's json writes any integer
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)

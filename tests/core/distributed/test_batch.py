@@ -103,3 +103,26 @@ def test_dist4_origin_is_rank2_embedding_and_spreads_through_all_reduce(tmp_path
     summary = batch_summary(index)
     assert all(run["comm"] == {"nodes": 67, "linked": 67, "unlinked": 0} for run in summary["runs"])
     assert [run["nodes"]["npu"] for run in summary["runs"] if run["step"] == 0] == [231, 227, 227, 227]
+
+
+
+def test_a_worker_with_many_runs_reads_them_by_the_compiled_pass(tmp_path, monkeypatch):
+    import json
+
+    from graphcmp.core.distributed import batch
+    from graphcmp.core.readers import msprobe_scan
+
+    count = batch.COMPILED_READS_FROM
+    tasks = [(str(SAMPLE / "perturb" / "step0" / "rank0"), str(SAMPLE / "baseline" / "step0" / "rank0"), 0, rank,
+              "key", "") for rank in range(count)]
+    walked = []
+    read = msprobe_scan.read_dump_compiled
+    monkeypatch.setattr(msprobe_scan, "read_dump_compiled", lambda folder: walked.append(folder) or read(folder))
+    assert len(batch.compare_runs(tasks, str(tmp_path / "compiled"), BatchOptions())) == count
+    assert len(walked) == 2 * count  # every run's npu and bench dump.json, though each is small
+    monkeypatch.setattr(msprobe_scan, "read_dump_compiled", lambda folder: None)  # the chunked read
+    batch.compare_runs(tasks, str(tmp_path / "chunked"), BatchOptions())
+    for rank in range(count):
+        entries = [json.loads((tmp_path / way / "entries" / f"step0_rank{rank}.json").read_text())
+                   for way in ("compiled", "chunked")]
+        assert entries[0] == entries[1] and entries[0]["summary"]["tensor_pairs"] > 0

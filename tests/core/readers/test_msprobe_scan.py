@@ -1,0 +1,246 @@
+"""The compiled dump.json pass (`msprobe_scan`) gives the graph the chunked read gives, on every dump of the tests,
+on records made to be odd, on random records, and when its outputs start tiny and its windows are small."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.readers import msprobe_scan
+from graphcmp.core.readers.msprobe import read_msprobe
+from graphcmp.core.readers.msprobe_scan import read_dump_compiled
+from tests.core.readers.test_msprobe import _ODD_LEAVES, _same_graph
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+SAMPLES = Path(__file__).resolve().parents[3] / "sample_graphs"
+_ROOTS = {"data": DATA, "sample_graphs": SAMPLES}
+DUMPS = sorted(f"{top}/{p.parent.relative_to(root)}" for top, root in _ROOTS.items() for p in root.rglob("dump.json"))
+
+
+def _folder(case: str) -> Path:
+    top, _, rest = case.partition("/")
+    return _ROOTS[top] / rest
+
+
+def _same_both_ways(folder: Path) -> None:
+    """The compiled pass reads `folder` (gives no None) and its graph is the chunked read's."""
+    assert read_dump_compiled(folder) is not None
+    _same_graph(read_msprobe(folder, compiled=True), read_msprobe(folder, compiled=False))
+
+
+def test_every_dump_of_the_tests_is_found():
+    assert len(DUMPS) > 60 and any(case.startswith("sample_graphs/") for case in DUMPS)
+
+
+@pytest.mark.parametrize("case", DUMPS)
+def test_every_dump_of_the_tests_reads_the_same(case):
+    _same_both_ways(_folder(case))
+
+
+def _run(tmp_path: Path, data: dict, *, indent: int | None = None, header_after: bool = False,
+         name: str = "run", **header) -> Path:
+    """A dump folder holding `data` (dump.json only: construct.json and stack.json are noted missing)."""
+    run = tmp_path / name
+    run.mkdir()
+    head = {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None, **header}
+    doc = {"data": data, **head} if header_after else {**head, "data": data}
+    (run / "dump.json").write_text(json.dumps(doc, indent=indent))
+    return run
+
+
+def _tensor(**fields) -> dict:
+    return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 3], "Max": 1.5, "Min": -0.25,
+            "Mean": 0.125, "Norm": 2.0, "requires_grad": True, **fields}
+
+
+@pytest.mark.parametrize("indent", [None, 1])
+def test_odd_leaves_read_as_plain_dicts_read_them(tmp_path, indent):
+    _same_both_ways(_run(tmp_path, _ODD_LEAVES, indent=indent))
+
+
+_ODD_RECORDS = {
+    "Functional.nested.0.forward": {"input_args": [[_tensor(), None, {"type": "int", "value": 3}], _tensor()],
+                                    "output": [_tensor(shape=[])]},
+    "Functional.deeper.0.forward": {"input_args": [[[_tensor()]]]},  # a list in a list in a list
+    "Functional.typed_kwargs.0.forward": {"input_kwargs": {"type": "torch.Tensor", "dtype": "torch.int8"}},
+    "Functional.kwargs.0.forward": {"input_kwargs": {"": _tensor(), "alpha": {"type": "float", "value": 0.5},
+                                                     "none": None}},
+    "Functional.repeated_kwarg.0.forward": {"input_kwargs": {"a": _tensor(), "b": _tensor(Max=2.0)}},
+    "Module.fc.Linear.parameters_grad": {"weight": _tensor(), "bias": [_tensor(Max=3.0)], "gamma": None},
+    "Module.fc.Linear.parameters_grad.1": {"weight": [_tensor(), _tensor(Max=4.0)]},
+    "Functional.recompute.0.forward": {"is_recompute": True, "input_args": [_tensor()], "count": 3, "name": "x"},
+    "Functional.extra.0.forward": {"input_args": [_tensor()], "meta": {"k": [1, 2]}},
+    "Functional.reversed.0.forward": {"output": [_tensor()], "input_args": [_tensor(Max=5.0)]},
+    "Functional.group.0.forward": {"input_args": [{"type": "torch.ProcessGroup", "group_ranks": [0, 1],
+                                                   "group_id": "123"}, {"type": "slice", "value": [0, 4, None]}]},
+    "Functional.fields.0.forward": {"input_args": [_tensor(extra="x"), _tensor(md5="ab12cd34"),
+                                                   _tensor(data_name="Functional.fields.0.forward.input.2.pt"),
+                                                   _tensor(data_name="-1"), _tensor(data_name=None),
+                                                   _tensor(dtype=None), _tensor(shape=None), _tensor(Mean=None)]},
+    "Functional.numbers.0.forward": {"input_args": [_tensor(Max=12345678901234567890123, Min=-0.0),
+                                                    _tensor(Max=1e300, Min=5e-324, Mean=2, Norm=-17),
+                                                    _tensor(dtype="torch.bool", Max=True, Min=False),
+                                                    {"type": "int", "value": 12345678901234567890123},
+                                                    {"type": "bool", "value": True}, {"type": "str", "value": "é"}]},
+    "Functional.é.0.forward": {"output": [_tensor(dtype="torch.floät32")]},
+    "Functional.empty.0.forward": {},
+    "Functional.nulls.0.forward": {"input_args": None, "output": [], "parameters": {}},
+}
+
+
+@pytest.mark.parametrize("indent", [None, 1])
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_odd_records_read_as_the_chunked_read_reads_them(tmp_path, indent, ascii_only):
+    run = tmp_path / "run"
+    run.mkdir()
+    doc = {"task": "statistics", "level": "mix", "data": _ODD_RECORDS}
+    (run / "dump.json").write_text(json.dumps(doc, indent=indent, ensure_ascii=ascii_only), encoding="utf-8")
+    _same_both_ways(run)
+
+
+def test_a_call_named_like_parameter_gradients_goes_to_the_chunked_read(tmp_path):
+    run = _run(tmp_path, {"Functional.parameters_grad.0.forward": {"output": [_tensor()]}})
+    assert read_dump_compiled(run) is None
+    _same_graph(read_msprobe(run, compiled=True), read_msprobe(run, compiled=False))
+
+
+def test_non_finite_statistics_are_read_in_place(tmp_path):
+    data = {"Functional.mask.0.forward": {"output": [_tensor(Max=float("inf"), Min=float("-inf"), Mean=float("nan"))]}}
+    run = _run(tmp_path, data, indent=1)
+    assert b"-Infinity" in (run / "dump.json").read_bytes()
+    _same_both_ways(run)
+    graph = read_msprobe(run, compiled=True)
+    assert graph.tensors.present.all()
+
+
+def test_header_after_data_and_other_members(tmp_path):
+    run = _run(tmp_path, {"Functional.a.0.forward": {"output": [_tensor()]}}, header_after=True, task="tensor",
+               extra={"nested": [1, {"x": None}]})
+    _same_both_ways(run)
+    assert read_msprobe(run, compiled=True).info.task == "tensor"
+
+
+def test_md5_task_is_told_by_the_first_tensor(tmp_path):
+    data = {"Functional.a.0.forward": {"input_args": [{"type": "int", "value": 1}], "output": [_tensor(md5="0a1b")]},
+            "Functional.b.0.forward": {"output": [_tensor()]}}
+    assert read_msprobe(_run(tmp_path, data), compiled=True).info.task == "md5"
+
+
+@pytest.mark.parametrize("layout", [None, 1])
+def test_tiny_outputs_grow_and_small_windows_read_the_same(tmp_path, monkeypatch, layout):
+    rng = random.Random(5)
+    data = {f"Functional.op{k}.{k}.forward": _random_record(rng) for k in range(300)}
+    run = _run(tmp_path, data, indent=layout)
+    whole = read_msprobe(run, compiled=False)
+    monkeypatch.setattr(msprobe_scan, "_FIRST_SCALE", 0.0)
+    monkeypatch.setattr(msprobe_scan, "WINDOW_BYTES", 4096)
+    grew = []
+    grow = msprobe_scan._Outputs.grow
+    monkeypatch.setattr(msprobe_scan._Outputs, "grow", lambda self: grew.append(1) or grow(self))
+    _same_graph(read_msprobe(run, compiled=True), whole)
+    assert len(grew) > 10
+
+
+def _random_leaf(rng: random.Random) -> object:
+    kind = rng.random()
+    if kind < 0.55:
+        stat = [rng.uniform(-1e3, 1e3), rng.randint(-9, 9), None, rng.choice([1e-310, 3.4e38, -0.0]),
+                float("nan"), float("inf")]
+        fields = {k: rng.choice(stat) for k in ("Max", "Min", "Mean", "Norm") if rng.random() < 0.9}
+        leaf = {"type": "torch.Tensor", "dtype": rng.choice(["torch.float32", "torch.bfloat16", None]),
+                "shape": [rng.randint(0, 9) for _ in range(rng.randint(0, 3))], **fields}
+        if rng.random() < 0.3:
+            leaf["requires_grad"] = rng.choice([True, False, None])
+        if rng.random() < 0.2:
+            leaf["md5"] = f"{rng.getrandbits(32):08x}"
+        if rng.random() < 0.2:
+            leaf["data_name"] = rng.choice(["-1", "a.pt", None, -1])
+        if rng.random() < 0.1:
+            del leaf["dtype"]
+        return leaf
+    if kind < 0.8:
+        return {"type": rng.choice(["int", "float", "bool", "str", "torch.Size"]),
+                "value": rng.choice([rng.randint(-5, 5), rng.random(), True, "s", [1, 2], None])}
+    if kind < 0.9:
+        return None
+    return [_random_leaf(rng) for _ in range(rng.randint(0, 3))]
+
+
+def _random_record(rng: random.Random) -> dict:
+    record: dict = {}
+    if rng.random() < 0.9:
+        record["input_args"] = [_random_leaf(rng) for _ in range(rng.randint(0, 4))]
+    if rng.random() < 0.4:
+        record["input_kwargs"] = {f"k{i}": _random_leaf(rng) for i in range(rng.randint(0, 3))}
+    if rng.random() < 0.9:
+        record["output"] = [_random_leaf(rng) for _ in range(rng.randint(0, 2))]
+    if rng.random() < 0.2:
+        record["parameters"] = {"weight": _random_leaf(rng), "bias": None}
+    return record
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_records_read_the_same(tmp_path, seed):
+    rng = random.Random(seed)
+    data = {f"{rng.choice(['Functional', 'Tensor', 'Torch'])}.op{k}.{k}.forward": _random_record(rng)
+            for k in range(rng.randint(1, 60))}
+    for k in range(rng.randint(0, 4)):
+        data[f"Module.m{k}.Linear.parameters_grad"] = {"weight": _random_leaf(rng), "bias": [_random_leaf(rng)]}
+    run = _run(tmp_path, data, indent=rng.choice([None, 1, 2]))
+    try:
+        whole = read_msprobe(run, compiled=False)
+    except DumpFormatError as err:  # a true/false statistic of a float tensor: both reads say so
+        with pytest.raises(DumpFormatError, match="expected a number"):
+            read_msprobe(run, compiled=True)
+        assert "expected a number" in str(err)
+        return
+    _same_graph(read_msprobe(run, compiled=True), whole)
+
+
+@pytest.mark.parametrize("text", [
+    b"", b"[]", b"{}", b'{"task": "statistics"}', b'{"data": []}', b'{"data": {"a": 3}}', b'{"data": {"a": {}}',
+    b'{"data": {"a": {"output": [{"type": "x", "Max": 01}]}}}', b'{"data": {}, "data": {}}', b'{"data": {}} x',
+    b'{"data": {"a": {}, }}', b'{"data": {"a": {"output": [{"type": "x"]}}}', b"\xff\xfe",
+])
+def test_text_the_pass_does_not_read_goes_to_the_other_reads(tmp_path, text):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "dump.json").write_bytes(text)
+    assert read_dump_compiled(run) is None
+
+
+@pytest.mark.parametrize("make", ["twice", "bad_statistic", "cut_short"])
+def test_damaged_dumps_are_reported_or_salvaged_as_before(tmp_path, make):
+    data = {"Functional.a.0.forward": {"output": [_tensor()]}, "Functional.b.0.forward": {"output": [_tensor()]}}
+    run = _run(tmp_path, data, indent=1)
+    text = (run / "dump.json").read_text()
+    if make == "twice":
+        text = text.replace('"Functional.b.0.forward"', '"Functional.a.0.forward"')
+    elif make == "bad_statistic":
+        text = text.replace('"Max": 1.5', '"Max": true', 1)
+    else:
+        text = text[: len(text) * 2 // 3]
+    (run / "dump.json").write_text(text)
+    assert read_dump_compiled(run) is None
+    try:
+        expected = read_msprobe(run, compiled=False)
+    except DumpFormatError as err:
+        with pytest.raises(DumpFormatError) as info:
+            read_msprobe(run, compiled=True)
+        assert str(info.value) == str(err)
+        return
+    _same_graph(read_msprobe(run, compiled=True), expected)
+
+
+def test_the_dump_is_not_changed(tmp_path):
+    source = _folder("data/pytorch_cnn/npu")
+    run = tmp_path / "run"
+    shutil.copytree(source, run)
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    read_msprobe(run, compiled=True)
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
