@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics",
               "graphcmp.core.npzio", "graphcmp.core.forking", "graphcmp.core.texts", "graphcmp.core.ascend_dtypes",
               "graphcmp.core.device_formats", "graphcmp.core.overflow_status", "graphcmp.core.simd",
-              "graphcmp.core.jsonnum", "graphcmp.core.heap")),
+              "graphcmp.core.jsonnum")),
     ("records", ("graphcmp.core.records", "graphcmp.core.rules", "graphcmp.core.shards")),
     ("hierarchy", ("graphcmp.core.hierarchy", "graphcmp.core.dataflow")),
     ("readers", ("graphcmp.core.readers", "graphcmp.core.readers.*", "graphcmp.core.mapping_files",

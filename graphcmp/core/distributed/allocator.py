@@ -13,12 +13,12 @@ Nothing is changed where those thresholds were left to glibc (a local pool) or w
 
 from __future__ import annotations
 
+import ctypes
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
-
-from graphcmp.core.heap import glibc as _glibc
 
 __all__ = ["reused_allocations"]
 
@@ -86,4 +86,24 @@ def _threshold(text: bytes) -> int | None:
     try:
         return min(int(text, 0), _INT_MAX)
     except ValueError:
+        return None
+
+
+@cache
+def _glibc() -> ctypes.CDLL | None:
+    """The process's C library when it is glibc (it has mallopt and malloc_trim), else None."""
+    if not hasattr(os, "confstr") or "glibc" not in (_confstr("CS_GNU_LIBC_VERSION") or ""):
+        return None
+    try:
+        libc = ctypes.CDLL(None)  # the symbols the process has loaded: glibc's among them
+        libc.mallopt.argtypes, libc.malloc_trim.argtypes = [ctypes.c_int, ctypes.c_int], [ctypes.c_size_t]
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def _confstr(name: str) -> str | None:
+    try:
+        return os.confstr(name)
+    except (ValueError, OSError):
         return None

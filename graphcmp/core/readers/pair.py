@@ -15,7 +15,6 @@ import numpy as np
 
 from graphcmp.core.errors import GraphcmpError
 from graphcmp.core.forking import Forked, can_fork_aside
-from graphcmp.core.heap import release_freed_memory
 from graphcmp.core.readers.detect import read_graph
 from graphcmp.core.records import DumpGraph, FrozenColumns
 
@@ -59,7 +58,6 @@ def read_pair(
         bench = read_graph(bench_path, format)
         if ahead_bench is not None:
             ahead_bench(bench)
-        release_freed_memory()
         return npu, bench
     with _spool() as spool, _Claim() as claim:  # unnamed: nothing is left, however this ends
         reading = Forked(_read_spooled, npu_path, format, spool.fileno(), ahead, ahead_loaded, claim)
@@ -73,11 +71,7 @@ def read_pair(
                 raise
             if ahead_bench is not None:
                 ahead_bench(bench)
-            npu = _npu_run(reading, npu_path, spool, ahead_loaded, claim)
-            # what the read of the bench run freed (most of its peak) goes back before the comparison adds to it;
-            # not before the npu run is loaded, which takes most of it again (fresh pages: 0.3 s more at 1M nodes)
-            release_freed_memory()
-            return npu, bench
+            return _npu_run(reading, npu_path, spool, ahead_loaded, claim), bench
         finally:
             reading.stop()
 
