@@ -19,6 +19,7 @@ so the process holds the columns, never the text.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import mmap
 import os
@@ -33,6 +34,7 @@ import orjson
 
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
+from graphcmp.core.inputs import open_regular
 from graphcmp.core.jsonio import LayoutMismatch, loads_object
 from graphcmp.core.jsonnum import parse_number, scan_number
 from graphcmp.core.readers.msprobe_leaves import DUMP_FILE, Leaves, add_leaves, collect_record, md5_flag
@@ -70,6 +72,7 @@ _LEAF_KEYS = (b"type", b"dtype", b"shape", b"Max", b"Min", b"Mean", b"Norm", b"r
               b"value")
 _TOP_KEYS = 64  # top-level members of dump.json besides "data" that the walk records
 _FIRST_SCALE = 1.0  # of the outputs' first capacities (the tests make them tiny, so that they grow)
+_FIRST_MAX = 1 << 20  # rows or bytes of an output at first: a large file of something else allocates little
 
 
 def _key_table(keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -828,8 +831,8 @@ class _Outputs:
     """The arrays `_scan` fills, grown (and the text table rehashed) when it asks."""
 
     def __init__(self, size: int) -> None:
-        def first(count: int) -> int:  # capacities guessed from the file's size; grown when short
-            return max(2, int(count * _FIRST_SCALE))
+        def first(count: int) -> int:  # capacities guessed from the file's size, at most _FIRST_MAX; grown when short
+            return max(2, int(min(count, _FIRST_MAX) * _FIRST_SCALE))
 
         self.state = np.zeros(_STATE_SIZE, np.int64)
         self.state[_RECENT:] = -1
@@ -883,7 +886,7 @@ def _doubled(array: np.ndarray) -> np.ndarray:
     return grown
 
 
-def _walk(buf: np.ndarray, mapped: mmap.mmap) -> _Outputs | None:
+def _walk(buf: np.ndarray, mapped: mmap.mmap | None) -> _Outputs | None:
     """Run `_scan` over the whole text, window by window (dropping each window's pages), growing its outputs."""
     out = _Outputs(buf.size)
     dropped = 0
@@ -900,7 +903,7 @@ def _walk(buf: np.ndarray, mapped: mmap.mmap) -> _Outputs | None:
         position = int(out.state[_POS])
         limit = min(buf.size, position + WINDOW_BYTES)
         done = (position // mmap.PAGESIZE) * mmap.PAGESIZE
-        if done > dropped and hasattr(mmap, "MADV_DONTNEED"):
+        if mapped is not None and done > dropped and hasattr(mmap, "MADV_DONTNEED"):
             mapped.madvise(mmap.MADV_DONTNEED, dropped, done - dropped)
             dropped = done
 
@@ -911,12 +914,13 @@ def read_dump_compiled(folder: Path) -> tuple[HierarchyBuilder, dict[str, Any], 
     the JSON this walk reads (the chunked or whole-file read then reads, salvages or reports it)."""
     path = folder / DUMP_FILE
     try:
-        with open(path, "rb") as file:
+        with open_regular(path) as file:
             if os.fstat(file.fileno()).st_size == 0:
                 return None
             mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
+    except (OSError, ValueError, DumpFormatError):  # the other reads say what is wrong with the file
         return None
+    _warm()
     try:
         buf = np.frombuffer(mapped, np.uint8)
         out = _walk(buf, mapped)
@@ -932,14 +936,30 @@ def read_dump_compiled(folder: Path) -> tuple[HierarchyBuilder, dict[str, Any], 
         return None  # texts that do not decode, a record the plain route rejects: the other reads say where
 
 
+_WARM = np.frombuffer(b'{"data": {"a.0.forward": {"output": [{"type": "t", "dtype": "f", "Max": 1}]}}}', np.uint8)
+
+
+def _warm() -> None:
+    """Compile (or load) the pass on a text of its own before it sees a mapped file: numba's compilation keeps its
+    arguments in reference cycles, which would hold the mapping open."""
+    if not _WARMED:
+        _walk(_WARM, None)
+        _WARMED.append(True)
+
+
+_WARMED: list[bool] = []
+
+
 def _close(mapped: mmap.mmap) -> None:
-    """Unmap the file; numba's first compilation leaves the call's arguments in a reference cycle, which holds the
-    mapped text until the collector runs."""
+    """Unmap the file (its pages are dropped first: a view numba still held would keep only the mapping)."""
+    if hasattr(mmap, "MADV_DONTNEED"):
+        mapped.madvise(mmap.MADV_DONTNEED)
     try:
         mapped.close()
     except BufferError:
         gc.collect()
-        mapped.close()
+        with contextlib.suppress(BufferError):  # closed when the view is freed
+            mapped.close()
 
 
 def _header(buf: np.ndarray, out: _Outputs) -> dict[str, Any] | None:
