@@ -856,23 +856,27 @@ class _Outputs:
         return (self.state, self.seen, self.scratch, self.header, self.records, self.id_heap, self.odd, self.odd_heap,
                 self.rows, self.stats, self.present, self.table, self.hashes, self.entries, self.heap)
 
-    def grow(self) -> None:
-        """Double what is more than half full (everything, when nothing is: one record needs more than half)."""
+    def grow(self, share: float) -> None:
+        """Grow what is more than half full (everything, when nothing is: one record needs more than half), to what the
+        file's remaining text needs at the rate of its first `share` read (at least twice the size): a large file
+        grows each output once or twice, a file that is no dump allocates little before its text says so."""
         state = self.state
-        used = {"records": state[_RECORDS] / len(self.records), "id_heap": state[_ID_BYTES] / self.id_heap.size,
-                "odd": state[_ODD] / len(self.odd), "odd_heap": state[_ODD_BYTES] / self.odd_heap.size,
-                "rows": state[_LEAVES] / len(self.rows), "heap": state[_HEAP_BYTES] / self.heap.size,
-                "hashes": state[_ENTRIES] / len(self.hashes)}
-        full = [name for name, share in used.items() if share > 0.5] or list(used)
+        used = {"records": (state[_RECORDS], len(self.records)), "id_heap": (state[_ID_BYTES], self.id_heap.size),
+                "odd": (state[_ODD], len(self.odd)), "odd_heap": (state[_ODD_BYTES], self.odd_heap.size),
+                "rows": (state[_LEAVES], len(self.rows)), "heap": (state[_HEAP_BYTES], self.heap.size),
+                "hashes": (state[_ENTRIES], len(self.hashes))}
+        full = [name for name, (count, size) in used.items() if 2 * count > size] or list(used)
         for name in full:
+            count, size = used[name]
+            wanted = max(2 * size, int(1.1 * count / share) if share >= 0.05 else 0)  # early on: no rate yet
             if name == "rows":
-                self.rows, self.stats, self.present = (_doubled(a) for a in (self.rows, self.stats, self.present))
+                self.rows, self.stats, self.present = (_grown(a, wanted) for a in (self.rows, self.stats, self.present))
             elif name == "hashes":
-                self.hashes, self.entries = _doubled(self.hashes), _doubled(self.entries)
+                self.hashes, self.entries = _grown(self.hashes, wanted), _grown(self.entries, wanted)
                 self.table = np.full(_table_size(self.hashes.size), -1, np.int64)
                 _rehash(self.table, self.hashes, state[_ENTRIES])
             else:
-                setattr(self, name, _doubled(getattr(self, name)))
+                setattr(self, name, _grown(getattr(self, name), wanted))
 
 
 def _table_size(entries: int) -> int:
@@ -880,8 +884,9 @@ def _table_size(entries: int) -> int:
     return 1 << (2 * entries - 1).bit_length()
 
 
-def _doubled(array: np.ndarray) -> np.ndarray:
-    grown = np.zeros((2 * len(array), *array.shape[1:]), array.dtype)
+def _grown(array: np.ndarray, rows: int) -> np.ndarray:
+    """`array` with room for `rows` (the rows past its own are written before they are read)."""
+    grown = np.empty((rows, *array.shape[1:]), array.dtype)
     grown[:len(array)] = array
     return grown
 
@@ -898,7 +903,7 @@ def _walk(buf: np.ndarray, mapped: mmap.mmap | None) -> _Outputs | None:
         if status == _BAD:
             return None
         if status == _GROW:
-            out.grow()
+            out.grow(int(out.state[_POS]) / buf.size)
             continue
         position = int(out.state[_POS])
         limit = min(buf.size, position + WINDOW_BYTES)

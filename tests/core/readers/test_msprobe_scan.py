@@ -141,7 +141,7 @@ def test_tiny_outputs_grow_and_small_windows_read_the_same(tmp_path, monkeypatch
     monkeypatch.setattr(msprobe_scan, "WINDOW_BYTES", 4096)
     grew = []
     grow = msprobe_scan._Outputs.grow
-    monkeypatch.setattr(msprobe_scan._Outputs, "grow", lambda self: grew.append(1) or grow(self))
+    monkeypatch.setattr(msprobe_scan._Outputs, "grow", lambda self, share: grew.append(1) or grow(self, share))
     _same_graph(read_msprobe(run, compiled=True), whole)
     assert len(grew) > 10
 
