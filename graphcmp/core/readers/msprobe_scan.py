@@ -3,15 +3,16 @@
 `read_dump_compiled` gives what `msprobe._read_dump_chunked` gives (a builder holding the tensors, the header, each
 node id's position, whether the first tensor has an md5), the same columns to the last bit, without Python work per
 record or per leaf: the kernel (`_scan`) walks the text once and writes each leaf's row into numpy columns; its texts
-(dtypes, shapes, slots, md5s, file names, scalar values) are interned by their bytes into one table, so Python makes
-one string per distinct text; numbers are parsed exactly (`graphcmp.core.jsonnum`).
+(dtypes, shapes, slots, md5s, file names, and every leaf that is no tensor, whole) are interned by their bytes into
+one table, so Python makes one string (or one `leaf_row`) per distinct text; numbers are parsed exactly
+(`graphcmp.core.jsonnum`), bare NaN/Infinity statistics in place.
 
-The kernel reads the common schema only (`msprobe_schema`: lists and keyword dicts of `Leaf` objects and null; a
-module's parameter gradients). A record holding anything else (a nested list, a statistic that is text, bare
-NaN/Infinity, a field no `Leaf` declares, roles out of their usual order) is set apart whole, its text copied, and
-read by the plain-dict route (`msprobe_leaves.collect_record`), as the chunked reader reads it. A file that is not
-such JSON at all, or whose texts do not decode, gives None: the caller then reads it as before, which reports or
-salvages the damage.
+The kernel reads the common schema (`msprobe_schema`: lists of leaves, nulls and lists of them, keyword dicts of
+leaves, a module's parameter gradients). A record holding anything else (a list three deep, a dict flattened by key,
+a tensor field of another type or name, a true/false statistic of a tensor that is not bool, roles out of their usual
+order, a number beyond the exact parser) is set apart whole, its text copied, and read by the plain-dict route
+(`msprobe_leaves.collect_record`), as the chunked reader reads it. A file that is not such JSON at all, or whose
+texts do not decode, gives None: the caller then reads it as before, which reports or salvages the damage.
 
 The file is mapped, not read, and walked in windows; the pages of a window are dropped once its records are read,
 so the process holds the columns, never the text.
