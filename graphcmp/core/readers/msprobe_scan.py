@@ -278,6 +278,41 @@ def _statistic(buf, p, n):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
+def _member(buf, p, n):  # pragma: no cover - compiled
+    """The member of an object whose key's opening quote is at p: (key start, key end, whether the key holds an
+    escape, the position of its value); the value's position is _BROKEN when the text is not a key and a colon."""
+    if p >= n or buf[p] != 34:
+        return 0, 0, False, _BROKEN
+    ke, escaped = _string_end(buf, p + 1, n)
+    if ke < 0:
+        return 0, 0, False, _BROKEN
+    q = _ws(buf, ke + 1, n)
+    if q >= n or buf[q] != 58:
+        return 0, 0, False, _BROKEN
+    q = _ws(buf, q + 1, n)
+    return p + 1, ke, escaped, q if q < n else _BROKEN
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _next_item(buf, p, n, close):  # pragma: no cover - compiled
+    """After an item of an object or list whose closing byte is `close`: (the next item's position, False), or (the
+    position after the close, True); (_BROKEN, True) when neither follows."""
+    p = _ws(buf, p, n)
+    if p < n and buf[p] == 44:
+        return _ws(buf, p + 1, n), False
+    if p < n and buf[p] == close:
+        return p + 1, True
+    return _BROKEN, True
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _null_end(buf, p, n):  # pragma: no cover - compiled
+    """The end of the null at p, or _BROKEN."""
+    end = _literal(buf, p, n, _NULL)
+    return end if end >= 0 else _BROKEN
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _leaf(buf, p, n, row, rows, stats, present, table, hashes, entries, heap, state):  # pragma: no cover
     """Read the leaf object whose '{' is at p into row `row`; return the position after it or a negative code.
 
@@ -296,19 +331,10 @@ def _leaf(buf, p, n, row, rows, stats, present, table, hashes, entries, heap, st
     if p < n and buf[p] == 125:
         return _ODD_RECORD  # {}: no type, flattened (to nothing) by the plain route
     while True:
-        if p >= n or buf[p] != 34:
-            return _BROKEN
-        ks = p + 1
-        ke, escaped = _string_end(buf, ks, n)
-        if ke < 0:
+        ks, ke, escaped, p = _member(buf, p, n)
+        if p < 0:
             return _BROKEN
         key = -1 if escaped else _key_index(buf, ks, ke, _LEAF_BYTES, _LEAF_OFFSETS)
-        p = _ws(buf, ke + 1, n)
-        if p >= n or buf[p] != 58:
-            return _BROKEN
-        p = _ws(buf, p + 1, n)
-        if p >= n:
-            return _BROKEN
         c = buf[p]
         if key == 1 or key == 8 or key == 9:  # dtype, md5, data_name: text or null
             code = _EMPTY
@@ -378,16 +404,11 @@ def _leaf(buf, p, n, row, rows, stats, present, table, hashes, entries, heap, st
                 p = _value_end(buf, p, n)
         if p < 0:
             return _BROKEN
-        p = _ws(buf, p, n)
-        if p >= n:
-            return _BROKEN
-        if buf[p] == 44:
-            p = _ws(buf, p + 1, n)
-            continue
-        if buf[p] != 125:
-            return _BROKEN
-        p += 1
-        break
+        p, done = _next_item(buf, p, n, 125)
+        if done:
+            break
+    if p < 0:
+        return _BROKEN
     if not has_type:
         return _ODD_RECORD  # a dict without "type" is flattened by key, not read as a leaf
     if (flags & _HAS_DTYPE) != 0 or has_max:  # a tensor
@@ -446,33 +467,20 @@ def _named_leaves(buf, p, n, node, role, grads, seen, rows, stats, present, tabl
     if p < n and buf[p] == 125:
         return p + 1
     while True:
-        if p >= n or buf[p] != 34:
-            return _BROKEN
-        ks = p + 1
-        ke, escaped = _string_end(buf, ks, n)
-        if ke < 0:
+        ks, ke, escaped, p = _member(buf, p, n)
+        if p < 0:
             return _BROKEN
         if escaped or (not grads and _same(buf, ks, ke, _LEAF_BYTES, _LEAF_OFFSETS[0], _LEAF_OFFSETS[1])):
             return _ODD_RECORD  # a "type" key makes the dict one leaf
-        p = _ws(buf, ke + 1, n)
-        if p >= n or buf[p] != 58:
-            return _BROKEN
-        p = _ws(buf, p + 1, n)
-        if p >= n:
-            return _BROKEN
         status, slot = _named_slot(buf, ks, ke, seen, count, table, hashes, entries, heap, state)
         if status < 0:
             return status
         count += 1
         c = buf[p]
         if c == 110:
-            p = _literal(buf, p, n, _NULL)
-            if p < 0:
-                return _BROKEN
+            p = _null_end(buf, p, n)
         elif c == 123:
             p = _emit(buf, p, n, node, role, slot, rows, stats, present, table, hashes, entries, heap, state)
-            if p < 0:
-                return p
         elif c == 91 and grads:  # [leaf]
             q = _ws(buf, p + 1, n)
             if q >= n or buf[q] != 123:
@@ -486,15 +494,11 @@ def _named_leaves(buf, p, n, node, role, grads, seen, rows, stats, present, tabl
             p = q + 1
         else:
             return _ODD_RECORD
-        p = _ws(buf, p, n)
-        if p >= n:
-            return _BROKEN
-        if buf[p] == 44:
-            p = _ws(buf, p + 1, n)
-            continue
-        if buf[p] == 125:
-            return p + 1
-        return _BROKEN
+        if p < 0:
+            return p
+        p, done = _next_item(buf, p, n, 125)
+        if done:
+            return p
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
@@ -512,102 +516,61 @@ def _digits(scratch, at, value):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def _inner_list(buf, p, n, node, role, outer, scratch, rows, stats, present, table, hashes, entries, heap,
-                state):  # pragma: no cover - compiled
-    """`_listed_leaves` of a list inside a list (numba caches no recursive function): slots "outer.position"."""
-    p = _ws(buf, p + 1, n)
-    if p < n and buf[p] == 93:
-        return p + 1
-    i = 0
-    while True:
-        if p >= n:
-            return _BROKEN
-        c = buf[p]
-        if c == 123:
-            slot = i
-            if outer >= 0:
-                end = _digits(scratch, _digits(scratch, 0, outer) + 1, i)
-                scratch[end - _digit_count(i) - 1] = 46
-                code = _intern(scratch, 0, end, _SLOT_KEY, table, hashes, entries, heap, state)
-                if code == _FULL:
-                    return _FULL
-                slot = -(code + 1)
-            p = _emit(buf, p, n, node, role, slot, rows, stats, present, table, hashes, entries, heap, state)
-            if p < 0:
-                return p
-        elif c == 110:
-            p = _literal(buf, p, n, _NULL)
-            if p < 0:
-                return _BROKEN
-        else:
-            return _ODD_RECORD  # a list deeper down, a dict flattened by key, a bare value
-        i += 1
-        p = _ws(buf, p, n)
-        if p >= n:
-            return _BROKEN
-        if buf[p] == 44:
-            p = _ws(buf, p + 1, n)
-            continue
-        if buf[p] == 93:
-            return p + 1
-        return _BROKEN
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False)
-def _listed_leaves(buf, p, n, node, role, outer, scratch, rows, stats, present, table, hashes, entries, heap,
+def _listed_leaves(buf, p, n, node, role, scratch, rows, stats, present, table, hashes, entries, heap,
                    state):  # pragma: no cover - compiled
-    """The list at p (its '[') of leaves and nulls, slots by position ("outer.position" in a list inside a list, whose
-    slot text is interned); the position after it or a negative code."""
+    """The list at p (its '[') of leaves, nulls and lists of them, slots by position; the position after it or a
+    negative code."""
     p = _ws(buf, p + 1, n)
     if p < n and buf[p] == 93:
         return p + 1
     i = 0
     while True:
-        if p >= n:
-            return _BROKEN
-        c = buf[p]
+        c = buf[p] if p < n else 0
         if c == 123:
-            slot = i
-            if outer >= 0:
-                end = _digits(scratch, _digits(scratch, 0, outer) + 1, i)
-                scratch[end - _digit_count(i) - 1] = 46
-                code = _intern(scratch, 0, end, _SLOT_KEY, table, hashes, entries, heap, state)
-                if code == _FULL:
-                    return _FULL
-                slot = -(code + 1)
-            p = _emit(buf, p, n, node, role, slot, rows, stats, present, table, hashes, entries, heap, state)
-            if p < 0:
-                return p
+            p = _emit(buf, p, n, node, role, i, rows, stats, present, table, hashes, entries, heap, state)
         elif c == 110:
-            p = _literal(buf, p, n, _NULL)
-            if p < 0:
-                return _BROKEN
-        elif c == 91 and outer < 0:
+            p = _null_end(buf, p, n)
+        elif c == 91:
             p = _inner_list(buf, p, n, node, role, i, scratch, rows, stats, present, table, hashes, entries, heap,
                             state)
-            if p < 0:
-                return p
         else:
-            return _ODD_RECORD  # a list deeper down, a dict flattened by key, a bare value
+            return _ODD_RECORD if p < n else _BROKEN  # a dict flattened by key, a bare value
+        if p < 0:
+            return p
         i += 1
-        p = _ws(buf, p, n)
-        if p >= n:
-            return _BROKEN
-        if buf[p] == 44:
-            p = _ws(buf, p + 1, n)
-            continue
-        if buf[p] == 93:
-            return p + 1
-        return _BROKEN
+        p, done = _next_item(buf, p, n, 93)
+        if done:
+            return p
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def _digit_count(value):  # pragma: no cover - compiled
-    count = 1
-    while value >= 10:
-        count += 1
-        value //= 10
-    return count
+def _inner_list(buf, p, n, node, role, outer, scratch, rows, stats, present, table, hashes, entries, heap,
+                state):  # pragma: no cover - compiled
+    """A list inside the list of `_listed_leaves` (at its position `outer`): leaves and nulls, slots "outer.position"
+    (interned from `scratch`). Apart, not by recursion: numba caches no recursive function."""
+    p = _ws(buf, p + 1, n)
+    if p < n and buf[p] == 93:
+        return p + 1
+    i = 0
+    while True:
+        c = buf[p] if p < n else 0
+        if c == 123:
+            dot = _digits(scratch, 0, outer)
+            scratch[dot] = 46
+            code = _intern(scratch, 0, _digits(scratch, dot + 1, i), _SLOT_KEY, table, hashes, entries, heap, state)
+            if code == _FULL:
+                return _FULL
+            p = _emit(buf, p, n, node, role, -(code + 1), rows, stats, present, table, hashes, entries, heap, state)
+        elif c == 110:
+            p = _null_end(buf, p, n)
+        else:
+            return _ODD_RECORD if p < n else _BROKEN  # a list deeper down, a dict flattened by key, a bare value
+        if p < 0:
+            return p
+        i += 1
+        p, done = _next_item(buf, p, n, 93)
+        if done:
+            return p
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
@@ -644,32 +607,19 @@ def _record(buf, p, n, node, grads, seen, scratch, rows, stats, present, table, 
     if p < n and buf[p] == 125:
         return p + 1
     while True:
-        if p >= n or buf[p] != 34:
-            return _BROKEN
-        ks = p + 1
-        ke, escaped = _string_end(buf, ks, n)
-        if ke < 0:
+        ks, ke, escaped, p = _member(buf, p, n)
+        if p < 0:
             return _BROKEN
         k = -1 if escaped else _key_index(buf, ks, ke, _ROLE_BYTES, _ROLE_OFFSETS)
-        p = _ws(buf, ke + 1, n)
-        if p >= n or buf[p] != 58:
-            return _BROKEN
-        p = _ws(buf, p + 1, n)
-        if p >= n:
-            return _BROKEN
         c = buf[p]
         if k < 0 and not escaped:  # another key (is_recompute ...): no leaves; a flag or a number is skipped
             p = _plain_value_end(buf, p, n)
-            if p < 0:
-                return p
         elif k <= last:
             return _ODD_RECORD  # roles in another order than the plain route reads them, or a repeated one
         elif c == 110:
-            p = _literal(buf, p, n, _NULL)
-            if p < 0:
-                return _BROKEN
+            p = _null_end(buf, p, n)
         elif c == 91:
-            p = _listed_leaves(buf, p, n, node, _ROLE_CODES[k], -1, scratch, rows, stats, present, table, hashes,
+            p = _listed_leaves(buf, p, n, node, _ROLE_CODES[k], scratch, rows, stats, present, table, hashes,
                                entries, heap, state)
         elif c == 123:
             p = _named_leaves(buf, p, n, node, _ROLE_CODES[k], False, seen, rows, stats, present, table, hashes,
@@ -680,15 +630,9 @@ def _record(buf, p, n, node, grads, seen, scratch, rows, stats, present, table, 
             return p
         if k >= 0:
             last = k
-        p = _ws(buf, p, n)
-        if p >= n:
-            return _BROKEN
-        if buf[p] == 44:
-            p = _ws(buf, p + 1, n)
-            continue
-        if buf[p] == 125:
-            return p + 1
-        return _BROKEN
+        p, done = _next_item(buf, p, n, 125)
+        if done:
+            return p
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
