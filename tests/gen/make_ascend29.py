@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "data" / "ascend_mlp"))
 
 import make_ascend_cases as mlp  # noqa: E402  (the raw dump writer, bf16 helpers)
-from make_ascend_cases import fractal_nz, nc1hwc0  # noqa: E402  (forward maps, C0 = 16)
+from make_ascend_cases import fractal_nz, nc1hwc0  # noqa: E402  (forward maps)
 
 DT = {**mlp.DT, "bool": 12}
 FMT = {"NCHW": 0, "ND": 2, "NC1HWC0": 3, "FRACTAL_Z": 4, "NC1HWC0_C04": 12, "FRACTAL_Z_C04": 13, "FRACTAL_NZ": 29,
@@ -86,15 +86,6 @@ def fractal_z_groups(w: np.ndarray, groups: int) -> np.ndarray:
     return dev.reshape(blocks * (cin_b // 16) * h * k, cout_b // 16, 16, 16)
 
 
-def nc1hwc0_c04(x: np.ndarray) -> np.ndarray:
-    """(N, C, H, W) -> (N, ceil(C/4), H, W, 4): NC1HWC0 with C0 = 4 (a first conv's few channels)."""
-    n, c, h, w = x.shape
-    c1 = -(-c // 4)
-    padded = np.zeros((n, c1 * 4, h, w), x.dtype)
-    padded[:, :c] = x
-    return padded.reshape(n, c1, 4, h, w).transpose(0, 1, 3, 4, 2).copy()
-
-
 def fractal_z_c04(w: np.ndarray) -> np.ndarray:
     """(N, C<=4, H, W) weight -> (K1, N1, 16, 16): the reduction axis (H, W, C0=4) of each output channel
     flattened, padded to 16, and cut into fractals (k1, n1, n0, k0)."""
@@ -131,7 +122,7 @@ def to_device(x: np.ndarray, fmt: str, groups: int = 0) -> np.ndarray:
     if fmt == "NC1HWC0":
         return nc1hwc0(x)
     if fmt == "NC1HWC0_C04":
-        return nc1hwc0_c04(x)
+        return nc1hwc0(x, 4)
     if fmt == "FRACTAL_Z_C04":
         return fractal_z_c04(x)
     if fmt == "NDC1HWC0":

@@ -58,13 +58,14 @@ def fractal_nz(x: np.ndarray) -> np.ndarray:
     return out.transpose(*range(nb), nb + 2, nb, nb + 1, nb + 3).copy()
 
 
-def nc1hwc0(x: np.ndarray) -> np.ndarray:
-    """(N, C, H, W) -> (N, C1, H, W, 16), C padded with zeros (the forward map, C0 = 16)."""
+def nc1hwc0(x: np.ndarray, c0: int = 16) -> np.ndarray:
+    """(N, C, H, W) -> (N, C1, H, W, C0), C padded with zeros (the forward map; C0 = 4 is the C04 format of a first
+    conv's few channels)."""
     n, c, h, w = x.shape
-    c1 = -(-c // 16)
-    padded = np.zeros((n, c1 * 16, h, w), x.dtype)
+    c1 = -(-c // c0)
+    padded = np.zeros((n, c1 * c0, h, w), x.dtype)
     padded[:, :c] = x
-    return padded.reshape(n, c1, 16, h, w).transpose(0, 1, 3, 4, 2).copy()
+    return padded.reshape(n, c1, c0, h, w).transpose(0, 1, 3, 4, 2).copy()
 
 
 def tensor(array: np.ndarray, dtype: str, fmt: str = "ND", original_shape=None, origin=None, address=0x1000):
