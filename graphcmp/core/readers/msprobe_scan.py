@@ -1036,13 +1036,14 @@ def _names(out: _Outputs) -> list[str]:
     count = int(out.state[_ENTRIES])
     if not count:
         return []
-    raw = out.heap[:out.state[_HEAP_BYTES] - 1].tobytes().decode().split("\0")
+    text = out.heap[:out.state[_HEAP_BYTES] - 1].tobytes().decode()
+    raw = text.split("\0")
     tags = out.entries[:count, 2]
     for k in np.flatnonzero(tags != _TEXT).tolist():
         raw[k] = _CONVERT[tags[k]](raw[k])
-    for k, name in enumerate(raw):
-        if "\\" in name and tags[k] in (_TEXT,):
-            raw[k] = _unescaped(name)
+    if "\\" in text:  # an escape somewhere: the plain texts that hold one are unescaped (not a pass over every text)
+        for k in np.flatnonzero(tags == _TEXT).tolist():
+            raw[k] = _unescaped(raw[k])
     return raw
 
 
