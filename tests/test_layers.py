@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics",
               "graphcmp.core.npzio", "graphcmp.core.forking", "graphcmp.core.texts", "graphcmp.core.ascend_dtypes",
               "graphcmp.core.device_formats", "graphcmp.core.overflow_status", "graphcmp.core.simd",
-              "graphcmp.core.jsonnum")),
+              "graphcmp.core.jsonnum", "graphcmp.core.compiled")),
     ("records", ("graphcmp.core.records", "graphcmp.core.rules", "graphcmp.core.shards")),
     ("hierarchy", ("graphcmp.core.hierarchy", "graphcmp.core.dataflow")),
     ("readers", ("graphcmp.core.readers", "graphcmp.core.readers.*", "graphcmp.core.mapping_files",
@@ -52,9 +52,13 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     # its module would load before every command (figures: `bench/bench_imports.py --lazy`, the import on top
     # of what the importer's process already holds, median of 9 fresh processes, 2-core machine)
     ("graphcmp.core.readers.msprobe", "graphcmp.core.readers.msprobe_scan"):
-        "140 ms (numba) before every read: only a dump.json of COMPILED_FROM_BYTES, or a batch, takes it",
+        "8.6 ms before every command that reads no msprobe dump",
     ("graphcmp.core.readers.msprobe", "graphcmp.core.readers.naming_compiled"):
-        "130 ms (numba) before every read: taken after a compiled read only, when numba is loaded already",
+        "3.7 ms before every command that reads no msprobe dump (msprobe_scan loads it)",
+    ("graphcmp.core.readers.msprobe_scan", "graphcmp.core.readers.msprobe_scan_kernels"):
+        "400 ms (numba) in every reading process: taken only to build the kernels, or where they cannot be",
+    ("graphcmp.core.readers.naming_compiled", "graphcmp.core.readers.naming_kernels"):
+        "390 ms (numba) in every reading process: taken only to build the kernels, or where they cannot be",
     ("graphcmp.cli.compare", "graphcmp.core.compare"):
         "45 ms: loaded while the forked process reads the npu run (read_pair meanwhile), not before it starts",
     ("graphcmp.cli.compare", "graphcmp.core.report"): "40 ms: with core.compare, while the npu run is read",

@@ -166,8 +166,9 @@ def _remove_index(out: Path) -> None:
 
 
 COMPILED_READS_FROM = 8
-"""Runs of a pool task from which its dump.json files are read by the compiled pass: loading numba (about 0.3 s once
-per worker) is repaid by about 25 ms saved per 5,000-node run read."""
+"""Runs of a pool task from which its dump.json files are read by the compiled pass even before its kernels are built
+ahead of time (they are built then, once per installation; where they cannot be, loading numba, about 0.3 s once per
+worker, is repaid by about 25 ms saved per 5,000-node run read). Once built, every read takes the pass."""
 
 
 def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list[str]:
@@ -184,7 +185,7 @@ def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list
     except GraphcmpError as err:
         thresholds = err
     labels = []
-    # the structure kept is freed before the memory is handed back; numba is loaded once for a worker's many runs
+    # the structure kept is freed before the memory is handed back; the kernels are loaded once for a worker's runs
     many = len(tasks) >= COMPILED_READS_FROM or "numba" in sys.modules  # the last chunks are short: loaded already
     with reused_allocations(), reusing_structure(), compiled_reads(many):
         for npu, bench, step, rank, key, reference in tasks:

@@ -59,8 +59,10 @@ def sniff(path: str | os.PathLike[str]) -> bool:
 
 
 COMPILED_FROM_BYTES = 64 << 20
-"""dump.json bytes from which `read_msprobe` walks the text by the compiled pass (`msprobe_scan`): loading numba and
-its cached code costs about 0.3 s once per process, and the pass reads the text several times faster."""
+"""dump.json bytes from which `read_msprobe` walks the text by the compiled pass (`msprobe_scan`) even when its
+kernels are not built ahead of time yet: they are built then (once per installation, 20-40 s; where they cannot be,
+numba loads them, about 0.9 s once per process), and the pass reads the text several times faster. Once they are
+built, every dump.json is read by the pass (loading them takes milliseconds; 2x faster at 0.4 MB)."""
 
 
 def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUNK_BYTES,
@@ -70,7 +72,7 @@ def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUN
     A missing construct.json or stack.json, or a file cut short, still loads what is there;
     the loss is listed in ``graph.info.missing``. dump.json is parsed `chunk_bytes` at a time;
     ``chunk_bytes=None`` parses it whole (same graph, more memory). `compiled`: walk dump.json by the compiled pass
-    (same graph; None: from `COMPILED_FROM_BYTES`).
+    (same graph; None: when its kernels are built, with the default `chunk_bytes`, or from `COMPILED_FROM_BYTES`).
 
     Raises
     ------
@@ -101,9 +103,9 @@ _COMPILED_READS: ContextVar[bool] = ContextVar("_COMPILED_READS", default=False)
 
 @contextmanager
 def compiled_reads(many: bool = True) -> Iterator[None]:
-    """Within the block (when `many`), `read_msprobe` walks every dump.json by the compiled pass, whatever its size:
-    for a process that reads many runs (a batch's worker), which loads numba once and then reads a 5,000-node
-    dump.json in about half the time of the chunked read (`bench/bench_batch.py`)."""
+    """Within the block (when `many`), `read_msprobe` walks every dump.json by the compiled pass, whatever its size,
+    its kernels built first if they are not yet: for a process that reads many runs (a batch's worker), which then
+    reads a 5,000-node dump.json in about half the time of the chunked read (`bench/bench_batch.py`)."""
     token = _COMPILED_READS.set(many)
     try:
         yield
@@ -116,16 +118,16 @@ def _read_dump_streamed(
 ) -> tuple[tuple[HierarchyBuilder, dict[str, Any], dict[str, int], bool], bool] | None:
     """`_read_dump_chunked`, or the compiled pass's same result when it is asked for or the file is large enough;
     and whether the compiled pass read it."""
+    from graphcmp.core.readers.msprobe_scan import kernels_built, read_dump_compiled  # see LAZY_IMPORTS
+
     if compiled is None:
         try:
-            compiled = _COMPILED_READS.get() or (folder / DUMP_FILE).stat().st_size >= COMPILED_FROM_BYTES
+            compiled = _COMPILED_READS.get() or (folder / DUMP_FILE).stat().st_size >= COMPILED_FROM_BYTES or (
+                chunk_bytes == CHUNK_BYTES and kernels_built())
         except OSError:
             compiled = False
-    if compiled:
-        from graphcmp.core.readers.msprobe_scan import read_dump_compiled  # see tests/test_layers.py: LAZY_IMPORTS
-
-        if (walked := read_dump_compiled(folder)) is not None:
-            return walked, True
+    if compiled and (walked := read_dump_compiled(folder)) is not None:
+        return walked, True
     chunked = _read_dump_chunked(folder, chunk_bytes)
     return None if chunked is None else (chunked, False)
 

@@ -18,7 +18,6 @@ from graphcmp.core.hierarchy import GROUP_PREFIX, ROOT_ID
 from graphcmp.core.jsonio import MemberChunks, read_json
 from graphcmp.core.readers.msprobe import CHUNK_BYTES, parse_msprobe, read_msprobe, sniff
 from graphcmp.core.readers.msprobe_leaves import typed_records
-from graphcmp.core.readers.naming import parse_node_ids
 from graphcmp.core.records import Direction, NodeKind, Role
 from tests.conftest import DATA, shared
 
@@ -478,7 +477,8 @@ def test_reused_structure_reads_the_same_graphs(perturb_pair, tmp_path, monkeypa
     (edited / "construct.json").write_text(json.dumps(construct))
     alone = [read_msprobe(path) for path in (npu, bench, edited)]
     derived = []
-    monkeypatch.setattr(msprobe, "parse_node_ids", lambda ids: derived.append(len(ids)) or parse_node_ids(ids))
+    parse = msprobe._parsed_ids
+    monkeypatch.setattr(msprobe, "_parsed_ids", lambda ids, compiled: derived.append(len(ids)) or parse(ids, compiled))
     with msprobe.reusing_structure():
         reused = [read_msprobe(path) for path in (npu, bench, edited, edited)]
     assert len(derived) == 2  # bench reused npu's; the second read of `edited` its first

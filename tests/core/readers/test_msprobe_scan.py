@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from graphcmp.core import compiled
 from graphcmp.core.errors import DumpFormatError
-from graphcmp.core.readers import msprobe_scan
+from graphcmp.core.readers import msprobe_scan, naming_compiled
 from graphcmp.core.readers.msprobe import read_msprobe
 from graphcmp.core.readers.msprobe_scan import read_dump_compiled
 from tests.core.readers.test_msprobe import _ODD_LEAVES, _same_graph
@@ -31,6 +32,17 @@ def _same_both_ways(folder: Path) -> None:
     """The compiled pass reads `folder` (gives no None) and its graph is the chunked read's."""
     assert read_dump_compiled(folder) is not None
     _same_graph(read_msprobe(folder, compiled=True), read_msprobe(folder, compiled=False))
+
+
+def test_the_kernels_built_ahead_of_time_read_as_numba_s_own(monkeypatch):
+    """The extension built ahead of time and numba's just-in-time dispatchers (its fallback) give the same graphs."""
+    cases = DUMPS[::6]
+    built = [read_msprobe(_folder(case), compiled=True) for case in cases]
+    assert msprobe_scan.kernels_built()
+    for kernels in (msprobe_scan._KERNELS, naming_compiled._KERNELS):
+        monkeypatch.setattr(kernels, "_loaded", compiled._Jit(kernels.dispatchers()))
+    for case, graph in zip(cases, built):
+        _same_graph(read_msprobe(_folder(case), compiled=True), graph)
 
 
 def test_every_dump_of_the_tests_is_found():

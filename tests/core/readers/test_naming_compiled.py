@@ -12,7 +12,8 @@ import pytest
 
 from graphcmp.core.jsonio import read_json
 from graphcmp.core.readers.naming import parse_node_ids
-from graphcmp.core.readers.naming_compiled import _parse_spans, parse_id_columns, parse_joined
+from graphcmp.core.readers.naming_compiled import parse_id_columns, parse_joined
+from graphcmp.core.readers.naming_kernels import _parse_spans
 from graphcmp.core.records import Direction, NodeKind
 from tests.conftest import DATA
 

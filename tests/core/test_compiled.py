@@ -1,0 +1,125 @@
+"""Kernels built ahead of time (`core/compiled.py`): built once per source text, loaded without building or numba,
+checked call by call, and numba's dispatchers where a build fails or is declined."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphcmp.core import compiled
+from graphcmp.core.compiled import AHEAD_OF_TIME_ENV, KernelSet, sources
+
+CORE = Path(compiled.__file__).resolve().parent
+
+_KERNELS = '''
+import numba
+import numpy as np
+
+
+@numba.njit(cache=False)
+def shifted(values, by):
+    out = np.empty(values.size, np.int64)
+    for i in range(values.size):
+        out[i] = values[i] + by
+    return out, values.size
+'''
+
+
+def _kernel_set(folder: Path, text: str = _KERNELS, signature: str = "Tuple((i8[::1], i8))") -> KernelSet:
+    """A set of one kernel, ``shifted``, defined in `folder`/graphcmp/tiny_kernels.py."""
+    source = folder / "graphcmp" / "tiny_kernels.py"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text(text)
+
+    def dispatchers() -> dict:
+        spec = importlib.util.spec_from_file_location(f"tiny_kernels_{abs(hash(text))}", source)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return {"shifted": module.shifted}
+
+    return KernelSet("tiny", source, {"shifted": (signature, ("i8[::1]", "i8"))}, dispatchers)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """Builds go to a folder of the test's own."""
+    folder = tmp_path / "cache"
+    monkeypatch.setattr(compiled, "_folders", lambda beside: [folder])
+    monkeypatch.delenv(AHEAD_OF_TIME_ENV, raising=False)
+    return folder
+
+
+def test_sources_are_the_kernels_module_and_what_it_imports():
+    found = {path.relative_to(CORE).as_posix() for path in sources(CORE / "readers" / "msprobe_scan_kernels.py")}
+    assert {"readers/msprobe_scan_kernels.py", "readers/msprobe_scan_layout.py", "jsonnum.py", "simd.py",
+            "records.py"} <= found
+    assert "readers/msprobe_scan.py" not in found  # the Python that drives the kernels is not compiled
+
+
+def test_a_set_is_built_once_then_loaded_and_checked(cache, tmp_path):
+    kernels = _kernel_set(tmp_path)
+    assert not kernels.built()
+    loaded = kernels.load()
+    assert kernels.built() and list(cache.glob("_tiny_*.so"))
+    out, size = loaded.shifted(np.arange(4, dtype=np.int64), 10)
+    assert out.tolist() == [10, 11, 12, 13] and size == 4
+    with pytest.raises(TypeError, match="argument 0 is a 1-d int32 array"):
+        loaded.shifted(np.arange(4, dtype=np.int32), 1)  # the extension itself would read it as int64s
+    with pytest.raises(TypeError, match="not C-contiguous"):
+        loaded.shifted(np.arange(8, dtype=np.int64)[::2], 1)
+    with pytest.raises(TypeError, match="1 arguments given, 2 expected"):
+        loaded.shifted(np.arange(4, dtype=np.int64))
+
+    again = _kernel_set(tmp_path)
+    again.dispatchers = lambda: pytest.fail("a built set is loaded without numba's dispatchers")
+    assert again.built() and again.load().shifted(np.zeros(2, np.int64), 1)[0].tolist() == [1, 1]
+
+
+def test_another_source_text_is_another_build(cache, tmp_path):
+    first = _kernel_set(tmp_path)
+    first.load()
+    key = first.key()
+    edited = _kernel_set(tmp_path, _KERNELS.replace("values[i] + by", "values[i] - by"))  # the same file, edited
+    assert edited.key() != key and not edited.built()
+    assert edited.load().shifted(np.arange(3, dtype=np.int64), 1)[0].tolist() == [-1, 0, 1]
+    assert len(list(cache.glob("_tiny_*.so"))) == 1  # the older build is removed
+
+
+def test_a_failed_build_falls_back_to_numba_and_is_not_tried_again(cache, tmp_path, monkeypatch):
+    kernels = _kernel_set(tmp_path, signature="no_such_type")
+    loaded = kernels.load()
+    assert not kernels.built() and list(cache.glob("_tiny_*.failed"))
+    assert loaded.shifted(np.arange(2, dtype=np.int64), 1)[0].tolist() == [1, 2]  # numba's dispatcher
+    monkeypatch.setattr(compiled, "_build", lambda *args: pytest.fail("a failed build is not tried again"))
+    assert _kernel_set(tmp_path, signature="no_such_type").load().shifted(np.zeros(1, np.int64), 2)[0][0] == 2
+
+
+def test_the_environment_can_ask_for_numba(cache, tmp_path, monkeypatch):
+    monkeypatch.setenv(AHEAD_OF_TIME_ENV, "0")
+    monkeypatch.setattr(compiled, "_build", lambda *args: pytest.fail("not built when numba is asked for"))
+    kernels = _kernel_set(tmp_path)
+    assert not kernels.built()
+    assert kernels.load().shifted(np.arange(2, dtype=np.int64), 3)[0].tolist() == [3, 4]
+
+
+def test_loading_a_built_set_needs_no_numba(tmp_path):
+    """A fresh process reads a dump by the built kernels without importing numba (what the build is for)."""
+    import subprocess
+
+    from graphcmp.core.readers import msprobe_scan
+
+    assert msprobe_scan._KERNELS.load() is not None and msprobe_scan.kernels_built()  # built here if need be
+    from graphcmp.core.readers import naming_compiled
+
+    naming_compiled._KERNELS.load()
+    dump = Path(__file__).resolve().parents[2] / "sample_graphs"
+    folder = next(p.parent for p in sorted(dump.rglob("dump.json")))
+    code = ("import sys; from graphcmp.core.readers.msprobe import read_msprobe; "
+            f"g = read_msprobe({str(folder)!r}); print(len(g.nodes.ids), 'numba' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    nodes, numba_loaded = done.stdout.split()
+    assert int(nodes) > 10 and numba_loaded == "False"
