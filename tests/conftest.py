@@ -20,6 +20,18 @@ REPORT_SCHEMA = json.loads(resources.files("graphcmp").joinpath("data/report.sch
 """The JSON Schema graphcmp ships for its report document."""
 
 
+@pytest.fixture(scope="session", autouse=True)
+def built_kernels() -> None:
+    """The compiled dump.json pass built ahead of time before any test runs: a fresh checkout builds it once (about a
+    minute), which would otherwise fall into whichever test first reads a large dump or a batch, under its time
+    limit. Every msprobe read then takes the compiled pass, as a user's does; the chunked read is what tests ask
+    for by ``compiled=False`` or a `chunk_bytes`, and `test_msprobe_scan` holds the two to the same graphs."""
+    from graphcmp.core.readers import msprobe_scan, naming_compiled
+
+    msprobe_scan._KERNELS.load()
+    naming_compiled._KERNELS.load()
+
+
 @pytest.fixture(scope="session")
 def perturb_pair() -> tuple[Path, Path]:
     """(npu, bench): the 3-layer transformer with a perturbed linear1 weight in layer 1, and its baseline."""
