@@ -6,10 +6,11 @@ a millisecond and loads neither numba nor LLVM. Loading numba and its cached cod
 process on the 2-core machine (`import numba` 0.5 s, the dispatchers 0.15 s, the cached machine code 0.4 s), more
 than the compiled pass saves on a dump.json of 30 MB, and a comparison reads its two runs in two processes.
 
-The first `load` of a new source text builds the module (20-40 s, numba and a C compiler; the lock lets one process
-build while another waits) into ``__pycache__`` beside the sources, else into the user's cache folder. Where it cannot
-be built (no compiler, nowhere to write) the failure is remembered beside it and numba's just-in-time dispatchers
-are used, as before: the same machine code, loaded at the cost above. ``GRAPHCMP_AHEAD_OF_TIME=0`` asks for those.
+The first `load` of a new source text builds the module (numba and a C compiler: about a minute on a 2-core
+machine; a lock lets one process build while another waits) into ``__pycache__`` beside the sources, else into the
+user's cache folder. Where it cannot be built (no compiler, nowhere to write) the failure is remembered beside it and
+numba's just-in-time dispatchers are used, as before: the same machine code, loaded at the cost above.
+``GRAPHCMP_AHEAD_OF_TIME=0`` asks for those.
 
 An extension built ahead of time checks no argument type (a wrong dtype reads memory wrongly): each call is
 checked here against the export's signature first, a few microseconds per call.
@@ -171,7 +172,8 @@ def _build(folder: Path, module_name: str, dispatchers: Mapping[str, Any],
     """Build the kernels into `folder` (written under another name, then renamed: a reader never sees half a
     file); None, with the reason kept beside it, when that fails."""
     if sys.stderr.isatty():
-        print(f"graphcmp: compiling the {module_name.split('_')[1]} kernels for this installation (once, 20-40 s)",
+        name = module_name.lstrip("_").rsplit("_", 1)[0]
+        print(f"graphcmp: building the {name} kernels, once for this installation (about a minute)",
               file=sys.stderr, flush=True)
     try:
         with warnings.catch_warnings(), tempfile.TemporaryDirectory(dir=folder) as scratch:

@@ -60,9 +60,9 @@ def sniff(path: str | os.PathLike[str]) -> bool:
 
 COMPILED_FROM_BYTES = 64 << 20
 """dump.json bytes from which `read_msprobe` walks the text by the compiled pass (`msprobe_scan`) even when its
-kernels are not built ahead of time yet: they are built then (once per installation, 20-40 s; where they cannot be,
-numba loads them, about 0.9 s once per process), and the pass reads the text several times faster. Once they are
-built, every dump.json is read by the pass (loading them takes milliseconds; 2x faster at 0.4 MB)."""
+kernels are not built ahead of time yet: they are built then (once per installation, about a minute; where they
+cannot be, numba loads them, about 0.9 s once per process), and the pass reads the text several times faster. Once
+they are built, every dump.json is read by the pass (loading them takes milliseconds; 2x faster at 0.4 MB)."""
 
 
 def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUNK_BYTES,
