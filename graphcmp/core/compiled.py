@@ -24,11 +24,8 @@ import importlib.machinery
 import importlib.util
 import operator
 import os
-import platform
 import re
 import sys
-import tempfile
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,7 +99,8 @@ class KernelSet:
 
     def key(self) -> str:
         """What names a build: the sources' text, the signatures, the interpreter and the machine."""
-        digest = hashlib.sha256(f"{sys.implementation.cache_tag} {platform.machine()} {self.signatures}".encode())
+        digest = hashlib.sha256(f"{importlib.machinery.EXTENSION_SUFFIXES[0]} {self.signatures}".encode())  # the
+        # suffix names the interpreter, its version and the machine: cpython-311-x86_64-linux-gnu
         for path in sorted(sources(self.source)):
             digest.update(path.read_bytes())
         return digest.hexdigest()[:16]
@@ -175,6 +173,9 @@ def _build(folder: Path, module_name: str, dispatchers: Mapping[str, Any],
         name = module_name.lstrip("_").rsplit("_", 1)[0]
         print(f"graphcmp: building the {name} kernels, once for this installation (about a minute)",
               file=sys.stderr, flush=True)
+    import tempfile  # only to build: every reading process imports this module
+    import warnings
+
     try:
         with warnings.catch_warnings(), tempfile.TemporaryDirectory(dir=folder) as scratch:
             warnings.simplefilter("ignore")  # numba says pycc is pending deprecation; it is what builds ahead of time
