@@ -206,7 +206,7 @@ def _grown(array: np.ndarray, rows: int) -> np.ndarray:
 def _walk(buf: np.ndarray, mapped: mmap.mmap | None) -> _Outputs | None:
     """Run `_scan` over the whole text, window by window (dropping each window's pages), growing its outputs."""
     kernels, out = _KERNELS.load(), _Outputs(buf.size)
-    dropped = 0
+    dropped, reserved = 0, False
     limit = min(buf.size, WINDOW_BYTES)
     while True:
         status = kernels.scan(buf, limit, *out.arguments())
@@ -218,8 +218,9 @@ def _walk(buf: np.ndarray, mapped: mmap.mmap | None) -> _Outputs | None:
             out.grow(int(out.state[_POS]) / buf.size)
             continue
         position = int(out.state[_POS])
-        if not dropped:  # the first window read: the rest's needs are known, and growing now copies little
+        if not reserved:  # the first window read: the rest's needs are known, and growing now copies little
             out.reserve(position / buf.size)
+            reserved = True
         limit = min(buf.size, position + WINDOW_BYTES)
         done = (position // mmap.PAGESIZE) * mmap.PAGESIZE
         if mapped is not None and done > dropped and hasattr(mmap, "MADV_DONTNEED"):
