@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from itertools import chain, pairwise, repeat
-from operator import itemgetter
+from operator import is_, itemgetter
 from typing import Any
 
 import numpy as np
@@ -122,10 +122,10 @@ class HierarchyBuilder:
         new = parents[len(known):]
         if not new and not (known == -2).any():
             return known
-        distinct = dict.fromkeys(new)  # few distinct parents: each looked up once in the (large) table of rows
-        distinct.update((parent, rows.get(parent, -2)) for parent in distinct)  # type: ignore[arg-type]
-        distinct[None] = -1
-        column = np.concatenate([known, np.fromiter(map(distinct.__getitem__, new), np.int64, len(new))])
+        # one look per node: at a million nodes, half the time of looking up each distinct parent once
+        looked = np.fromiter(map(rows.get, new, repeat(-2)), np.int64, len(new))  # type: ignore[arg-type]
+        looked[np.fromiter(map(is_, new, repeat(None)), bool, len(new))] = -1
+        column = np.concatenate([known, looked])
         for row in np.flatnonzero(column[:len(known)] == -2).tolist():  # added since?
             column[row] = rows.get(parents[row], -2)  # type: ignore[arg-type]
         self._parent_rows = column
