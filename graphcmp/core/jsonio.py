@@ -15,7 +15,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -667,8 +667,11 @@ def dumps_strict(value: Any, *, indent: bool = False) -> bytes:
     return orjson.dumps(value, option=option, default=_plain_tuple)
 
 
-def _plain_tuple(value: Any) -> tuple[Any, ...]:
-    """What orjson cannot write itself: a tuple subclass (a run's `CodedTexts` columns) as its tuple."""
+def _plain_tuple(value: Any) -> tuple[Any, ...] | list[Any]:
+    """What orjson cannot write itself: a tuple subclass as its tuple, another sequence (a run's `CodedTexts`
+    columns) as its list."""
     if isinstance(value, tuple):
         return tuple(value)
+    if isinstance(value, Sequence):
+        return list(value)
     raise TypeError(f"{type(value).__name__} is not JSON serializable")

@@ -226,9 +226,11 @@ def _pair_notes(nt: TensorTable, bt: TensorTable, pairs: TensorPairs, nonfinite:
     i, j = pairs.npu, pairs.bench
     notes: dict[int, str] = {}
     if not expected_dtypes:
-        dtype_a, dtype_b, _ = shared_codes(nt.dtype, bt.dtype)
-        for k in np.flatnonzero(dtype_a[i] != dtype_b[j]).tolist():
-            a, b = nt.dtype[i[k]], bt.dtype[j[k]]
+        dtype_a, dtype_b, dtypes = shared_codes(nt.dtype, bt.dtype)
+        dtype_a, dtype_b = dtype_a[i], dtype_b[j]
+        differ = np.flatnonzero(dtype_a != dtype_b)
+        for k, a, b in zip(differ.tolist(), map(dtypes.__getitem__, dtype_a[differ].tolist()),
+                           map(dtypes.__getitem__, dtype_b[differ].tolist())):
             if a and b and precision_changed(a, b):
                 notes[k] = f"dtype {a} vs {b}"
     shape_a, shape_b, shapes = shared_codes(nt.shape, bt.shape)

@@ -189,6 +189,8 @@ def _split(value: Any, name: str, writer: _Writer) -> Any:
         return {"$npy": name}
     if isinstance(value, UniqueTexts):
         return writer.strings(name, value.values) if len(value.values) >= MIN_COLUMN else list(value.values)
+    if isinstance(value, CodedTexts):
+        value = TextCodes(value.codes, value.names)
     if isinstance(value, TextCodes):  # categories as the texts would give them, else the texts themselves
         n, k = len(value.codes), len(value.values)
         if n >= MIN_COLUMN and k * 2 <= n and set(map(type, value.values)) == {str}:

@@ -8,7 +8,7 @@ a reference per text, and the npz container (`graphcmp.core.npzio`) stores the c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,21 +40,29 @@ class UniqueTexts:
     values: Sequence[str]
 
 
-class CodedTexts(tuple):
-    """A tuple of texts drawn from few distinct values that also holds their codes, so `string_codes` (which the
-    comparison asks for each text column) costs nothing, and a pickled run carries the narrow codes, not a
-    reference per text.
+class CodedTexts(Sequence):
+    """A column of texts drawn from few distinct values, held as their codes: `string_codes` (which the comparison
+    asks for each text column) costs nothing, a pickled run carries the narrow codes, and no reference per text is
+    held. A million-node run's six text columns took 138 MB as tuples (a pointer per text); a comparison holds two
+    runs.
 
-    It is a tuple in every other respect: equal to the plain tuple of the same texts, and slices are plain tuples.
-    Make one with `CodedTexts.of`.
+    It reads as the tuple of its texts: equal to that tuple, slices are plain tuples, numpy makes the same object
+    array of it. Make one with `CodedTexts.of`.
 
     >>> column = CodedTexts.of(np.array([1, 0, 1]), ["int64", "float32", "unused"])
     >>> column == ("float32", "int64", "float32"), column.names, column.codes.tolist()
     (True, ('float32', 'int64'), [0, 1, 0])
+    >>> column[-1], column[:2], list(column), column.count("float32")
+    ('float32', ('float32', 'int64'), ['float32', 'int64', 'float32'], 2)
     """
+
+    __slots__ = ("codes", "names")
 
     codes: np.ndarray  # narrow ints, read-only: per text, its row in `names`
     names: tuple[str, ...]  # the distinct texts in order of first appearance
+
+    def __init__(self, codes: np.ndarray, names: tuple[str, ...]) -> None:
+        self.codes, self.names = codes, names
 
     @classmethod
     def of(cls, codes: np.ndarray, names: Sequence[str]) -> CodedTexts:
@@ -70,16 +78,57 @@ class CodedTexts(tuple):
 
     @classmethod
     def _made(cls, codes: np.ndarray, names: tuple[str, ...]) -> CodedTexts:
-        if len(names) == 1:
-            column = cls(names * len(codes))
-        else:
-            column = cls(np.array(names, object)[codes].tolist() if len(codes) else ())
         codes.flags.writeable = False
-        column.codes, column.names = codes, names
-        return column
+        return cls(codes, names)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return CodedTexts._made, (self.codes, self.names)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self._texts(self.codes[index]))
+        return self.names[self.codes[index]]
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self.names.__getitem__, self.codes.tolist())
+
+    def __contains__(self, text: object) -> bool:
+        return text in self.names  # every name is used (`of` drops the others)
+
+    def count(self, text: Any) -> int:
+        return int(np.count_nonzero(self.codes == self.names.index(text))) if text in self.names else 0
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, CodedTexts):
+            if len(self) != len(other):
+                return False
+            same = self.names == other.names and bool((self.codes == other.codes).all())
+            return same or tuple(self) == tuple(other)
+        if isinstance(other, tuple):
+            return len(self) == len(other) and tuple(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __add__(self, other: object) -> tuple:
+        return tuple(self) + other if isinstance(other, tuple) else NotImplemented
+
+    def __radd__(self, other: object) -> tuple:
+        return other + tuple(self) if isinstance(other, tuple) else NotImplemented
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        texts = self._texts(self.codes)
+        return texts if dtype is None else texts.astype(dtype)
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+    def _texts(self, codes: np.ndarray) -> np.ndarray:
+        return np.array(self.names, object)[codes] if len(codes) else np.empty(0, object)
 
     def wide_codes(self) -> np.ndarray:
         """The codes as int64 (what `string_codes` gives), read-only, made on each call and not kept: a column of a

@@ -4,6 +4,7 @@ read from a dump carry their codes."""
 from __future__ import annotations
 
 import pickle
+import sys
 
 import numpy as np
 import orjson
@@ -75,6 +76,23 @@ def test_coded_texts_are_numbered_in_order_of_first_appearance():
     many = CodedTexts.of(np.arange(300)[::-1], [str(k) for k in range(300)])
     assert many.codes.dtype == np.int16 and many.names[0] == "299" and many == tuple(map(str, range(299, -1, -1)))
     assert CodedTexts.of(np.zeros(0, np.int8), ["a"]) == () and CodedTexts.of(np.zeros(0, np.int8), ["a"]).names == ()
+
+
+def test_coded_texts_read_as_their_tuple_without_holding_a_reference_per_text():
+    texts = ("b", "a", "b", "b", "c")
+    column = CodedTexts.of(np.array([1, 0, 1, 1, 2]), ["a", "b", "c"])
+    assert column == texts and texts == column and column != texts[:-1] and column != list(texts)
+    assert tuple(column) == texts and list(column) == list(texts) and len(column) == 5
+    assert column[0] == "b" and column[-1] == "c" and column[1:4] == texts[1:4] and column[::-1] == texts[::-1]
+    assert column.count("b") == 3 and column.count("z") == 0 and "c" in column and "z" not in column
+    assert column.index("c") == 4 and hash(column) == hash(texts)
+    assert column + ("d",) == (*texts, "d") and ("d",) + column == ("d", *texts)  # noqa: RUF005 - the operator itself
+    assert np.asarray(column).tolist() == list(texts) and np.asarray(column).dtype == object
+    assert repr(column) == repr(texts) and sorted(column) == sorted(texts)
+    with pytest.raises(IndexError):
+        column[5]
+    many = CodedTexts.of(np.zeros(100_000, np.int8), ["one"])
+    assert sys.getsizeof(many) + many.codes.nbytes < 8 * len(many) // 4  # a tuple holds 8 bytes per text
 
 
 def test_coded_texts_travel_as_codes_and_come_back_coded(runs):

@@ -22,7 +22,7 @@ from graphcmp.core.export.columns import float_reprs, json_escaped
 from graphcmp.core.hierarchy import depths, levels
 from graphcmp.core.judge import STATUS_NAMES, pair_messages, pair_notes
 from graphcmp.core.readers.vis import ATTR_DISTRIBUTED, ATTR_OVERFLOW, VisNodeType
-from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind, Role, string_codes
+from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind, Role, string_codes, string_column
 from graphcmp.core.report import CompareReport
 from graphcmp.core.rules import ERROR, PASS, WARNING
 
@@ -380,9 +380,11 @@ class _Heads:
         stats = stats.reshape(-1, 4)
         md5_text, names = repeat(b""), repeat(b',"data_name":"-1"')  # runs without md5 or tensor files
         if self.has_md5:
-            md5_text = [b',"md5":"' + m + b'"' if m else b"" for m in json_escaped([t.md5[k] for k in rows.tolist()])]
+            md5s = json_escaped(string_column(t.md5, rows).tolist())
+            md5_text = [b',"md5":"' + m + b'"' if m else b"" for m in md5s]
         if self.has_file:
-            names = [b',"data_name":"' + (f or b"-1") + b'"' for f in json_escaped([t.file[k] for k in rows.tolist()])]
+            files = json_escaped(string_column(t.file, rows).tolist())
+            names = [b',"data_name":"' + (f or b"-1") + b'"' for f in files]
         body = list(map(b"".join, zip(stats[:, 0].tolist(), repeat(_STAT_SEPARATORS[0]), stats[:, 1].tolist(),
                                       repeat(_STAT_SEPARATORS[1]), stats[:, 2].tolist(), repeat(_STAT_SEPARATORS[2]),
                                       stats[:, 3].tolist(), self.grads[t.requires_grad[rows] + 1].tolist(),
@@ -393,7 +395,7 @@ class _Heads:
         """The whole head of scalar (`_SCALAR`) or other non-tensor (`_PLAIN`) rows, made once per distinct value."""
         t = self.t
         dtypes = self.dtype_codes[rows].tolist()
-        values = [t.value[k] for k in rows.tolist()]
+        values = string_column(t.value, rows).tolist()
         if kind == _SCALAR:
             bits = np.where(t.present[rows, 0], t.stats[rows, 0], np.nan).view(np.int64).tolist()
             keys = zip(dtypes, bits, values)

@@ -23,7 +23,7 @@ import numpy as np
 from graphcmp.core.dataflow import run_fingerprints
 from graphcmp.core.hierarchy import execution_keys
 from graphcmp.core.matching.ids import api_name, wrapper_rows
-from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind, Role
+from graphcmp.core.records import DumpGraph, FrozenColumns, NodeKind, Role, string_column
 
 if TYPE_CHECKING:
     from graphcmp.core.mapping_files import RuleEntry, RuleFile
@@ -608,8 +608,9 @@ class _InputHolders:
         is_call = np.zeros(len(graph), bool)
         is_call[calls] = True
         inputs = np.flatnonzero(is_call[t.node] & (t.role == Role.INPUT))
-        first = {int(t.node[k]): int(fingerprint[k]) for k in inputs.tolist()
-                 if t.slot[k] == "0" and t.shape[k] not in ("", "scalar")}  # a tensor, not a value
+        shape = string_column(t.shape, inputs)
+        inputs = inputs[(string_column(t.slot, inputs) == "0") & (shape != "") & (shape != "scalar")]  # a tensor
+        first = dict(zip(t.node[inputs].tolist(), fingerprint[inputs].tolist()))
         wanted = np.fromiter(first.values(), np.int64, len(first))
         held = np.flatnonzero(np.isin(fingerprint, wanted) & ((t.role == Role.OUTPUT) | (t.role == Role.PARAM_GRAD)))
         by_print: dict[int, list[tuple[float, int]]] = {}
