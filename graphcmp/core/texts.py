@@ -102,11 +102,8 @@ class CodedTexts(Sequence):
         return int(np.count_nonzero(self.codes == self.names.index(text))) if text in self.names else 0
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, CodedTexts):
-            if len(self) != len(other):
-                return False
-            same = self.names == other.names and bool((self.codes == other.codes).all())
-            return same or tuple(self) == tuple(other)
+        if isinstance(other, CodedTexts):  # both numbered in order of first appearance (`of`): equal texts, equal codes
+            return self.names == other.names and bool(np.array_equal(self.codes, other.codes))
         if isinstance(other, tuple):
             return len(self) == len(other) and tuple(self) == other
         return NotImplemented

@@ -89,6 +89,8 @@ def test_coded_texts_read_as_their_tuple_without_holding_a_reference_per_text():
     assert column + ("d",) == (*texts, "d") and ("d",) + column == ("d", *texts)  # noqa: RUF005 - the operator itself
     assert np.asarray(column).tolist() == list(texts) and np.asarray(column).dtype == object
     assert repr(column) == repr(texts) and sorted(column) == sorted(texts)
+    assert column == CodedTexts.of(np.array([0, 2, 0, 0, 1]), ["b", "c", "a"])  # the same texts, coded otherwise
+    assert column != CodedTexts.of(np.array([0, 2, 0, 1, 1]), ["b", "c", "a"])
     with pytest.raises(IndexError):
         column[5]
     many = CodedTexts.of(np.zeros(100_000, np.int8), ["one"])
