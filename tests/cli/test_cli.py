@@ -29,6 +29,29 @@ def test_identical_runs_exit_0(perturb_pair, tmp_path):
     assert main(["compare", str(perturb_pair[1]), str(perturb_pair[1]), "-o", str(tmp_path / "c.json"), "-q"]) == 0
 
 
+def test_compare_pauses_the_cyclic_collector_and_restores_it(perturb_pair, tmp_path, monkeypatch):
+    import gc
+
+    from graphcmp.core import compare
+
+    seen, compare_graphs = [], compare.compare_graphs
+
+    def noted(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return compare_graphs(*args, **kwargs)
+
+    monkeypatch.setattr(compare, "compare_graphs", noted)
+    assert gc.isenabled()
+    assert main(["compare", str(perturb_pair[0]), str(perturb_pair[1]), "-o", str(tmp_path / "c.npz"), "-q"]) == 1
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:  # a caller that had it off finds it off
+        assert main(["compare", str(perturb_pair[0]), str(perturb_pair[1]), "-o", str(tmp_path / "d.npz"), "-q"]) == 1
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_info_reads_back_the_same_counts(perturb_pair, tmp_path, capsys):
     out = tmp_path / "cmp.json"
     main(["compare", str(perturb_pair[0]), str(perturb_pair[1]), "-o", str(out), "--json", "-q"])
