@@ -59,6 +59,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         "400 ms (numba) in every reading process: taken only to build the kernels, or where they cannot be",
     ("graphcmp.core.readers.naming_compiled", "graphcmp.core.readers.naming_kernels"):
         "390 ms (numba) in every reading process: taken only to build the kernels, or where they cannot be",
+    ("graphcmp.cli.kernels", "graphcmp.core.readers.msprobe_scan"):
+        "8.6 ms before every command that reads no msprobe dump (reading one loads it)",
     ("graphcmp.cli.compare", "graphcmp.core.compare"):
         "45 ms: loaded while the forked process reads the npu run (read_pair meanwhile), not before it starts",
     ("graphcmp.cli.compare", "graphcmp.core.report"): "40 ms: with core.compare, while the npu run is read",

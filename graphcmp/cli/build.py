@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from graphcmp._version import __version__
+from graphcmp.cli.kernels import build_reader_later
 from graphcmp.cli.options import add_format, add_json, add_quiet
 from graphcmp.cli.output import emit
 from graphcmp.cli.progress import stages
@@ -37,4 +38,5 @@ def handle(args: argparse.Namespace) -> int:
         bar.update()
     summary = {**graph_summary(graph), "output": args.output}
     emit(summary, render_graph_summary(summary) + f"\nwritten: {args.output}", args.json)
+    build_reader_later([args.dump], args.format, quiet=args.quiet)
     return 0

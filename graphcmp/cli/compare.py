@@ -18,6 +18,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from graphcmp.cli.batch import add_batch_options, handle_batch
+from graphcmp.cli.kernels import build_reader_later
 from graphcmp.cli.mapping_options import add_mapping_options, input_files, matchers_from_args, render_rule_report
 from graphcmp.cli.merged import add_layout_options, handle_merged, wants_merge
 from graphcmp.cli.options import add_format, add_json, add_quiet
@@ -142,6 +143,8 @@ def _compare_pair(args: argparse.Namespace, golden: bool) -> int:
     text = [render_summary(summary), *([rules] if rules else []), render_first_divergence(analysis),
             render_outcome(summary["outcome"]), f"written: {args.output}"]
     emit(summary, "\n".join(text), args.json)
+    if not golden:
+        build_reader_later([args.npu, args.bench], args.format, quiet=args.quiet)
     return outcome.exit_code
 
 

@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from graphcmp.cli.kernels import build_reader_later
 from graphcmp.cli.output import emit
 from graphcmp.cli.render import render_analysis, render_outcome, render_summary
 from graphcmp.cli.serve import serve  # Dash itself loads only when the viewer is started
@@ -52,6 +53,7 @@ def handle(args: argparse.Namespace) -> int:
         f"written: {output}",
     ])
     emit(summary, text, args.json)
+    build_reader_later([str(npu), str(bench)], "msprobe", quiet=args.json)
     if args.serve or (not args.json and _ask("Open the browser viewer on this result? [y/N] ")):
         serve([output], port=args.port, open_browser=True)
     elif not args.json:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AHEAD_OF_TIME_ENV", "KernelSet", "sources"]
+__all__ = ["AHEAD_OF_TIME_ENV", "KernelSet", "build_detached", "sources"]
 
 AHEAD_OF_TIME_ENV = "GRAPHCMP_AHEAD_OF_TIME"
 """Environment variable: ``0`` loads numba's just-in-time dispatchers instead of the module built ahead of time."""
@@ -68,6 +68,15 @@ class KernelSet:
             return False
         module_name = self._module_name()
         return any(_file(folder, module_name).is_file() for folder in _folders(self.source.parent))
+
+    def buildable(self) -> bool:
+        """Whether `load` would build the set: not built yet, not declined (``GRAPHCMP_AHEAD_OF_TIME=0``), no build
+        of this source text failed before, and no other process is building it now (a few milliseconds)."""
+        if self.built() or os.environ.get(AHEAD_OF_TIME_ENV) == "0":
+            return False
+        module_name = self._module_name()
+        return not any((folder / f"{module_name}.failed").exists() or _held(folder / f"{module_name}.lock")
+                       for folder in _folders(self.source.parent))
 
     def load(self) -> Any:
         """The kernels as attributes: of the module built ahead of time (built now when missing), else numba's."""
@@ -104,6 +113,25 @@ class KernelSet:
         for path in sorted(sources(self.source)):
             digest.update(path.read_bytes())
         return digest.hexdigest()[:16]
+
+
+def build_detached(entry: str) -> None:
+    """Run `entry` (``"package.module:function"``, a function that loads kernel sets) in a process of its own at the
+    lowest priority, detached from this one and its terminal: it builds what is missing while this process ends.
+
+    The graphcmp of this process is the one imported there (its folder first on the path). A build it starts is
+    written under another name and renamed, under the set's lock (`KernelSet.load`): a process that needs the set
+    meanwhile waits for it, and one killed half way leaves nothing behind.
+    """
+    import subprocess  # only here: every reading process imports this module
+
+    module, function = entry.split(":")
+    package_root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH")
+    code = f"import os; os.nice(19); from {module} import {function}; {function}()"
+    subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                     env={**os.environ, "PYTHONPATH": os.pathsep.join([package_root, *([path] if path else [])])})
 
 
 _IMPORT = re.compile(rb"^(?:from|import) (graphcmp(?:\.\w+)*)", re.MULTILINE)
@@ -163,6 +191,21 @@ def _locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _held(path: Path) -> bool:
+    """Whether another process holds the lock at `path` (`_locked`): it is building the set."""
+    import fcntl
+
+    try:
+        with open(path, "rb") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    except BlockingIOError:
+        return True
+    except OSError:  # no lock file: nobody has started a build there
+        return False
+    return False
 
 
 def _build(folder: Path, module_name: str, dispatchers: Mapping[str, Any],

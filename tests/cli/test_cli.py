@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from graphcmp.cli.main import main
+from tests.conftest import DATA
 
 
 def _json_out(capsys) -> dict:
@@ -224,3 +225,41 @@ def test_an_error_quoting_newlines_stays_one_line(tmp_path, capsys):
     assert main(["build", str(run), "-o", str(tmp_path / "run.json"), "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bytes that are not UTF-8 (ff) in \"Functional.a\\n\\xff\\n.0.forward\"" in err[0], err
+
+
+def test_compare_of_msprobe_runs_starts_the_reader_build_when_it_is_missing(perturb_pair, tmp_path, monkeypatch,
+                                                                           capsys):
+    """Until the compiled dump.json reader is built, small dumps are read by the chunked read and never build it:
+    the command starts its build in the background once it is done, and says so on a terminal."""
+    import sys
+
+    from graphcmp.cli.kernels import NOTE
+    from graphcmp.core.readers import msprobe_scan
+
+    started = []
+    monkeypatch.setattr(msprobe_scan, "build_detached", started.append)
+    npu, bench = (str(path) for path in perturb_pair)
+    assert main(["compare", npu, bench, "-o", str(tmp_path / "a.npz"), "-q"]) == 1
+    assert started == []  # built (tests/conftest.py)
+    monkeypatch.setattr(msprobe_scan._KERNELS, "buildable", lambda: True)
+    capsys.readouterr()
+    assert main(["compare", npu, bench, "-o", str(tmp_path / "b.npz"), "-q"]) == 1
+    assert started == ["graphcmp.core.readers.msprobe_scan:build_kernels"]
+    assert NOTE not in capsys.readouterr().err  # -q, and no terminal
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["build", npu, "-o", str(tmp_path / "run.json")]) == 0
+    assert len(started) == 2 and NOTE in capsys.readouterr().err
+    module, function = started[0].split(":")
+    assert callable(getattr(__import__(module, fromlist=[function]), function))
+
+
+def test_reading_no_msprobe_run_starts_no_reader_build(tmp_path, monkeypatch):
+    from graphcmp.cli.kernels import build_reader_later
+    from graphcmp.core.readers import msprobe_scan
+
+    started = []
+    monkeypatch.setattr(msprobe_scan, "build_detached", started.append)
+    monkeypatch.setattr(msprobe_scan._KERNELS, "buildable", lambda: True)
+    vis = DATA / "vis_tf_small" / "compare_v26.vis.db.gz"
+    assert not build_reader_later([str(vis), str(tmp_path / "missing")], None, quiet=True) and started == []
+    assert build_reader_later([str(vis)], "msprobe", quiet=True) and len(started) == 1

@@ -123,3 +123,48 @@ def test_loading_a_built_set_needs_no_numba(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     nodes, numba_loaded = done.stdout.split()
     assert int(nodes) > 10 and numba_loaded == "False"
+
+
+def test_a_set_is_buildable_until_built_declined_failed_or_being_built(cache, tmp_path, monkeypatch):
+    import fcntl
+
+    kernels = _kernel_set(tmp_path)
+    assert kernels.buildable()
+    cache.mkdir(parents=True)
+    with open(cache / f"_tiny_{kernels.key()}.lock", "a") as lock:  # another process building it now
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert not kernels.buildable()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    assert kernels.buildable()
+    monkeypatch.setenv(AHEAD_OF_TIME_ENV, "0")
+    assert not kernels.buildable()
+    monkeypatch.delenv(AHEAD_OF_TIME_ENV)
+    kernels.load()
+    assert not kernels.buildable()
+    failing = _kernel_set(tmp_path / "other", signature="no_such_type")
+    assert failing.buildable()
+    failing.load()
+    assert not failing.buildable()
+
+
+def test_a_detached_build_runs_its_entry_in_a_session_of_its_own_at_the_lowest_priority(tmp_path, monkeypatch):
+    """`build_detached` runs ``module:function`` in a new process that outlives its caller's terminal session, niced
+    to 19, with this graphcmp first on its path."""
+    import json
+    import os
+    import time
+
+    out = tmp_path / "seen.json"
+    (tmp_path / "probe_entry.py").write_text(
+        "import json, os, graphcmp\n"
+        "def probe():\n"
+        f"    open({str(out)!r} + '.part', 'w').write(json.dumps([os.nice(0), os.getsid(0), graphcmp.__file__]))\n"
+        f"    os.replace({str(out)!r} + '.part', {str(out)!r})\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    compiled.build_detached("probe_entry:probe")
+    deadline = time.monotonic() + 60
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    niceness, session, package = json.loads(out.read_text())
+    assert niceness == 19 and session != os.getsid(0)
+    assert Path(package).resolve() == Path(compiled.__file__).resolve().parents[1] / "__init__.py"

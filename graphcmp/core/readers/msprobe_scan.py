@@ -37,7 +37,7 @@ import msgspec
 import numpy as np
 import orjson
 
-from graphcmp.core.compiled import KernelSet
+from graphcmp.core.compiled import KernelSet, build_detached
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.inputs import open_regular
@@ -79,12 +79,14 @@ from graphcmp.core.readers.msprobe_scan_layout import (
     _VALUE,
 )
 from graphcmp.core.readers.msprobe_schema import file_name, leaf_row
+from graphcmp.core.readers.naming_compiled import build_kernels as build_id_kernels
+from graphcmp.core.readers.naming_compiled import kernels_buildable as id_kernels_buildable
 from graphcmp.core.readers.naming_compiled import kernels_built as id_kernels_built
 from graphcmp.core.readers.naming_compiled import parse_id_columns
 from graphcmp.core.records import NodeKind
 from graphcmp.core.texts import TextCodes
 
-__all__ = ["WINDOW_BYTES", "kernels_built", "read_dump_compiled"]
+__all__ = ["WINDOW_BYTES", "build_in_background", "build_kernels", "kernels_built", "read_dump_compiled"]
 
 WINDOW_BYTES = 64 << 20
 """Bytes of the mapped file walked before its pages are dropped: the text a reading holds at a time."""
@@ -120,6 +122,22 @@ def kernels_built() -> bool:
     """Whether the pass's kernels (and the id parser's) are built ahead of time: the pass then costs a few
     milliseconds to load, and reads every dump.json faster than the chunked read (2x at 0.4 MB)."""
     return _KERNELS.built() and id_kernels_built()
+
+
+def build_kernels() -> None:
+    """Build the pass's kernels and the id parser's where they are not built: what `build_in_background` runs."""
+    _KERNELS.load()
+    build_id_kernels()
+
+
+def build_in_background() -> bool:
+    """Start building the pass's kernels in a detached process at the lowest priority, when they are not built and
+    can be (`KernelSet.buildable`); whether it was started. Until they are built, a dump.json under
+    `msprobe.COMPILED_FROM_BYTES` is read by the chunked read, about 2.5x slower (bench/README.md)."""
+    if not (_KERNELS.buildable() or id_kernels_buildable()):
+        return False
+    build_detached(f"{__name__}:build_kernels")
+    return True
 
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from graphcmp.core.compiled import KernelSet
 from graphcmp.core.readers.naming import parse_node_ids
 
-__all__ = ["kernels_built", "parse_id_columns", "parse_joined"]
+__all__ = ["build_kernels", "kernels_buildable", "kernels_built", "parse_id_columns", "parse_joined"]
 
 
 def _kernel_dispatchers() -> dict[str, Any]:
@@ -44,6 +44,16 @@ _KERNELS = KernelSet("naming", Path(__file__).with_name("naming_kernels.py"),
 def kernels_built() -> bool:
     """Whether the parser's kernels are built ahead of time (loading them then costs milliseconds, not numba)."""
     return _KERNELS.built()
+
+
+def kernels_buildable() -> bool:
+    """Whether loading the parser's kernels would build them (`KernelSet.buildable`)."""
+    return _KERNELS.buildable()
+
+
+def build_kernels() -> None:
+    """Build the parser's kernels when they are not built (else load them)."""
+    _KERNELS.load()
 
 
 def parse_id_columns(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, ids: Sequence[str] | None = None,
