@@ -17,7 +17,9 @@ set size" (the largest of the process and the children it waited for, e.g. the f
 ``--tree`` is the root of another checkout (``git worktree add`` or ``git archive main | tar -x -C DIR``): its
 runs use that tree's package (``PYTHONPATH``, started outside both trees), its default output name, and
 alternate with this tree's runs, so both see the same machine (the 2-core machine is shared and its speed
-drifts). ``compare`` also runs msprobe's own comparison of each pair alternately (``msprobe graph_visualize``)
+drifts). ``--other-env NAME=VALUE`` sets a variable for the other tree's runs only: ``--tree . --other-env
+GRAPHCMP_AHEAD_OF_TIME=0`` times this tree as a fresh installation runs it, before its dump.json reader is built.
+``compare`` also runs msprobe's own comparison of each pair alternately (``msprobe graph_visualize``)
 when msprobe is installed (``--msprobe CMD``; ``--msprobe none`` leaves it out) and prints the ratio.
 ``open`` times ``graphcmp info`` and ``graphcmp diverge`` on saved results and ``graphcmp serve`` until its page
 answers (each tree opens the result its own compare wrote: ``--other-result``). ``stages`` times the stages of
@@ -63,15 +65,23 @@ def _timed(cmd: list[str], env: dict[str, str] | None = None) -> dict:
             "err": proc.stderr[-1500:], "out": proc.stdout[-3000:]}
 
 
-def _env(tree: Path) -> dict[str, str]:
-    env = dict(os.environ)
+def _env(tree: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {**os.environ, **(extra or {})}
     env["PYTHONPATH"] = str(tree)
     return env
 
 
-def run_measured(tree: Path, args: list[str]) -> dict:
-    """Wall time and peak RSS of ``python -m graphcmp ARGS`` with `tree`'s package, started in /tmp."""
-    result = _timed([sys.executable, "-m", "graphcmp", *args], _env(tree))
+def _other_env(args: argparse.Namespace, name: str) -> dict[str, str]:
+    """``--other-env`` for the other tree's runs (`name` is its label), nothing for this tree's."""
+    if not name.startswith("other"):
+        return {}
+    return dict(setting.split("=", 1) for setting in args.other_env or [])
+
+
+def run_measured(tree: Path, args: list[str], extra: dict[str, str] | None = None) -> dict:
+    """Wall time and peak RSS of ``python -m graphcmp ARGS`` with `tree`'s package (and `extra` environment
+    variables), started in /tmp."""
+    result = _timed([sys.executable, "-m", "graphcmp", *args], _env(tree, extra))
     if result["code"] not in (0, 1):
         raise RuntimeError(f"graphcmp {' '.join(args)} ({tree}) failed: {result['err']}")
     return result
@@ -91,7 +101,7 @@ def _cell(values: list[float], digits: int = 2) -> str:
 def _trees(args: argparse.Namespace) -> dict[str, Path]:
     trees = {"this tree": ROOT}
     if args.tree:
-        trees = {f"other ({Path(args.tree).name})": Path(args.tree).resolve(), **trees}
+        trees = {f"other ({Path(args.tree).resolve().name})": Path(args.tree).resolve(), **trees}
     for tree in trees.values():  # installed packages carry bytecode; editable trees must compile it once
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "graphcmp")], check=True)
     return trees
@@ -131,7 +141,8 @@ def bench_compare(args: argparse.Namespace) -> None:
             for pair in args.paths:
                 for name, tree in trees.items():
                     out = _output_name(tree, Path(tmp), "cmp")
-                    r = run_measured(tree, ["compare", f"{pair}/npu", f"{pair}/bench", "-o", out, "-q"])
+                    r = run_measured(tree, ["compare", f"{pair}/npu", f"{pair}/bench", "-o", out, "-q"],
+                                     _other_env(args, name))
                     r["out_mb"] = Path(out).stat().st_size / 1e6
                     Path(out).unlink()
                     results.setdefault((pair, name), []).append(r)
@@ -383,7 +394,8 @@ def bench_timeline(args: argparse.Namespace) -> None:
                 for name, tree in trees.items():
                     out = _output_name(tree, Path(tmp), "cmp")
                     proc = subprocess.run([sys.executable, "-c", _TIMELINE, "compare", f"{pair}/npu", f"{pair}/bench",
-                                           "-o", out, "-q"], capture_output=True, text=True, env=_env(tree),
+                                           "-o", out, "-q"], capture_output=True, text=True,
+                                          env=_env(tree, _other_env(args, name)),
                                           cwd=tempfile.gettempdir())
                     marks: dict[str, float] = {}
                     for line in (proc.stdout + proc.stderr).splitlines():
@@ -426,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("what", choices=("compare", "read", "stages", "open", "floor", "timeline"))
     parser.add_argument("paths", nargs="+")
     parser.add_argument("--tree", help="root of another graphcmp tree to run side by side")
+    parser.add_argument("--other-env", action="append", metavar="NAME=VALUE",
+                        help="with compare and timeline: an environment variable of the other tree's runs; with "
+                        "--tree . it times this tree in another state (GRAPHCMP_AHEAD_OF_TIME=0: before the "
+                        "compiled dump.json reader is built)")
     parser.add_argument("--other-result", nargs="*", help="with open: the other tree's result per RESULT")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--msprobe", help="with compare: msprobe's command to run alternately (default: msprobe "
