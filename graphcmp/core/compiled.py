@@ -71,12 +71,18 @@ class KernelSet:
 
     def buildable(self) -> bool:
         """Whether `load` would build the set: not built yet, not declined (``GRAPHCMP_AHEAD_OF_TIME=0``), no build
-        of this source text failed before, and no other process is building it now (a few milliseconds)."""
-        if self.built() or os.environ.get(AHEAD_OF_TIME_ENV) == "0":
+        of this source text failed before, and no other process is `building` it now (a few milliseconds)."""
+        if self.built() or os.environ.get(AHEAD_OF_TIME_ENV) == "0" or self.building():
             return False
         module_name = self._module_name()
-        return not any((folder / f"{module_name}.failed").exists() or _held(folder / f"{module_name}.lock")
-                       for folder in _folders(self.source.parent))
+        folders = _folders(self.source.parent)
+        return not any((folder / f"{module_name}.failed").exists() for folder in folders) and any(
+            map(_writable, folders))
+
+    def building(self) -> bool:
+        """Whether another process holds the set's build lock: it is building it, or waits to load it."""
+        module_name = self._module_name()
+        return any(_held(folder / f"{module_name}.lock") for folder in _folders(self.source.parent))
 
     def load(self) -> Any:
         """The kernels as attributes: of the module built ahead of time (built now when missing), else numba's."""
@@ -92,14 +98,15 @@ class KernelSet:
         for folder in folders:
             if (built := _import(folder, module_name)) is not None:
                 return _Checked(built, self.signatures)
-        dispatchers = self.dispatchers()
         for folder in folders:
             if (folder / f"{module_name}.failed").exists():
-                return _Jit(dispatchers)
-            with contextlib.suppress(OSError), _locked(folder / f"{module_name}.lock"):
-                built = _import(folder, module_name) or _build(folder, module_name, dispatchers, self.signatures)
-                return _Jit(dispatchers) if built is None else _Checked(built, self.signatures)
-        return _Jit(dispatchers)
+                return _Jit(self.dispatchers())
+            with contextlib.suppress(OSError), _locked(folder / f"{module_name}.lock"):  # held from before numba
+                # loads, so that `buildable` tells another process at once that the set is being built
+                built = _import(folder, module_name) or _build(folder, module_name, self.dispatchers(),
+                                                               self.signatures)
+                return _Jit(self.dispatchers()) if built is None else _Checked(built, self.signatures)
+        return _Jit(self.dispatchers())
 
     def _module_name(self) -> str:
         if not self._key:
@@ -115,13 +122,13 @@ class KernelSet:
         return digest.hexdigest()[:16]
 
 
-def build_detached(entry: str) -> None:
+def build_detached(entry: str) -> bool:
     """Run `entry` (``"package.module:function"``, a function that loads kernel sets) in a process of its own at the
     lowest priority, detached from this one and its terminal: it builds what is missing while this process ends.
 
     The graphcmp of this process is the one imported there (its folder first on the path). A build it starts is
     written under another name and renamed, under the set's lock (`KernelSet.load`): a process that needs the set
-    meanwhile waits for it, and one killed half way leaves nothing behind.
+    meanwhile waits for it, and one killed half way leaves nothing behind. Whether the process was started.
     """
     import subprocess  # only here: every reading process imports this module
 
@@ -129,9 +136,13 @@ def build_detached(entry: str) -> None:
     package_root = str(Path(__file__).resolve().parents[2])
     path = os.environ.get("PYTHONPATH")
     code = f"import os; os.nice(19); from {module} import {function}; {function}()"
-    subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-                     env={**os.environ, "PYTHONPATH": os.pathsep.join([package_root, *([path] if path else [])])})
+    try:
+        subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([package_root, *([path] if path else [])])})
+    except (OSError, ValueError):  # no interpreter to start (an embedded one): the set is built when a read needs it
+        return False
+    return True
 
 
 _IMPORT = re.compile(rb"^(?:from|import) (graphcmp(?:\.\w+)*)", re.MULTILINE)
@@ -193,10 +204,19 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _writable(folder: Path) -> bool:
+    """Whether a build could be written into `folder`: it, or the nearest folder above it that exists, is writable."""
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    return folder.is_dir() and os.access(folder, os.W_OK)
+
+
 def _held(path: Path) -> bool:
     """Whether another process holds the lock at `path` (`_locked`): it is building the set."""
-    import fcntl
-
+    try:
+        import fcntl
+    except ImportError:  # no POSIX locks: `_locked` cannot build there either
+        return False
     try:
         with open(path, "rb") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -237,7 +237,7 @@ def test_compare_of_msprobe_runs_starts_the_reader_build_when_it_is_missing(pert
     from graphcmp.core.readers import msprobe_scan
 
     started = []
-    monkeypatch.setattr(msprobe_scan, "build_detached", started.append)
+    monkeypatch.setattr(msprobe_scan, "build_detached", lambda entry: started.append(entry) or True)
     npu, bench = (str(path) for path in perturb_pair)
     assert main(["compare", npu, bench, "-o", str(tmp_path / "a.npz"), "-q"]) == 1
     assert started == []  # built (tests/conftest.py)
@@ -258,8 +258,30 @@ def test_reading_no_msprobe_run_starts_no_reader_build(tmp_path, monkeypatch):
     from graphcmp.core.readers import msprobe_scan
 
     started = []
-    monkeypatch.setattr(msprobe_scan, "build_detached", started.append)
+    monkeypatch.setattr(msprobe_scan, "build_detached", lambda entry: started.append(entry) or True)
     monkeypatch.setattr(msprobe_scan._KERNELS, "buildable", lambda: True)
     vis = DATA / "vis_tf_small" / "compare_v26.vis.db.gz"
     assert not build_reader_later([str(vis), str(tmp_path / "missing")], None, quiet=True) and started == []
     assert build_reader_later([str(vis)], "msprobe", quiet=True) and len(started) == 1
+
+
+def test_no_second_reader_build_starts_while_one_runs(monkeypatch):
+    """A build holds its lock while it builds either set (the pass's or the id parser's): a command ending then
+    starts no other."""
+    import fcntl
+
+    from graphcmp.core import compiled
+    from graphcmp.core.readers import msprobe_scan, naming_compiled
+
+    started = []
+    monkeypatch.setattr(msprobe_scan, "build_detached", lambda entry: started.append(entry) or True)
+    monkeypatch.setattr(msprobe_scan._KERNELS, "buildable", lambda: True)
+    folder = compiled._folders(naming_compiled._KERNELS.source.parent)[0]
+    folder.mkdir(exist_ok=True)
+    with open(folder / f"_naming_{naming_compiled._KERNELS.key()}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            assert not msprobe_scan.build_in_background() and started == []
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    assert msprobe_scan.build_in_background() and len(started) == 1

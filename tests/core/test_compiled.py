@@ -145,6 +145,10 @@ def test_a_set_is_buildable_until_built_declined_failed_or_being_built(cache, tm
     assert failing.buildable()
     failing.load()
     assert not failing.buildable()
+    nowhere = tmp_path / "a_file"
+    nowhere.write_text("")
+    monkeypatch.setattr(compiled, "_folders", lambda beside: [nowhere / "cache"])  # no folder can be made there
+    assert not _kernel_set(tmp_path / "third").buildable()
 
 
 def test_a_detached_build_runs_its_entry_in_a_session_of_its_own_at_the_lowest_priority(tmp_path, monkeypatch):
@@ -168,3 +172,8 @@ def test_a_detached_build_runs_its_entry_in_a_session_of_its_own_at_the_lowest_p
     niceness, session, package = json.loads(out.read_text())
     assert niceness == 19 and session != os.getsid(0)
     assert Path(package).resolve() == Path(compiled.__file__).resolve().parents[1] / "__init__.py"
+
+
+def test_a_detached_build_that_cannot_start_says_so(monkeypatch):
+    monkeypatch.setattr(compiled.sys, "executable", "")
+    assert compiled.build_detached("probe_entry:probe") is False

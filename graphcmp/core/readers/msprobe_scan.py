@@ -81,6 +81,7 @@ from graphcmp.core.readers.msprobe_scan_layout import (
 from graphcmp.core.readers.msprobe_schema import file_name, leaf_row
 from graphcmp.core.readers.naming_compiled import build_kernels as build_id_kernels
 from graphcmp.core.readers.naming_compiled import kernels_buildable as id_kernels_buildable
+from graphcmp.core.readers.naming_compiled import kernels_building as id_kernels_building
 from graphcmp.core.readers.naming_compiled import kernels_built as id_kernels_built
 from graphcmp.core.readers.naming_compiled import parse_id_columns
 from graphcmp.core.records import NodeKind
@@ -134,10 +135,9 @@ def build_in_background() -> bool:
     """Start building the pass's kernels in a detached process at the lowest priority, when they are not built and
     can be (`KernelSet.buildable`); whether it was started. Until they are built, a dump.json under
     `msprobe.COMPILED_FROM_BYTES` is read by the chunked read, about 2.5x slower (bench/README.md)."""
-    if not (_KERNELS.buildable() or id_kernels_buildable()):
+    if _KERNELS.building() or id_kernels_building():  # one build of both at a time
         return False
-    build_detached(f"{__name__}:build_kernels")
-    return True
+    return (_KERNELS.buildable() or id_kernels_buildable()) and build_detached(f"{__name__}:build_kernels")
 
 
 

@@ -27,7 +27,8 @@ import numpy as np
 from graphcmp.core.compiled import KernelSet
 from graphcmp.core.readers.naming import parse_node_ids
 
-__all__ = ["build_kernels", "kernels_buildable", "kernels_built", "parse_id_columns", "parse_joined"]
+__all__ = ["build_kernels", "kernels_buildable", "kernels_building", "kernels_built", "parse_id_columns",
+           "parse_joined"]
 
 
 def _kernel_dispatchers() -> dict[str, Any]:
@@ -49,6 +50,11 @@ def kernels_built() -> bool:
 def kernels_buildable() -> bool:
     """Whether loading the parser's kernels would build them (`KernelSet.buildable`)."""
     return _KERNELS.buildable()
+
+
+def kernels_building() -> bool:
+    """Whether another process is building the parser's kernels (`KernelSet.building`)."""
+    return _KERNELS.building()
 
 
 def build_kernels() -> None:
