@@ -1,7 +1,7 @@
 """After a command that read msprobe runs: the compiled dump.json reader built in the background, once.
 
-Until its kernels are built, a dump.json under `msprobe.COMPILED_FROM_BYTES` is read by the chunked read, about
-2.5x slower (bench/README.md), and a reading of one that small never builds them: the build takes about a minute.
+Until its kernels are built, a dump.json under `msprobe.BUILD_FROM_BYTES` is read by the chunked read, 2.5-2.7x
+slower (bench/README.md), and a reading of one that small does not build them: the build takes about a minute.
 So a command that read one starts the build in a detached process at the lowest priority as it ends
 (`msprobe_scan.build_in_background`), and the next command reads by the compiled pass.
 """

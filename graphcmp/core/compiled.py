@@ -70,9 +70,15 @@ class KernelSet:
         return any(_file(folder, module_name).is_file() for folder in _folders(self.source.parent))
 
     def buildable(self) -> bool:
-        """Whether `load` would build the set: not built yet, not declined (``GRAPHCMP_AHEAD_OF_TIME=0``), no build
-        of this source text failed before, and no other process is `building` it now (a few milliseconds)."""
-        if self.built() or os.environ.get(AHEAD_OF_TIME_ENV) == "0" or self.building():
+        """Whether `load` would build the set now: not built yet, `can_build`, and no other process is `building`
+        it (a few milliseconds)."""
+        return not self.built() and self.can_build() and not self.building()
+
+    def can_build(self) -> bool:
+        """Whether the set is or can be built ahead of time: not declined (``GRAPHCMP_AHEAD_OF_TIME=0``), no build of
+        this source text failed before, and a folder to build it in can be written; else `load` gives numba's
+        dispatchers."""
+        if os.environ.get(AHEAD_OF_TIME_ENV) == "0":
             return False
         module_name = self._module_name()
         folders = _folders(self.source.parent)

@@ -43,8 +43,8 @@ from graphcmp.core.readers.msprobe_leaves import (
 from graphcmp.core.readers.naming import parse_node_id, parse_node_ids
 from graphcmp.core.records import DumpGraph, NodeKind, RunInfo
 
-__all__ = ["COMPILED_FROM_BYTES", "REUSE_MAX_NODES", "compiled_reads", "parse_msprobe", "read_msprobe",
-           "reusing_structure", "sniff"]
+__all__ = ["BUILD_FROM_BYTES", "COMPILED_FROM_BYTES", "REUSE_MAX_NODES", "compiled_reads", "parse_msprobe",
+           "read_msprobe", "reusing_structure", "sniff"]
 
 CONSTRUCT_FILE, STACK_FILE = "construct.json", "stack.json"
 CHUNK_BYTES = 256 << 10
@@ -59,10 +59,17 @@ def sniff(path: str | os.PathLike[str]) -> bool:
 
 
 COMPILED_FROM_BYTES = 64 << 20
-"""dump.json bytes from which `read_msprobe` walks the text by the compiled pass (`msprobe_scan`) even when its
-kernels are not built ahead of time yet: they are built then (once per installation, about a minute; where they
-cannot be, numba loads them, about 0.9 s once per process), and the pass reads the text several times faster. Once
-they are built, every dump.json is read by the pass (loading them takes milliseconds; 2x faster at 0.4 MB)."""
+"""dump.json bytes from which `read_msprobe` walks the text by the compiled pass (`msprobe_scan`) where its kernels
+cannot be built ahead of time (``GRAPHCMP_AHEAD_OF_TIME=0``, no C compiler): numba loads them then, about 0.9 s once
+per process, and the pass reads the text several times faster. Once they are built, every dump.json is read by the
+pass (loading them takes milliseconds; 2x faster at 0.4 MB)."""
+
+BUILD_FROM_BYTES = 2 << 30
+"""dump.json bytes from which `read_msprobe` builds the pass's kernels ahead of time before reading, when they can be
+built and are not yet. A smaller one is read by the chunked read, and the command line builds them in the background
+as it ends (`cli/kernels.py`). The build takes 60-70 s on the 2-core machine; the pass saves about 33 ms per MB
+against the chunked read (a 549 MB side: 28.5 s chunked, 10.6 s by the pass; bench/README.md): it pays for its
+build within the read from about 2 GB."""
 
 
 def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUNK_BYTES,
@@ -118,18 +125,29 @@ def _read_dump_streamed(
 ) -> tuple[tuple[HierarchyBuilder, dict[str, Any], dict[str, int], bool], bool] | None:
     """`_read_dump_chunked`, or the compiled pass's same result when it is asked for or the file is large enough;
     and whether the compiled pass read it."""
-    from graphcmp.core.readers.msprobe_scan import kernels_built, read_dump_compiled  # see LAZY_IMPORTS
+    from graphcmp.core.readers.msprobe_scan import read_dump_compiled  # see LAZY_IMPORTS
 
     if compiled is None:
-        try:
-            compiled = _COMPILED_READS.get() or (folder / DUMP_FILE).stat().st_size >= COMPILED_FROM_BYTES or (
-                chunk_bytes == CHUNK_BYTES and kernels_built())
-        except OSError:
-            compiled = False
+        compiled = _COMPILED_READS.get() or _compiled_pays(folder / DUMP_FILE, chunk_bytes)
     if compiled and (walked := read_dump_compiled(folder)) is not None:
         return walked, True
     chunked = _read_dump_chunked(folder, chunk_bytes)
     return None if chunked is None else (chunked, False)
+
+
+def _compiled_pays(dump: Path, chunk_bytes: int) -> bool:
+    """Whether the compiled pass reads `dump` sooner than the chunked read, counting what its kernels cost to load:
+    nothing once they are built (with the default chunks); their build, from `BUILD_FROM_BYTES`; numba, where they
+    cannot be built, from `COMPILED_FROM_BYTES`."""
+    from graphcmp.core.readers.msprobe_scan import kernels_built, kernels_can_be_built  # see LAZY_IMPORTS
+
+    if chunk_bytes == CHUNK_BYTES and kernels_built():
+        return True
+    try:
+        size = dump.stat().st_size
+    except OSError:
+        return False
+    return size >= BUILD_FROM_BYTES or (size >= COMPILED_FROM_BYTES and not kernels_can_be_built())
 
 
 def _read_dump_chunked(

@@ -83,11 +83,13 @@ from graphcmp.core.readers.naming_compiled import build_kernels as build_id_kern
 from graphcmp.core.readers.naming_compiled import kernels_buildable as id_kernels_buildable
 from graphcmp.core.readers.naming_compiled import kernels_building as id_kernels_building
 from graphcmp.core.readers.naming_compiled import kernels_built as id_kernels_built
+from graphcmp.core.readers.naming_compiled import kernels_can_be_built as id_kernels_can_be_built
 from graphcmp.core.readers.naming_compiled import parse_id_columns
 from graphcmp.core.records import NodeKind
 from graphcmp.core.texts import TextCodes
 
-__all__ = ["WINDOW_BYTES", "build_in_background", "build_kernels", "kernels_built", "read_dump_compiled"]
+__all__ = ["WINDOW_BYTES", "build_in_background", "build_kernels", "kernels_built", "kernels_can_be_built",
+           "read_dump_compiled"]
 
 WINDOW_BYTES = 64 << 20
 """Bytes of the mapped file walked before its pages are dropped: the text a reading holds at a time."""
@@ -125,6 +127,12 @@ def kernels_built() -> bool:
     return _KERNELS.built() and id_kernels_built()
 
 
+def kernels_can_be_built() -> bool:
+    """Whether the pass's kernels and the id parser's are or can be built ahead of time (`KernelSet.can_build`);
+    else loading them is loading numba, about 0.9 s per process."""
+    return _KERNELS.can_build() and id_kernels_can_be_built()
+
+
 def build_kernels() -> None:
     """Build the pass's kernels and the id parser's where they are not built: what `build_in_background` runs."""
     _KERNELS.load()
@@ -134,7 +142,7 @@ def build_kernels() -> None:
 def build_in_background() -> bool:
     """Start building the pass's kernels in a detached process at the lowest priority, when they are not built and
     can be (`KernelSet.buildable`); whether it was started. Until they are built, a dump.json under
-    `msprobe.COMPILED_FROM_BYTES` is read by the chunked read, about 2.5x slower (bench/README.md)."""
+    `msprobe.BUILD_FROM_BYTES` is read by the chunked read, 2.5-2.7x slower (bench/README.md)."""
     if _KERNELS.building() or id_kernels_building():  # one build of both at a time
         return False
     return (_KERNELS.buildable() or id_kernels_buildable()) and build_detached(f"{__name__}:build_kernels")

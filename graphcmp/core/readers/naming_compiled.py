@@ -27,8 +27,8 @@ import numpy as np
 from graphcmp.core.compiled import KernelSet
 from graphcmp.core.readers.naming import parse_node_ids
 
-__all__ = ["build_kernels", "kernels_buildable", "kernels_building", "kernels_built", "parse_id_columns",
-           "parse_joined"]
+__all__ = ["build_kernels", "kernels_buildable", "kernels_building", "kernels_built", "kernels_can_be_built",
+           "parse_id_columns", "parse_joined"]
 
 
 def _kernel_dispatchers() -> dict[str, Any]:
@@ -50,6 +50,11 @@ def kernels_built() -> bool:
 def kernels_buildable() -> bool:
     """Whether loading the parser's kernels would build them (`KernelSet.buildable`)."""
     return _KERNELS.buildable()
+
+
+def kernels_can_be_built() -> bool:
+    """Whether the parser's kernels are or can be built ahead of time (`KernelSet.can_build`)."""
+    return _KERNELS.can_build()
 
 
 def kernels_building() -> bool:

@@ -256,3 +256,27 @@ def test_the_dump_is_not_changed(tmp_path):
     before = {p.name: p.read_bytes() for p in run.iterdir()}
     read_msprobe(run, compiled=True)
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
+@pytest.mark.parametrize(("built", "can_be_built", "size", "compiled"), [
+    (True, True, 1, True),  # built: every dump.json, whatever its size
+    (False, True, 150, False),  # not yet built: chunked (the command line builds them in the background)...
+    (False, True, 300, True),  # ... unless the build pays within this read (BUILD_FROM_BYTES)
+    (False, False, 150, True),  # cannot be built: numba's dispatchers from COMPILED_FROM_BYTES
+    (False, False, 50, False),
+])
+def test_which_read_a_dump_json_gets(monkeypatch, built, can_be_built, size, compiled):
+    """The compiled pass where it reads sooner, counting what its kernels cost to load (sizes in units the test sets:
+    COMPILED_FROM_BYTES 100, BUILD_FROM_BYTES 200)."""
+    from graphcmp.core.readers import msprobe
+
+    folder = SAMPLES / "msprobe" / "tf_small" / "perturb" / "step0" / "rank0"
+    taken = []
+    monkeypatch.setattr(msprobe_scan, "kernels_built", lambda: built)
+    monkeypatch.setattr(msprobe_scan, "kernels_can_be_built", lambda: can_be_built)
+    monkeypatch.setattr(msprobe_scan, "read_dump_compiled", lambda path: taken.append(path))  # None: chunked then
+    bytes_ = (folder / "dump.json").stat().st_size
+    monkeypatch.setattr(msprobe, "COMPILED_FROM_BYTES", bytes_ * 100 // size)
+    monkeypatch.setattr(msprobe, "BUILD_FROM_BYTES", bytes_ * 200 // size)
+    assert len(read_msprobe(folder)) > 0
+    assert bool(taken) is compiled
