@@ -138,3 +138,15 @@ def test_tp2_against_tp1_prints_no_numpy_warning(tmp_path, npu):
                               check=False)
         assert done.returncode == (0 if npu == "tp2" else 1), done.stderr[-2000:]  # info answers as compare did
         assert done.stderr == "", done.stderr[-2000:]
+
+
+def test_merging_jobs_starts_the_reader_build_when_it_is_missing(tmp_path, monkeypatch):
+    """Merged jobs read every rank by the chunked read until the compiled reader is built: the command starts
+    its build as it ends, as a comparison of two runs does."""
+    from graphcmp.core.readers import msprobe_scan
+
+    started = []
+    monkeypatch.setattr(msprobe_scan, "build_detached", lambda entry: started.append(entry) or True)
+    monkeypatch.setattr(msprobe_scan._KERNELS, "buildable", lambda: True)
+    assert main(["compare", str(PARALLEL / "tp2pp2"), str(PARALLEL / "tp1"), "-o", str(tmp_path / "r"), "-q"]) == 0
+    assert started == ["graphcmp.core.readers.msprobe_scan:build_kernels"]
