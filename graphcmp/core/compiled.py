@@ -10,7 +10,8 @@ The first `load` of a new source text builds the module (numba and a C compiler:
 machine; a lock lets one process build while another waits) into ``__pycache__`` beside the sources, else into the
 user's cache folder. Where it cannot be built (no compiler, nowhere to write) the failure is remembered beside it and
 numba's just-in-time dispatchers are used, as before: the same machine code, loaded at the cost above.
-``GRAPHCMP_AHEAD_OF_TIME=0`` asks for those.
+``GRAPHCMP_AHEAD_OF_TIME=0`` asks for those. `build_detached` runs a build in a process of its own at the lowest
+priority, which outlives the one that starts it (the command line's, once a command has read without the kernels).
 
 An extension built ahead of time checks no argument type (a wrong dtype reads memory wrongly): each call is
 checked here against the export's signature first, a few microseconds per call.
