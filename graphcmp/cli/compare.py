@@ -88,7 +88,7 @@ def handle(args: argparse.Namespace) -> int:
     if not golden and (is_batch_root(args.npu) or is_batch_root(args.bench) or args.npu_layout or args.bench_layout):
         reason = wants_merge(args)
         if not reason:
-            return handle_batch(args)  # its workers build the compiled reader first (msprobe.compiled_reads)
+            return handle_batch(args)  # its workers start the compiled reader's build (batch.compare_runs)
         code = handle_merged(args, reason)
         build_reader_later([str(run) for root in (args.npu, args.bench) for run in _first_run(root)], args.format,
                            quiet=args.quiet)

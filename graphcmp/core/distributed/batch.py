@@ -56,6 +56,7 @@ from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.outputs import checked_output, write_atomic
 from graphcmp.core.readers import read_graph
 from graphcmp.core.readers.msprobe import compiled_reads, reusing_structure
+from graphcmp.core.readers.msprobe_scan import build_in_background, kernels_can_be_built
 from graphcmp.core.rules import load_thresholds
 from graphcmp.core.tensorcmp import tensor_metrics_for
 
@@ -166,9 +167,11 @@ def _remove_index(out: Path) -> None:
 
 
 COMPILED_READS_FROM = 8
-"""Runs of a pool task from which its dump.json files are read by the compiled pass even before its kernels are built
-ahead of time (they are built then, once per installation; where they cannot be, loading numba, about 0.3 s once per
-worker, is repaid by about 25 ms saved per 5,000-node run read). Once built, every read takes the pass."""
+"""Runs of a pool task from which its dump.json files are read by the compiled pass where its kernels cannot be built
+ahead of time (loading numba, about 0.3 s once per worker, is repaid by about 25 ms saved per 5,000-node run read).
+Where they can be and are not yet, they are built in the background meanwhile (`msprobe_scan.build_in_background`:
+a build takes about a minute, 2,600 such reads) and the runs read by the chunked read until they are. Once built, every
+read takes the pass."""
 
 
 def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list[str]:
@@ -187,6 +190,9 @@ def compare_runs(tasks: list[Task], out_dir: str, options: BatchOptions) -> list
     labels = []
     # the structure kept is freed before the memory is handed back; the kernels are loaded once for a worker's runs
     many = len(tasks) >= COMPILED_READS_FROM or "numba" in sys.modules  # the last chunks are short: loaded already
+    if kernels_can_be_built():  # built ahead of time, or to be: never numba's dispatchers
+        many = False
+        build_in_background()  # nothing when they are built or being built
     with reused_allocations(), reusing_structure(), compiled_reads(many):
         for npu, bench, step, rank, key, reference in tasks:
             entry = compare_run(npu, bench, out_dir, step, rank, options, key=key, thresholds=thresholds,

@@ -126,3 +126,23 @@ def test_a_worker_with_many_runs_reads_them_by_the_compiled_pass(tmp_path, monke
         entries = [json.loads((tmp_path / way / "entries" / f"step0_rank{rank}.json").read_text())
                    for way in ("compiled", "chunked")]
         assert entries[0] == entries[1] and entries[0]["summary"]["tensor_pairs"] > 0
+
+
+@pytest.mark.parametrize(("can_be_built", "compiled", "started"), [
+    (True, False, 1),  # to be built ahead of time: the chunked read while a build runs in the background
+    (False, True, 0),  # numba's dispatchers: loaded once for the worker's many runs
+])
+def test_a_worker_never_waits_for_a_build(tmp_path, monkeypatch, can_be_built, compiled, started):
+    from graphcmp.core.distributed import batch
+    from graphcmp.core.readers import msprobe_scan
+
+    tasks = [(str(SAMPLE / "perturb" / "step0" / "rank0"), str(SAMPLE / "baseline" / "step0" / "rank0"), 0, rank,
+              "key", "") for rank in range(batch.COMPILED_READS_FROM)]
+    walked, builds = [], []
+    monkeypatch.setattr(msprobe_scan, "kernels_built", lambda: False)  # not yet built
+    monkeypatch.setattr(batch, "kernels_can_be_built", lambda: can_be_built)
+    monkeypatch.setattr(batch, "build_in_background", lambda: builds.append(1) or True)
+    read = msprobe_scan.read_dump_compiled
+    monkeypatch.setattr(msprobe_scan, "read_dump_compiled", lambda folder: walked.append(folder) or read(folder))
+    assert len(batch.compare_runs(tasks, str(tmp_path), BatchOptions())) == len(tasks)
+    assert len(walked) == (2 * len(tasks) if compiled else 0) and len(builds) == started
