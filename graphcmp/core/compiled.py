@@ -133,7 +133,8 @@ def build_detached(entry: str) -> bool:
     """Run `entry` (``"package.module:function"``, a function that loads kernel sets) in a process of its own at the
     lowest priority, detached from this one and its terminal: it builds what is missing while this process ends.
 
-    The graphcmp of this process is the one imported there (its folder first on the path). A build it starts is
+    The graphcmp of this process is the one imported there (its folder first on the path, and the working folder:
+    ``-c`` puts that first, and another checkout may be where the command ran). A build it starts is
     written under another name and renamed, under the set's lock (`KernelSet.load`): a process that needs the set
     meanwhile waits for it, and one killed half way leaves nothing behind. Whether the process was started.
     """
@@ -145,7 +146,7 @@ def build_detached(entry: str) -> bool:
     code = f"import os; os.nice(19); from {module} import {function}; {function}()"
     try:
         subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+                         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True, cwd=package_root,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join([package_root, *([path] if path else [])])})
     except (OSError, ValueError):  # no interpreter to start (an embedded one): the set is built when a read needs it
         return False

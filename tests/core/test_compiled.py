@@ -153,7 +153,7 @@ def test_a_set_is_buildable_until_built_declined_failed_or_being_built(cache, tm
 
 def test_a_detached_build_runs_its_entry_in_a_session_of_its_own_at_the_lowest_priority(tmp_path, monkeypatch):
     """`build_detached` runs ``module:function`` in a new process that outlives its caller's terminal session, niced
-    to 19, with this graphcmp first on its path."""
+    to 19, with this graphcmp first on its path, wherever the caller runs."""
     import json
     import os
     import time
@@ -165,7 +165,11 @@ def test_a_detached_build_runs_its_entry_in_a_session_of_its_own_at_the_lowest_p
         f"    open({str(out)!r} + '.part', 'w').write(json.dumps([os.nice(0), os.getsid(0), graphcmp.__file__]))\n"
         f"    os.replace({str(out)!r} + '.part', {str(out)!r})\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    compiled.build_detached("probe_entry:probe")
+    decoy = tmp_path / "elsewhere" / "graphcmp"  # the command ran beside another checkout: not the one to build
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("")
+    monkeypatch.chdir(decoy.parent)
+    assert compiled.build_detached("probe_entry:probe")
     deadline = time.monotonic() + 60
     while not out.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
