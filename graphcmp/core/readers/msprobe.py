@@ -67,9 +67,9 @@ pass (loading them takes milliseconds; 2x faster at 0.4 MB)."""
 BUILD_FROM_BYTES = 2 << 30
 """dump.json bytes from which `read_msprobe` builds the pass's kernels ahead of time before reading, when they can be
 built and are not yet. A smaller one is read by the chunked read, and the command line builds them in the background
-as it ends (`cli/kernels.py`). The build takes 60-70 s on the 2-core machine; the pass saves about 33 ms per MB
-against the chunked read (a 549 MB side: 28.5 s chunked, 10.6 s by the pass; bench/README.md): it pays for its
-build within the read from about 2 GB."""
+as it ends (`cli/kernels.py`). The build takes 60-70 s on the 2-core machine; the pass saves 23-28 ms per MB
+against the chunked read (a 549 MB side: 21.7 s chunked, 9.2 s by the pass; bench/README.md): it pays for its build
+within the read from 2-3 GB."""
 
 
 def read_msprobe(path: str | os.PathLike[str], *, chunk_bytes: int | None = CHUNK_BYTES,
