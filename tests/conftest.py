@@ -29,7 +29,7 @@ def built_kernels() -> None:
     from graphcmp.core.readers import msprobe_scan, naming_compiled
 
     msprobe_scan._KERNELS.load()
-    naming_compiled._KERNELS.load()
+    naming_compiled.KERNELS.load()
 
 
 @pytest.fixture(scope="session")

@@ -276,9 +276,9 @@ def test_no_second_reader_build_starts_while_one_runs(monkeypatch):
     started = []
     monkeypatch.setattr(msprobe_scan, "build_detached", lambda entry: started.append(entry) or True)
     monkeypatch.setattr(msprobe_scan._KERNELS, "buildable", lambda: True)
-    folder = compiled._folders(naming_compiled._KERNELS.source.parent)[0]
+    folder = compiled._folders(naming_compiled.KERNELS.source.parent)[0]
     folder.mkdir(exist_ok=True)
-    with open(folder / f"_naming_{naming_compiled._KERNELS.key()}.lock", "a") as lock:
+    with open(folder / f"_naming_{naming_compiled.KERNELS.key()}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         try:
             assert not msprobe_scan.build_in_background() and started == []

@@ -115,7 +115,7 @@ def test_loading_a_built_set_needs_no_numba(tmp_path):
     assert msprobe_scan._KERNELS.load() is not None and msprobe_scan.kernels_built()  # built here if need be
     from graphcmp.core.readers import naming_compiled
 
-    naming_compiled._KERNELS.load()
+    naming_compiled.KERNELS.load()
     dump = Path(__file__).resolve().parents[2] / "sample_graphs"
     folder = next(p.parent for p in sorted(dump.rglob("dump.json")))
     code = ("import sys; from graphcmp.core.readers.msprobe import read_msprobe; "

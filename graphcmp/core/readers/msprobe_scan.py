@@ -79,11 +79,7 @@ from graphcmp.core.readers.msprobe_scan_layout import (
     _VALUE,
 )
 from graphcmp.core.readers.msprobe_schema import file_name, leaf_row
-from graphcmp.core.readers.naming_compiled import build_kernels as build_id_kernels
-from graphcmp.core.readers.naming_compiled import kernels_buildable as id_kernels_buildable
-from graphcmp.core.readers.naming_compiled import kernels_building as id_kernels_building
-from graphcmp.core.readers.naming_compiled import kernels_built as id_kernels_built
-from graphcmp.core.readers.naming_compiled import kernels_can_be_built as id_kernels_can_be_built
+from graphcmp.core.readers.naming_compiled import KERNELS as ID_KERNELS
 from graphcmp.core.readers.naming_compiled import parse_id_columns
 from graphcmp.core.records import NodeKind
 from graphcmp.core.texts import TextCodes
@@ -124,28 +120,30 @@ _KERNELS = KernelSet(
 def kernels_built() -> bool:
     """Whether the pass's kernels (and the id parser's) are built ahead of time: the pass then costs a few
     milliseconds to load, and reads every dump.json faster than the chunked read (2x at 0.4 MB)."""
-    return _KERNELS.built() and id_kernels_built()
+    return _KERNELS.built() and ID_KERNELS.built()
 
 
 def kernels_can_be_built() -> bool:
     """Whether the pass's kernels and the id parser's are or can be built ahead of time (`KernelSet.can_build`);
     else loading them is loading numba, about 0.9 s per process."""
-    return _KERNELS.can_build() and id_kernels_can_be_built()
+    return all(kernels.can_build() for kernels in (_KERNELS, ID_KERNELS))
 
 
 def build_kernels() -> None:
     """Build the pass's kernels and the id parser's where they are not built: what `build_in_background` runs."""
-    _KERNELS.load()
-    build_id_kernels()
+    for kernels in (_KERNELS, ID_KERNELS):
+        kernels.load()
 
 
 def build_in_background() -> bool:
-    """Start building the pass's kernels in a detached process at the lowest priority, when they are not built and
-    can be (`KernelSet.buildable`); whether it was started. Until they are built, a dump.json under
-    `msprobe.BUILD_FROM_BYTES` is read by the chunked read, 2.5-2.7x slower (bench/README.md)."""
-    if _KERNELS.building() or id_kernels_building():  # one build of both at a time
+    """Start building the pass's kernels and the id parser's in a detached process at the lowest priority, when they
+    are not built and can be (`KernelSet.buildable`), and no build of either runs; whether it was started. Until
+    they are built, a dump.json under `msprobe.BUILD_FROM_BYTES` is read by the chunked read, 2.5-2.7x slower
+    (bench/README.md)."""
+    sets = (_KERNELS, ID_KERNELS)
+    if any(kernels.building() for kernels in sets) or not any(kernels.buildable() for kernels in sets):
         return False
-    return (_KERNELS.buildable() or id_kernels_buildable()) and build_detached(f"{__name__}:build_kernels")
+    return build_detached(f"{__name__}:build_kernels")
 
 
 

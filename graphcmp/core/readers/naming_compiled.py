@@ -27,8 +27,7 @@ import numpy as np
 from graphcmp.core.compiled import KernelSet
 from graphcmp.core.readers.naming import parse_node_ids
 
-__all__ = ["build_kernels", "kernels_buildable", "kernels_building", "kernels_built", "kernels_can_be_built",
-           "parse_id_columns", "parse_joined"]
+__all__ = ["KERNELS", "parse_id_columns", "parse_joined"]
 
 
 def _kernel_dispatchers() -> dict[str, Any]:
@@ -37,34 +36,10 @@ def _kernel_dispatchers() -> dict[str, Any]:
     return dispatchers()
 
 
-_KERNELS = KernelSet("naming", Path(__file__).with_name("naming_kernels.py"),
-                     {"parse_spans": ("Tuple((i1[::1], i1[::1], i8[::1], i8[::1], i8[::1], i8[::1]))",
-                                      ("u1[::1]", "i8[::1]", "i8[::1]"))}, _kernel_dispatchers)
-
-
-def kernels_built() -> bool:
-    """Whether the parser's kernels are built ahead of time (loading them then costs milliseconds, not numba)."""
-    return _KERNELS.built()
-
-
-def kernels_buildable() -> bool:
-    """Whether loading the parser's kernels would build them (`KernelSet.buildable`)."""
-    return _KERNELS.buildable()
-
-
-def kernels_can_be_built() -> bool:
-    """Whether the parser's kernels are or can be built ahead of time (`KernelSet.can_build`)."""
-    return _KERNELS.can_build()
-
-
-def kernels_building() -> bool:
-    """Whether another process is building the parser's kernels (`KernelSet.building`)."""
-    return _KERNELS.building()
-
-
-def build_kernels() -> None:
-    """Build the parser's kernels when they are not built (else load them)."""
-    _KERNELS.load()
+KERNELS = KernelSet("naming", Path(__file__).with_name("naming_kernels.py"),
+                    {"parse_spans": ("Tuple((i1[::1], i1[::1], i8[::1], i8[::1], i8[::1], i8[::1]))",
+                                     ("u1[::1]", "i8[::1]", "i8[::1]"))}, _kernel_dispatchers)
+"""The parser's kernels; `msprobe_scan` builds and loads them with its own."""
 
 
 def parse_id_columns(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, ids: Sequence[str] | None = None,
@@ -105,7 +80,7 @@ def parse_id_columns(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, ids:
         raise ValueError(f"starts {starts.shape} and ends {ends.shape} must be one-dimensional and alike")
     if len(starts) and (starts.min() < 0 or ends.max() > len(buf) or np.any(ends < starts)):
         raise ValueError(f"spans outside the buffer of {len(buf)} bytes or ending before they start")
-    kinds, directions, counters, codes, first_start, first_end = _KERNELS.load().parse_spans(buf, starts, ends)
+    kinds, directions, counters, codes, first_start, first_end = KERNELS.load().parse_spans(buf, starts, ends)
     data = buf.data
     table = [intern(str(data[a:b], "ascii")) for a, b in zip(first_start.tolist(), first_end.tolist())]
     left = np.flatnonzero(codes < 0)  # op code -1: left to parse_node_ids

@@ -39,7 +39,7 @@ def test_the_kernels_built_ahead_of_time_read_as_numba_s_own(monkeypatch):
     cases = DUMPS[::6]
     built = [read_msprobe(_folder(case), compiled=True) for case in cases]
     assert msprobe_scan.kernels_built()
-    for kernels in (msprobe_scan._KERNELS, naming_compiled._KERNELS):
+    for kernels in (msprobe_scan._KERNELS, naming_compiled.KERNELS):
         monkeypatch.setattr(kernels, "_loaded", compiled._Jit(kernels.dispatchers()))
     for case, graph in zip(cases, built):
         _same_graph(read_msprobe(_folder(case), compiled=True), graph)
