@@ -1,4 +1,5 @@
-"""After a command that read msprobe runs: the compiled dump.json reader built in the background, once.
+"""After a command that read msprobe runs (or the viewer, once it serves two): the compiled dump.json reader built
+in the background, once.
 
 Until its kernels are built, a dump.json under `msprobe.BUILD_FROM_BYTES` is read by the chunked read, 2.5-2.7x
 slower (bench/README.md), and a reading of one that small does not build them: the build takes about a minute.

@@ -6,6 +6,7 @@ import argparse
 import sys
 import webbrowser
 
+from graphcmp.cli.kernels import build_reader_later
 from graphcmp.core.errors import GraphcmpError
 
 
@@ -38,6 +39,8 @@ def serve(paths, *, host: str = "127.0.0.1", port: int = 8050, open_browser: boo
     app = create_app(open_results(paths, **options))
     server = start_server(app, host, port)
     print(f"graphcmp viewer: {server.url}  (Ctrl+C to stop)", file=sys.stderr)
+    if len(paths) == 2:  # two dump folders, read and compared
+        build_reader_later([str(path) for path in paths], None, quiet=False)
     if open_browser:
         webbrowser.open(server.url)
     try:

@@ -48,3 +48,24 @@ def test_demo_without_a_terminal_does_not_prompt(tmp_path):
                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and "Open the browser viewer" not in out.stdout  # the sample runs differ
     assert f"graphcmp serve {tmp_path / 'd.json'}" in out.stderr
+
+
+def test_serving_two_dump_folders_starts_the_reader_build_when_it_is_missing(perturb_pair, monkeypatch, capsys):
+    """The viewer compares two dump folders itself: until the compiled reader is built it reads them by the chunked
+    read, so it starts the build once it serves, as `compare` does when it ends."""
+    from graphcmp.app import server
+    from graphcmp.core.readers import msprobe_scan
+
+    class _Served:
+        url = "http://127.0.0.1:0/"
+
+        def serve_forever(self):
+            raise KeyboardInterrupt
+
+    started = []
+    monkeypatch.setattr(server, "start_server", lambda app, host, port: _Served())
+    monkeypatch.setattr(msprobe_scan, "build_detached", lambda entry: started.append(entry) or True)
+    monkeypatch.setattr(msprobe_scan._KERNELS, "buildable", lambda: True)
+    assert main(["serve", str(perturb_pair[0]), str(perturb_pair[1]), "--port", "0"]) == 0
+    assert started == ["graphcmp.core.readers.msprobe_scan:build_kernels"]
+    assert "viewer stopped" in capsys.readouterr().err
