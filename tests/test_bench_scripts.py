@@ -127,3 +127,10 @@ def test_bench_names_checks_the_compiled_ids_against_parse_node_ids():
     construct = samples_dir() / "msprobe" / "tf_small" / "perturb" / "step0" / "rank0" / "construct.json"
     out = run_bench("bench_names.py", "--construct", str(construct), "--count", "1000", "--repeat", "1")
     assert "1,000 ids" in out and "same columns: True" in out and "parse_id_columns" in out
+
+
+def test_bench_scan_times_the_compiled_pass(tmp_path):
+    dump = demo_pair(tmp_path) / "npu" / "dump.json"
+    out = run_bench("bench_scan.py", str(dump), "--runs", "1", "--rounds", "2")
+    row = next(line for line in out.splitlines() if "| this tree |" in line)
+    assert "leaves)" in row and float(row.split("|")[3]) > 0

@@ -32,7 +32,8 @@ from numba.extending import intrinsic
 
 from graphcmp.core.simd import bits_float
 
-__all__ = ["NOT_NUMBER", "NUMBER", "UNDECIDED", "parse_number", "parse_numbers", "scan_number"]
+__all__ = ["NOT_NUMBER", "NUMBER", "UNDECIDED", "load8", "parse_number", "parse_number_at", "parse_numbers",
+           "scan_number", "trailing_zeros"]
 
 NUMBER, NOT_NUMBER, UNDECIDED = 0, 1, 2
 
@@ -105,7 +106,7 @@ def _leading_zeros(typingctx, value):  # pragma: no cover - compiled
 
 
 @intrinsic
-def _trailing_zeros(typingctx, value):  # pragma: no cover - compiled
+def trailing_zeros(typingctx, value):  # pragma: no cover - compiled
     """The number of trailing zero bits of a uint64 (64 for zero)."""
     def codegen(context, builder, signature, args):
         count = builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
@@ -184,7 +185,7 @@ def _decimal(w, q):  # pragma: no cover - compiled
 
 
 @intrinsic
-def _load8(typingctx, buf, index):  # pragma: no cover - compiled
+def load8(typingctx, buf, index):  # pragma: no cover - compiled
     """The 8 bytes ``buf[index:index + 8]`` of a contiguous uint8 array as one little-endian uint64 (unchecked)."""
     if not (isinstance(buf, types.Array) and buf.dtype == types.uint8 and buf.layout == "C"
             and isinstance(index, types.Integer)):
@@ -225,20 +226,20 @@ def _not_digits(chunk):  # pragma: no cover - compiled
 def _digit_run(chunk):  # pragma: no cover - compiled
     """How many of a loaded chunk's bytes, from the first, are digits (0 to 8). A carry out of a byte above 0xF9
     only reaches bytes after it, so the first non-digit byte is found exactly."""
-    return _trailing_zeros(_not_digits(chunk)) >> 3
+    return trailing_zeros(_not_digits(chunk)) >> 3
 
 
 @numba.njit(inline="always")
 def _digits(buf, i, end, w):  # pragma: no cover - compiled
     """Read the run of digits from i (before end) into w (w * 10**run + the run, wrapping): (new i, new w)."""
     while i + 16 <= end:  # 16 digits in two independent halves
-        first, second = _load8(buf, i), _load8(buf, i + 8)
+        first, second = load8(buf, i), load8(buf, i + 8)
         if _not_digits(first) | _not_digits(second) != _U0:
             break
         w = w * _TEN_SIXTEEN + (_eight_value(first) * _HUNDRED_MILLION + _eight_value(second))
         i += 16
     while i + 8 <= buf.size:  # 8 bytes at a time
-        chunk = _load8(buf, i)
+        chunk = load8(buf, i)
         run = min(_digit_run(chunk), end - i)
         if run == 8:
             w = w * _HUNDRED_MILLION + _eight_value(chunk)
@@ -294,14 +295,35 @@ def parse_number(buf, start, end):  # pragma: no cover - compiled
     ``-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?``; ``(nan, UNDECIDED)`` for a JSON number this path cannot
     round with certainty or whose magnitude rounds to infinity (the caller asks ``float()``).
     """
-    if start < 0 or end > buf.size:  # a span outside the buffer (never read)
+    value, status, stop = _parse_prefix(buf, start, end)
+    if status != NOT_NUMBER and stop != end:
         return np.nan, NOT_NUMBER
+    return value, status
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def parse_number_at(buf, start, limit):  # pragma: no cover - compiled
+    """``(value, status, end)``: `parse_number` of the run of number bytes at start that `scan_number` finds before
+    limit, and that run's end, in one pass over the bytes (the token is read until its grammar ends, then the
+    next byte must end the run)."""
+    value, status, stop = _parse_prefix(buf, start, limit)
+    if status == NOT_NUMBER or (stop < limit and _NUMBER_BYTES[buf[stop]]):
+        return np.nan, NOT_NUMBER, scan_number(buf, start, limit)
+    return value, status, stop
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _parse_prefix(buf, start, end):  # pragma: no cover - compiled
+    """`parse_number` of the token that starts at start and ends where its grammar does (at most end): (value,
+    status, the position after it); NOT_NUMBER when no token starts there."""
+    if start < 0 or end > buf.size:  # a span outside the buffer (never read)
+        return np.nan, NOT_NUMBER, start
     i = start
     if i < end and buf[i] == 45:  # '-'
         i += 1
     negative = i > start
     if i >= end or _digit(buf[i]) > _NINE:
-        return np.nan, NOT_NUMBER
+        return np.nan, NOT_NUMBER, i
     whole, w = i, _U0  # w: every digit, wrapping past 19 of them (then re-read by _long_significand)
     if buf[i] == 48:  # a leading '0' is the whole integer part
         i += 1
@@ -313,7 +335,7 @@ def parse_number(buf, start, end):  # pragma: no cover - compiled
         fraction = i
         i, w = _digits(buf, i, end, w)
         if i == fraction:
-            return np.nan, NOT_NUMBER
+            return np.nan, NOT_NUMBER, i
     stop = i
     q, huge = np.int64(fraction - stop), False
     if i < end and buf[i] | 32 == 101:  # 'e' or 'E'
@@ -327,26 +349,25 @@ def parse_number(buf, start, end):  # pragma: no cover - compiled
                 exponent = exponent * 10 + np.int64(_digit(buf[i]))
             i += 1
         if i == first:
-            return np.nan, NOT_NUMBER
+            return np.nan, NOT_NUMBER, i
         huge = exponent >= _EXPONENT_CAP
         q += -exponent if minus else exponent
-    if i != end:
-        return np.nan, NOT_NUMBER
     dropped = False
-    if (point - whole) + (stop - fraction) > _DIGITS:  # perhaps more than 19 significant digits
+    # perhaps more than 19 significant digits; an integer part "0" holds none (0.0008300870540551841 is read whole)
+    if (0 if buf[whole] == 48 else point - whole) + (stop - fraction) > _DIGITS:
         w, scale, dropped = _long_significand(buf, whole, point, fraction, stop)
         q += scale + (stop - fraction)
     if w == _U0:
-        return (-0.0 if negative else 0.0), NUMBER
+        return (-0.0 if negative else 0.0), NUMBER, i
     if huge:
-        return np.nan, UNDECIDED
+        return np.nan, UNDECIDED, i
     value, certain = _decimal(w, q)
     if certain and dropped:  # the exact value lies strictly between w and w + 1 units
         above, certain = _decimal(w + _U1, q)
         certain = certain and above == value
     if not certain:
-        return np.nan, UNDECIDED
-    return (-value if negative else value), NUMBER
+        return np.nan, UNDECIDED, i
+    return (-value if negative else value), NUMBER, i
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

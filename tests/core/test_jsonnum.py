@@ -8,10 +8,19 @@ import struct
 from decimal import Decimal
 from fractions import Fraction
 
+import numba
 import numpy as np
 import pytest
 
-from graphcmp.core.jsonnum import NOT_NUMBER, NUMBER, UNDECIDED, parse_number, parse_numbers, scan_number
+from graphcmp.core.jsonnum import (
+    NOT_NUMBER,
+    NUMBER,
+    UNDECIDED,
+    parse_number,
+    parse_number_at,
+    parse_numbers,
+    scan_number,
+)
 
 GRAMMAR = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
@@ -253,3 +262,36 @@ def test_scan_number_on_random_bytes():
     for start in range(0, buf.size, 7):
         limit = min(buf.size, start + int(rng.integers(0, 40)))
         assert scan_number(buf, start, limit) == start + len(run.match(text, start, limit).group()), start
+
+
+@numba.njit(cache=True)
+def _at_each(buf, starts, limits):  # pragma: no cover - compiled
+    values, statuses, ends = np.empty(starts.size), np.empty(starts.size, np.int64), np.empty(starts.size, np.int64)
+    for k in range(starts.size):
+        values[k], statuses[k], ends[k] = parse_number_at(buf, starts[k], limits[k])
+    return values, statuses, ends
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_parse_number_at_is_scan_then_parse(seed):
+    """One pass gives what `scan_number` then `parse_number` of its run give: the run's end, the status and the
+    value bit for bit, for every start and limit over text of numbers, near-numbers and other bytes."""
+    rng = np.random.default_rng(seed)
+    doubles = _random_doubles(rng, 300)
+    words = [repr(float(v)) for v in doubles] + [f"{v:.25e}" for v in doubles[:50]] + [
+        "0", "-0", "01", "1.", ".5", "-", "1e", "1e+", "1.5e-3e4", "1.2.3", "--1", "0.0008300870540551841",
+        "12345678901234567890123", "1" * 40, "0." + "0" * 30 + "1", "1e999", "-1e-999", "7E+1", "2-3", "1+"]
+    separators = [",", " ", "}", "]", ":", "", "x", "\n"]
+    text = "".join(words[k] + separators[k % len(separators)] for k in rng.permutation(len(words))).encode()
+    buf = np.frombuffer(text, np.uint8)
+    starts = np.arange(buf.size, dtype=np.int64)
+    limits = np.minimum(buf.size, starts + rng.integers(0, 45, buf.size)).astype(np.int64)
+    limits[::3] = buf.size
+    values, statuses, ends = _at_each(buf, starts, limits)
+    for k in range(buf.size):
+        end = scan_number(buf, starts[k], limits[k])
+        value, status = parse_number(buf, starts[k], end)
+        assert (ends[k], statuses[k]) == (end, status), (text[starts[k]:limits[k]], ends[k], statuses[k])
+        if status == NUMBER:
+            assert np.float64(value).view(np.uint64) == values[k].view(np.uint64), text[starts[k]:end]
+    assert (statuses == NUMBER).sum() > 300 and (statuses == NOT_NUMBER).sum() > 300

@@ -1,6 +1,12 @@
 """The kernels of the compiled pass over dump.json (`msprobe_scan`), in numba: the walk (`_scan`) and the columns
 made of its outputs (`_local_codes`, `_local_slots`). `msprobe_scan` loads them built ahead of time
 (`graphcmp.core.compiled`); this module is imported only to build them, or where they cannot be built.
+
+The small functions every leaf calls several times are inlined by numba (``inline="always"``): numba compiles each
+function apart, and a call that passes the outputs' arrays (each one several machine words) cost more than the
+work of `_member`, `_intern` or `_ws` (the pass over the real 35k dump took 24 % less, bench/README.md). `_leaf`
+itself and the functions above it stay calls: inlining `_leaf` too gained nothing measurable and took the build
+from under two minutes to five.
 """
 
 from __future__ import annotations
@@ -8,7 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from graphcmp.core.jsonnum import parse_number, scan_number
+from graphcmp.core.jsonnum import load8, parse_number_at, trailing_zeros
 from graphcmp.core.readers.msprobe_scan_layout import (
     _BAD,
     _BROKEN,
@@ -76,19 +82,59 @@ _NULL, _TRUE, _FALSE, _NAN, _INFINITY, _MINUS_INFINITY = (np.frombuffer(word, np
     b"null", b"true", b"false", b"NaN", b"Infinity", b"-Infinity"))
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
+_QUOTES, _BACKSLASHES = np.uint64(0x2222222222222222), np.uint64(0x5C5C5C5C5C5C5C5C)
+_SPACES, _ONES, _HIGHS = np.uint64(0x2020202020202020), np.uint64(0x0101010101010101), np.uint64(0x8080808080808080)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)  # eight bytes at a time: `_ws`, `_string_end`
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _ws(buf, p, n):  # pragma: no cover - compiled
-    while p < n and (buf[p] == 32 or buf[p] == 10 or buf[p] == 13 or buf[p] == 9):
+    """The position of the first byte from p that is no JSON whitespace; a run of spaces (an indented text's)
+    eight bytes at a time."""
+    while p < n:
+        c = buf[p]
+        if c == 32 and p + 8 <= n:
+            others = _not_spaces(load8(buf, p))
+            if others == 0:
+                p += 8
+                continue
+            p += trailing_zeros(others) >> 3
+            c = buf[p]
+        if c != 32 and c != 10 and c != 13 and c != 9:
+            return p
         p += 1
     return p
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
+@numba.njit(nogil=True, inline="always")
+def _not_spaces(chunk):  # pragma: no cover - compiled
+    """Of 8 bytes loaded little-endian, the high bit of each byte that is not a space (exactly: no carry crosses
+    a byte)."""
+    other = chunk ^ _SPACES
+    return (((other & _LOW7) + _LOW7) | other) & _HIGHS
+
+
+@numba.njit(nogil=True, inline="always")
+def _special_bytes(chunk):  # pragma: no cover - compiled
+    """Of 8 bytes loaded little-endian, the high bit of each byte that is a quote, a backslash or below 0x20 (each
+    subtraction borrows only out of a byte that matches, so the lowest bit set marks the first such byte; bytes
+    after it may be marked wrongly)."""
+    quotes, backslashes = chunk ^ _QUOTES, chunk ^ _BACKSLASHES
+    return ((quotes - _ONES) & ~quotes | (backslashes - _ONES) & ~backslashes | (chunk - _SPACES) & ~chunk) & _HIGHS
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _string_end(buf, p, n):  # pragma: no cover - compiled
     """The position of the closing quote of the string whose opening quote is at p - 1 (or -1), and whether it
-    holds an escape."""
+    holds an escape. Eight bytes at a time up to the next quote, backslash or control byte."""
     escaped = False
     while p < n:
+        if p + 8 <= n:
+            found = _special_bytes(load8(buf, p))
+            if found == 0:
+                p += 8
+                continue
+            p += trailing_zeros(found) >> 3
         c = buf[p]
         if c == 34:
             return p, escaped
@@ -102,7 +148,7 @@ def _string_end(buf, p, n):  # pragma: no cover - compiled
     return -1, escaped
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _same(buf, s, e, table, lo, hi):  # pragma: no cover - compiled
     if e - s != hi - lo:
         return False
@@ -112,7 +158,7 @@ def _same(buf, s, e, table, lo, hi):  # pragma: no cover - compiled
     return True
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _key_index(buf, s, e, table, offsets):  # pragma: no cover - compiled
     for k in range(offsets.size - 1):
         if _same(buf, s, e, table, offsets[k], offsets[k + 1]):
@@ -194,7 +240,7 @@ def _hash(buf, s, e, tag):  # pragma: no cover - compiled
     return h
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _intern(buf, s, e, tag, table, hashes, entries, heap, state):  # pragma: no cover - compiled
     """The code of the text buf[s:e] with `tag`, added to the table when new; _FULL when the table or heap is."""
     recent = state[_RECENT + tag]
@@ -234,7 +280,7 @@ def _insert(buf, s, e, tag, h, i, table, hashes, entries, heap, state):  # pragm
     return code
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _statistic(buf, p, n):  # pragma: no cover - compiled
     """(end, value, present, is bool) of a statistic's value at p; end is _ODD_RECORD or _BROKEN when it is none."""
     c = buf[p]
@@ -251,8 +297,7 @@ def _statistic(buf, p, n):  # pragma: no cover - compiled
     if c == 45 and p + 1 < n and buf[p + 1] == 73:
         return _literal(buf, p, n, _MINUS_INFINITY), -np.inf, True, False
     if c == 45 or 48 <= c <= 57:
-        e = scan_number(buf, p, n)
-        value, status = parse_number(buf, p, e)
+        value, status, e = parse_number_at(buf, p, n)
         if status == 0:
             return e, value, True, False
         if status == 2:  # beyond this parser: the plain route reads it
@@ -261,7 +306,7 @@ def _statistic(buf, p, n):  # pragma: no cover - compiled
     return _ODD_RECORD, 0.0, False, False  # text, a list ...
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _member(buf, p, n):  # pragma: no cover - compiled
     """The member of an object whose key's opening quote is at p: (key start, key end, whether the key holds an
     escape, the position of its value); the value's position is _BROKEN when the text is not a key and a colon."""
@@ -277,7 +322,7 @@ def _member(buf, p, n):  # pragma: no cover - compiled
     return p + 1, ke, escaped, q if q < n else _BROKEN
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _next_item(buf, p, n, close):  # pragma: no cover - compiled
     """After an item of an object or list whose closing byte is `close`: (the next item's position, False), or (the
     position after the close, True); (_BROKEN, True) when neither follows."""
@@ -571,8 +616,8 @@ def _plain_value_end(buf, p, n):  # pragma: no cover - compiled
     elif c == 110:
         e = _literal(buf, p, n, _NULL)
     elif c == 45 or 48 <= c <= 57:
-        e = scan_number(buf, p, n)
-        if parse_number(buf, p, e)[1] == 1:
+        _, status, e = parse_number_at(buf, p, n)  # its value is not kept, its grammar checked
+        if status == 1:
             return _BROKEN
     else:
         return _ODD_RECORD

@@ -280,3 +280,37 @@ def test_which_read_a_dump_json_gets(monkeypatch, built, can_be_built, size, com
     monkeypatch.setattr(msprobe, "BUILD_FROM_BYTES", bytes_ * 200 // size)
     assert len(read_msprobe(folder)) > 0
     assert bool(taken) is compiled
+
+
+def _string_end_reference(text: bytes, p: int, n: int) -> tuple[int, bool]:
+    escaped = False
+    while p < n:
+        if text[p] == 0x22:
+            return p, escaped
+        if text[p] == 0x5C:
+            escaped, p = True, p + 2
+            continue
+        if text[p] < 0x20:
+            return -1, escaped
+        p += 1
+    return -1, escaped
+
+
+def test_strings_and_whitespace_eight_bytes_at_a_time_end_where_byte_by_byte_does():
+    """`_string_end` and `_ws` (eight bytes at a time) against byte-by-byte references, from every position of
+    random text rich in quotes, backslashes, control bytes, UTF-8 and runs of spaces, to every kind of end."""
+    import numpy as np
+
+    from graphcmp.core.readers.msprobe_scan_kernels import _string_end, _ws
+
+    rng = random.Random(7)
+    pieces = ['"', "\\", '\\"', "\n", "\t", "\r", " " * 9, " " * 3, "\x01", "\x1f", "é", "é", "a", "Module.fc", "€"]
+    text = "".join(rng.choice(pieces) for _ in range(3000)).encode()
+    buf = np.frombuffer(text, np.uint8)
+    for p in range(len(text)):
+        n = rng.choice([len(text), min(len(text), p + rng.randrange(0, 20))])
+        assert _string_end(buf, p, n) == _string_end_reference(text, p, n), (p, n, text[p:p + 20])
+        q = p
+        while q < n and text[q] in b" \n\r\t":
+            q += 1
+        assert _ws(buf, p, n) == q, (p, n, text[p:p + 20])
