@@ -613,11 +613,14 @@ class _InputHolders:
         first = dict(zip(t.node[inputs].tolist(), fingerprint[inputs].tolist()))
         wanted = np.fromiter(first.values(), np.int64, len(first))
         held = np.flatnonzero(np.isin(fingerprint, wanted) & ((t.role == Role.OUTPUT) | (t.role == Role.PARAM_GRAD)))
+        holder_nodes = t.node[held]
         by_print: dict[int, list[tuple[float, int]]] = {}
-        for k in held.tolist():
-            by_print.setdefault(int(fingerprint[k]), []).append((float(keys[t.node[k]]), int(t.node[k])))
-        self.holders = {call: sorted(h for h in by_print.get(fp, ()) if h[0] < keys[call] and h[1] != call)
-                        for call, fp in first.items()}
+        for fp, key, node in zip(fingerprint[held].tolist(), keys[holder_nodes].astype(np.float64).tolist(),
+                                 holder_nodes.tolist()):
+            by_print.setdefault(fp, []).append((key, node))
+        call_keys = keys[np.fromiter(first, np.int64, len(first))].astype(np.float64).tolist()
+        self.holders = {call: sorted(h for h in by_print.get(fp, ()) if h[0] < limit and h[1] != call)
+                        for (call, fp), limit in zip(first.items(), call_keys)}
 
     def makers(self, partner: list[int]) -> dict[int, int]:
         """Per call, its earliest holder that has a partner."""

@@ -4,9 +4,11 @@ made of its outputs (`_local_codes`, `_local_slots`). `msprobe_scan` loads them 
 
 The small functions every leaf calls several times are inlined by numba (``inline="always"``): numba compiles each
 function apart, and a call that passes the outputs' arrays (each one several machine words) cost more than the
-work of `_member`, `_intern` or `_ws` (the pass over the real 35k dump took 24 % less, bench/README.md). `_leaf`
-itself and the functions above it stay calls: inlining `_leaf` too gained nothing measurable and took the build
-from under two minutes to five.
+work of `_member`, `_intern` or `_ws`. `_leaf` itself and the functions above it stay calls: inlining `_leaf` too
+gained nothing measurable and took the build from under two minutes to five. Strings, indentation, the inside of
+brackets, texts compared and hashed go eight bytes at a time (`jsonnum.load8`); a leaf's keys are tried in the
+order msprobe writes them. Instructions per leaf of the real 35k dump: 8,800 before, 4,590 now (bench/README.md,
+issue 32's ninth round).
 """
 
 from __future__ import annotations
@@ -67,8 +69,9 @@ _LEAF_KEYS = (b"type", b"dtype", b"shape", b"Max", b"Min", b"Mean", b"Norm", b"r
 
 
 def _key_table(keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Keys as one byte array and their offsets, for `_key_index`."""
-    joined = b"".join(keys)
+    """Keys as one byte array and their offsets, for `_key_index`; 8 bytes of padding after them, so that `_same`
+    compares a key of under 8 bytes as one load."""
+    joined = b"".join(keys) + bytes(8)
     offsets = np.cumsum([0, *map(len, keys)]).astype(np.int64)
     return np.frombuffer(joined, np.uint8).copy(), offsets
 
@@ -84,25 +87,26 @@ _NULL, _TRUE, _FALSE, _NAN, _INFINITY, _MINUS_INFINITY = (np.frombuffer(word, np
 
 _QUOTES, _BACKSLASHES = np.uint64(0x2222222222222222), np.uint64(0x5C5C5C5C5C5C5C5C)
 _SPACES, _ONES, _HIGHS = np.uint64(0x2020202020202020), np.uint64(0x0101010101010101), np.uint64(0x8080808080808080)
-_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)  # eight bytes at a time: `_ws`, `_string_end`
+_OPENS, _CLOSES = np.uint64(0x7B7B7B7B7B7B7B7B), np.uint64(0x7D7D7D7D7D7D7D7D)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)  # eight bytes at a time: `_ws`, `_string_end`, `_value_end`, `_hash`
+_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _ws(buf, p, n):  # pragma: no cover - compiled
-    """The position of the first byte from p that is no JSON whitespace; a run of spaces (an indented text's)
-    eight bytes at a time."""
+    """The position of the first byte from p that is no JSON whitespace; the spaces that indent a line (after a
+    line break) eight bytes at a time, a lone space (after a colon) as a byte."""
     while p < n:
         c = buf[p]
-        if c == 32 and p + 8 <= n:
-            others = _not_spaces(load8(buf, p))
-            if others == 0:
-                p += 8
-                continue
-            p += trailing_zeros(others) >> 3
-            c = buf[p]
         if c != 32 and c != 10 and c != 13 and c != 9:
             return p
         p += 1
+        if c == 10:
+            while p + 8 <= n:
+                others = _not_spaces(load8(buf, p))
+                p += trailing_zeros(others) >> 3  # 8 when all are spaces
+                if others != 0:
+                    break
     return p
 
 
@@ -121,6 +125,15 @@ def _special_bytes(chunk):  # pragma: no cover - compiled
     after it may be marked wrongly)."""
     quotes, backslashes = chunk ^ _QUOTES, chunk ^ _BACKSLASHES
     return ((quotes - _ONES) & ~quotes | (backslashes - _ONES) & ~backslashes | (chunk - _SPACES) & ~chunk) & _HIGHS
+
+
+@numba.njit(nogil=True, inline="always")
+def _structural_bytes(chunk):  # pragma: no cover - compiled
+    """Of 8 bytes loaded little-endian, the high bit of each byte that is a quote, a bracket or a brace (and of
+    0x02, which folds like a quote; the lowest bit set marks the first such byte, as in `_special_bytes`)."""
+    folded = chunk | _SPACES  # '[' and '{', ']' and '}' alike
+    opens, closes, quotes = folded ^ _OPENS, folded ^ _CLOSES, folded ^ _QUOTES
+    return ((opens - _ONES) & ~opens | (closes - _ONES) & ~closes | (quotes - _ONES) & ~quotes) & _HIGHS
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -150,12 +163,32 @@ def _string_end(buf, p, n):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _same(buf, s, e, table, lo, hi):  # pragma: no cover - compiled
-    if e - s != hi - lo:
+    """Whether buf[s:e] and table[lo:hi] hold the same bytes (eight at a time, the rest one by one)."""
+    m = e - s
+    if m != hi - lo:
         return False
-    for k in range(e - s):  # noqa: SIM110 - compiled: no generator
+    k = 0
+    while k + 8 <= m:
+        if load8(buf, s + k) != load8(table, lo + k):
+            return False
+        k += 8
+    rest = m - k
+    if rest and s + k + 8 <= buf.size and lo + k + 8 <= table.size:  # the last bytes in one load, the rest shifted out
+        return ((load8(buf, s + k) ^ load8(table, lo + k)) << np.uint64(64 - 8 * rest)) == 0
+    while k < m:
         if buf[s + k] != table[lo + k]:
             return False
+        k += 1
     return True
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _key_after(buf, s, e, table, offsets, guess):  # pragma: no cover - compiled
+    """`_key_index`, trying key `guess` first (the one after the previous key: msprobe writes a leaf's keys in
+    one order)."""
+    if 0 <= guess < offsets.size - 1 and _same(buf, s, e, table, offsets[guess], offsets[guess + 1]):
+        return guess
+    return _key_index(buf, s, e, table, offsets)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -202,6 +235,12 @@ def _value_end(buf, p, n):  # pragma: no cover - compiled
     up) is checked by the parser its text goes to (orjson). -1 where the text ends first."""
     depth = 0
     while p < n:
+        if depth > 0 and p + 8 <= n:  # inside brackets only quotes and brackets matter: the rest eight at a time
+            found = _structural_bytes(load8(buf, p))
+            if found == 0:
+                p += 8
+                continue
+            p += trailing_zeros(found) >> 3
         c = buf[p]
         if c == 34:
             q, _ = _string_end(buf, p + 1, n)
@@ -234,10 +273,17 @@ def _copy(target, at, source, s, e):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
 def _hash(buf, s, e, tag):  # pragma: no cover - compiled
+    """A hash of buf[s:e] and `tag`: eight bytes at a time, each word multiplied in and its high bits folded down
+    (the table takes the low bits), the last bytes one by one (FNV-1a)."""
     h = np.uint64(0xCBF29CE484222325) ^ np.uint64(tag)
-    for k in range(s, e):
-        h = (h ^ np.uint64(buf[k])) * np.uint64(0x100000001B3)
-    return h
+    k = s
+    while k + 8 <= e:
+        h = (h ^ load8(buf, k)) * _MIX
+        h ^= h >> np.uint64(32)
+        k += 8
+    for i in range(k, e):
+        h = (h ^ np.uint64(buf[i])) * np.uint64(0x100000001B3)
+    return h ^ (h >> np.uint64(29))
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -356,6 +402,7 @@ def _leaf(buf, p, n, row, rows, stats, present, table, hashes, entries, heap, st
     flags = 0
     has_max = has_type = has_bool = has_other = False
     dtype_start = dtype_end = 0
+    key = -1
     p = _ws(buf, p + 1, n)
     if p < n and buf[p] == 125:
         return _ODD_RECORD  # {}: no type, flattened (to nothing) by the plain route
@@ -363,7 +410,7 @@ def _leaf(buf, p, n, row, rows, stats, present, table, hashes, entries, heap, st
         ks, ke, escaped, p = _member(buf, p, n)
         if p < 0:
             return _BROKEN
-        key = -1 if escaped else _key_index(buf, ks, ke, _LEAF_BYTES, _LEAF_OFFSETS)
+        key = -1 if escaped else _key_after(buf, ks, ke, _LEAF_BYTES, _LEAF_OFFSETS, key + 1)
         c = buf[p]
         if key == 1 or key == 8 or key == 9:  # dtype, md5, data_name: text or null
             code = _EMPTY

@@ -314,3 +314,64 @@ def test_strings_and_whitespace_eight_bytes_at_a_time_end_where_byte_by_byte_doe
         while q < n and text[q] in b" \n\r\t":
             q += 1
         assert _ws(buf, p, n) == q, (p, n, text[p:p + 20])
+
+
+def test_texts_compared_eight_bytes_at_a_time_are_equal_only_when_every_byte_is():
+    """`_same` against Python's equality, for texts of 0 to 40 bytes that differ in one byte anywhere, or not."""
+    import numpy as np
+
+    from graphcmp.core.readers.msprobe_scan_kernels import _same
+
+    rng = random.Random(8)
+    for _ in range(3000):
+        size = rng.randrange(0, 41)
+        text = bytes(rng.randrange(32, 127) for _ in range(size))
+        other = bytearray(text)
+        if size and rng.random() < 0.7:
+            other[rng.randrange(size)] ^= 1 << rng.randrange(7)
+        other = bytes(other) + (b"x" if rng.random() < 0.1 else b"")
+        left = np.frombuffer(b"<" + text + b">", np.uint8)
+        right = np.frombuffer(b"[[" + other, np.uint8)
+        assert _same(left, 1, 1 + size, right, 2, right.size) == (text == other), (text, other)
+
+
+def _value_end_reference(text: bytes, p: int, n: int) -> int:
+    """`_value_end` a byte at a time, as it read before it skipped inside brackets."""
+    depth = 0
+    while p < n:
+        c = text[p]
+        if c == 0x22:
+            q, _ = _string_end_reference(text, p + 1, n)
+            if q < 0:
+                return -1
+            p = q + 1
+        elif c in b"{[":
+            depth, p = depth + 1, p + 1
+        elif c in b"}]":
+            if depth == 0:
+                return p
+            depth, p = depth - 1, p + 1
+        elif depth == 0 and c in b", \n\r\t":
+            return p
+        else:
+            p += 1
+        if depth == 0 and c in b'}]"':
+            return p
+    return p if depth == 0 else -1
+
+
+def test_values_skipped_eight_bytes_at_a_time_end_where_byte_by_byte_does():
+    """`_value_end` against the byte-at-a-time reference, from every position of random JSON-like text: nested
+    brackets and braces, strings holding brackets and escaped quotes, numbers, indentation."""
+    import numpy as np
+
+    from graphcmp.core.readers.msprobe_scan_kernels import _value_end
+
+    rng = random.Random(9)
+    pieces = ["[", "]", "{", "}", '"', '"a[b"', '"x\\"]"', ",", " ", "\n      ", "12", "-3.5e-7", "null", "\x02",
+              "é", "[\n 2,\n 32\n]", '{"k": [1, 2]}']
+    text = "".join(rng.choice(pieces) for _ in range(2500)).encode()
+    buf = np.frombuffer(text, np.uint8)
+    for p in range(len(text)):
+        n = rng.choice([len(text), min(len(text), p + rng.randrange(0, 60))])
+        assert _value_end(buf, p, n) == _value_end_reference(text, p, n), (p, n, text[p:p + 30])
