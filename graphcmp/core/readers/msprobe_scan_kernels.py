@@ -85,11 +85,12 @@ _NULL, _TRUE, _FALSE, _NAN, _INFINITY, _MINUS_INFINITY = (np.frombuffer(word, np
     b"null", b"true", b"false", b"NaN", b"Infinity", b"-Infinity"))
 
 
+# eight bytes at a time (`_ws`, `_string_end`, `_value_end`, `_same`, `_hash`): a byte repeated in each lane
 _QUOTES, _BACKSLASHES = np.uint64(0x2222222222222222), np.uint64(0x5C5C5C5C5C5C5C5C)
 _SPACES, _ONES, _HIGHS = np.uint64(0x2020202020202020), np.uint64(0x0101010101010101), np.uint64(0x8080808080808080)
 _OPENS, _CLOSES = np.uint64(0x7B7B7B7B7B7B7B7B), np.uint64(0x7D7D7D7D7D7D7D7D)
-_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)  # eight bytes at a time: `_ws`, `_string_end`, `_value_end`, `_hash`
-_MIX = np.uint64(0x9E3779B97F4A7C15)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # `_hash`'s multiplier
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -119,21 +120,25 @@ def _not_spaces(chunk):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, inline="always")
+def _below(chunk, lanes):  # pragma: no cover - compiled
+    """Of 8 bytes loaded little-endian, the high bit of each byte below its lane of `lanes` (a byte repeated; with
+    `_ONES`, each byte that is zero). A subtraction borrows only out of a byte that is below, so the lowest bit set
+    marks the first such byte exactly; bytes after it may be marked wrongly."""
+    return (chunk - lanes) & ~chunk & _HIGHS
+
+
+@numba.njit(nogil=True, inline="always")
 def _special_bytes(chunk):  # pragma: no cover - compiled
-    """Of 8 bytes loaded little-endian, the high bit of each byte that is a quote, a backslash or below 0x20 (each
-    subtraction borrows only out of a byte that matches, so the lowest bit set marks the first such byte; bytes
-    after it may be marked wrongly)."""
-    quotes, backslashes = chunk ^ _QUOTES, chunk ^ _BACKSLASHES
-    return ((quotes - _ONES) & ~quotes | (backslashes - _ONES) & ~backslashes | (chunk - _SPACES) & ~chunk) & _HIGHS
+    """The high bit of each byte that is a quote, a backslash or below 0x20 (the first exactly, as `_below`)."""
+    return _below(chunk ^ _QUOTES, _ONES) | _below(chunk ^ _BACKSLASHES, _ONES) | _below(chunk, _SPACES)
 
 
 @numba.njit(nogil=True, inline="always")
 def _structural_bytes(chunk):  # pragma: no cover - compiled
-    """Of 8 bytes loaded little-endian, the high bit of each byte that is a quote, a bracket or a brace (and of
-    0x02, which folds like a quote; the lowest bit set marks the first such byte, as in `_special_bytes`)."""
+    """The high bit of each byte that is a quote, a bracket or a brace, and of 0x02, which folds like a quote (the
+    first exactly, as `_below`)."""
     folded = chunk | _SPACES  # '[' and '{', ']' and '}' alike
-    opens, closes, quotes = folded ^ _OPENS, folded ^ _CLOSES, folded ^ _QUOTES
-    return ((opens - _ONES) & ~opens | (closes - _ONES) & ~closes | (quotes - _ONES) & ~quotes) & _HIGHS
+    return _below(folded ^ _OPENS, _ONES) | _below(folded ^ _CLOSES, _ONES) | _below(folded ^ _QUOTES, _ONES)
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
