@@ -14,7 +14,7 @@ again by a careful loop with msprobe's rules for matched NaN/inf. msprobe's ``(x
 whose bench value is 0 is kept from being folded to ``x`` by passing ``x + eps`` through its bits and an XOR with
 a zero the compiler cannot see (`_opaque`). kl's sums S and T are exact (`_fixed`).
 
-A pair is measured on the calling thread, which releases the GIL in the compiled loops and in numpy's log:
+A pair is measured on the calling thread, which releases the GIL in its two compiled calls, one per pass:
 `graphcmp.core.tensorcmp` measures two pairs at once, one per core. Splitting one pair over both cores
 (``prange``) was measured slower on the shared 2-core machine: each call waits for the second thread's wake-up,
 several milliseconds when other jobs hold the cores (bench/README.md, issue 32).
@@ -26,6 +26,7 @@ pair once (a few seconds); later ones load it.
 from __future__ import annotations
 
 import math
+from decimal import Decimal, localcontext
 
 import numba
 import numpy as np
@@ -170,12 +171,54 @@ def _fixed(value):  # pragma: no cover - compiled
     return high, np.int64((scaled - np.float64(high)) * _TWO_38)
 
 
+def _log_constants() -> tuple[float, float, tuple[float, ...]]:
+    """ln 2 split in two (the high part with 20 zero bits at the end of its significand, so that k * high is exact
+    for every exponent k of a float64), and the coefficients 2 / (2j + 1) of ``log((1 + s) / (1 - s)) = 2s +
+    s * R(s**2)``: R's terms up to z**10, the first left out below 2**-55 of the result for |s| <= 3 - 2 sqrt(2)."""
+    with localcontext() as context:
+        context.prec = 40
+        ln2 = Decimal(2).ln()
+        high = np.float64(float(ln2)).view(np.int64) & ~np.int64((1 << 20) - 1)
+        high_value = float(np.int64(high).view(np.float64))
+        return high_value, float(ln2 - Decimal(high_value)), tuple(2.0 / (2 * j + 1) for j in range(1, 11))
+
+
+_LN2_HIGH, _LN2_LOW, _R = _log_constants()
+_R1, _R2, _R3, _R4, _R5, _R6, _R7, _R8, _R9, _R10 = _R
+_SQRT2 = math.sqrt(2.0)
+_FRACTION, _ONE_BITS = np.int64((1 << 52) - 1), np.int64(1023 << 52)
+
+
+@numba.njit(error_model="numpy")
+def _log(x):  # pragma: no cover - compiled
+    """The natural log of a positive normal float64, branch-free so that the loop calling it vectorises, within
+    one unit in the last place: x = 2**k * m with m in [sqrt(2) / 2, sqrt(2)), f = m - 1 (exact), s = f / (2 + f),
+    and log(1 + f) = f - (f**2 / 2 - s * (f**2 / 2 + R(s**2))), which loses nothing to cancellation near x = 1.
+    Compiled without fast-math (no reassociation: the order of that sum is what keeps it accurate); kl's loops
+    are the only callers, whose ratios lie in [2**-23, 2**23]."""
+    bits = float_bits(x)
+    k = (bits >> 52) - 1023
+    m = bits_float((bits & _FRACTION) | _ONE_BITS)
+    big = m > _SQRT2
+    m = m * 0.5 if big else m
+    k = k + 1 if big else k
+    f = m - 1.0
+    s = f / (2.0 + f)
+    z = s * s
+    r = z * (_R1 + z * (_R2 + z * (_R3 + z * (_R4 + z * (_R5 + z * (_R6 + z * (_R7 + z * (_R8 + z * (
+        _R9 + z * _R10)))))))))
+    half_square = 0.5 * f * f
+    kf = np.float64(k)
+    return kf * _LN2_HIGH - ((half_square - (s * (half_square + r) + kf * _LN2_LOW)) - f)
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=FAST)
-def _kl_fast(npu, bench, npu_low, npu_span, bench_low, bench_span, scaled, ratio):  # pragma: no cover
-    """kl's scaling of a chunk without NaN/inf, vectorised: s into `scaled`, s / t into `ratio`; returns S and T
-    of the chunk exactly, as the integer parts of `_fixed`."""
+def _kl_fast(npu, bench, npu_low, npu_span, bench_low, bench_span):  # pragma: no cover - compiled
+    """kl's sums of a chunk without NaN/inf, vectorised: S and T exactly, as the integer parts of `_fixed`, and
+    sum s log(s / t)."""
     s_high = s_low = t_high = t_low = 0
-    for k in range(scaled.size):
+    weighted = 0.0
+    for k in range(npu.size):
         s, t = _kl_scaled(as_float(npu[k]), as_float(bench[k]), npu_low, npu_span, bench_low, bench_span)
         high, low = _fixed(s)
         s_high += high
@@ -183,16 +226,16 @@ def _kl_fast(npu, bench, npu_low, npu_span, bench_low, bench_span, scaled, ratio
         high, low = _fixed(t)
         t_high += high
         t_low += low
-        scaled[k] = s
-        ratio[k] = s / t
-    return s_high, s_low, t_high, t_low
+        weighted += s * _log(s / t)
+    return s_high, s_low, t_high, t_low, weighted
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _kl_careful(npu, bench, npu_low, npu_span, bench_low, bench_span, scaled, ratio):  # pragma: no cover
-    """`_kl_fast` for a pair holding matched NaN/inf (the first pass refused the others), which count as 0."""
+def _kl_careful(npu, bench, npu_low, npu_span, bench_low, bench_span):  # pragma: no cover - compiled
+    """`_kl_fast` for a chunk holding matched NaN/inf (the first pass refused the others), which count as 0."""
     s_high = s_low = t_high = t_low = 0
-    for k in range(scaled.size):
+    weighted = 0.0
+    for k in range(npu.size):
         x = as_float(npu[k])
         y = as_float(bench[k])
         if not (math.isfinite(x) and math.isfinite(y)):
@@ -204,9 +247,26 @@ def _kl_careful(npu, bench, npu_low, npu_span, bench_low, bench_span, scaled, ra
         high, low = _fixed(t)
         t_high += high
         t_low += low
-        scaled[k] = s
-        ratio[k] = s / t
-    return s_high, s_low, t_high, t_low
+        weighted += s * _log(s / t)
+    return s_high, s_low, t_high, t_low, weighted
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _kl_chunks(npu, bench, chunk, spans, nonfinite, fixed, weighted):  # pragma: no cover - compiled
+    """kl's pass chunk by chunk: each chunk's `_fixed` sums of S and T into `fixed` (a row per chunk) and its sum of
+    s log(s / t) into `weighted`; a chunk whose `nonfinite` flag is set is summed by the careful loop. `spans`: the
+    lowest value and the span of the npu side, then of the bench side."""
+    npu_low, npu_span, bench_low, bench_span = spans[0], spans[1], spans[2], spans[3]
+    for c in range(weighted.size):
+        lo, hi = c * chunk, min(npu.size, (c + 1) * chunk)
+        if nonfinite[c]:
+            s_high, s_low, t_high, t_low, total = _kl_careful(npu[lo:hi], bench[lo:hi], npu_low, npu_span,
+                                                              bench_low, bench_span)
+        else:
+            s_high, s_low, t_high, t_low, total = _kl_fast(npu[lo:hi], bench[lo:hi], npu_low, npu_span,
+                                                           bench_low, bench_span)
+        fixed[c, 0], fixed[c, 1], fixed[c, 2], fixed[c, 3] = s_high, s_low, t_high, t_low
+        weighted[c] = total
 
 
 def first_pass(npu: np.ndarray, bench: np.ndarray, chunk: int = CHUNK) -> tuple[np.ndarray, np.ndarray]:
@@ -232,30 +292,21 @@ def kl_pass(npu: np.ndarray, bench: np.ndarray, npu_range: tuple[float, float], 
             chunk: int = CHUNK, *, nonfinite: np.ndarray | None = None) -> tuple[float, float, float]:
     """kl's second pass: S (the sum of the npu side's scaled values), T - S and sum s log(s / t).
     `nonfinite`: per chunk, whether it holds matched NaN/inf (the first pass's `NONFINITE` column); those chunks
-    are scaled by the careful loop, the others by the vectorised one.
+    are summed by the careful loop, the others by the vectorised one.
 
     S and T are exact sums rounded once (integers of `_fixed`), so T - S is too: kl adds log(T / S) to a nearly
-    opposite term, where the rounding of two float sums would show. The scaling and the ratios are compiled; the
-    log is numpy's, whose SIMD loop is faster than the scalar log compiled code calls (0.6 against 10 ns per
-    element here)."""
+    opposite term, where the rounding of two float sums would show. The whole pass is one compiled call, its log
+    compiled too (`_log`): with numpy's log on each chunk, a pair cost a dozen Python calls per chunk, and two
+    pairs measured at once waited for each other's GIL between them."""
     chunks = max(1, math.ceil(npu.size / chunk))
-    npu, bench = _bits_view(npu), _bits_view(bench)
-    scaled, ratio = np.empty(min(chunk, npu.size)), np.empty(min(chunk, npu.size))
-    spans = npu_range[0], npu_range[1] - npu_range[0], bench_range[0], bench_range[1] - bench_range[0]
     if chunk > _MAX_FIXED_CHUNK:
         raise ValueError(f"kl's exact sums hold chunks of at most {_MAX_FIXED_CHUNK} elements, not {chunk}")
-    s_total = t_total = 0
-    weighted = np.zeros(chunks)
-    for c in range(chunks):
-        lo = c * chunk
-        hi = min(npu.size, lo + chunk)
-        s, r = scaled[: hi - lo], ratio[: hi - lo]
-        careful = nonfinite is not None and nonfinite[c]
-        kernel = _kl_careful if careful else _kl_fast
-        s_high, s_low, t_high, t_low = kernel(npu[lo:hi], bench[lo:hi], *spans, s, r)
-        s_total += (int(s_high) << 38) + int(s_low)
-        t_total += (int(t_high) << 38) + int(t_low)
-        weighted[c] = np.einsum("i,i->", s, np.log(r, out=r))
+    flags = np.zeros(chunks, np.uint8) if nonfinite is None else np.ascontiguousarray(nonfinite, np.uint8)
+    fixed, weighted = np.zeros((chunks, 4), np.int64), np.zeros(chunks)
+    spans = np.array([npu_range[0], npu_range[1] - npu_range[0], bench_range[0], bench_range[1] - bench_range[0]])
+    _kl_chunks(_bits_view(npu), _bits_view(bench), chunk, spans, flags, fixed, weighted)
+    s_high, s_low, t_high, t_low = (sum(column) for column in fixed.T.tolist())  # Python ints: no overflow
+    s_total, t_total = (s_high << 38) + s_low, (t_high << 38) + t_low
     return s_total / _FIXED_ONE, (t_total - s_total) / _FIXED_ONE, math.fsum(weighted)
 
 

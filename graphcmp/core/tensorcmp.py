@@ -15,9 +15,9 @@ from __future__ import annotations
 import errno
 import os
 import warnings
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -116,11 +116,11 @@ def measure_pairs(
             f"{names[0]!r}); their pairs have no tensor metrics and are judged on their statistics"), stacklevel=2)
     fused = sum(_file_bytes(a) + _file_bytes(b) for _, a, b, _, _ in pairs) >= FUSED_FROM_BYTES
     total = len(npu_rows)
-    for k, values in _measured(pairs, fused):
+    for done, (k, values) in enumerate(_measured(pairs, fused), 1):
         for name, value in values.items():
             out[name][k] = value
         if progress is not None:
-            progress(k + 1, total)
+            progress(done, total)
     if progress is not None and total:
         progress(total, total)
     return out
@@ -153,20 +153,38 @@ def _file_bytes(path: Path) -> int:
 
 
 def _measured(pairs: list[_Pair], fused: bool) -> Iterator[tuple[int, dict[str, float]]]:
-    """(position, metrics) of each pair in order, `_WORKERS` pairs read and measured at once (one per core)."""
+    """(position, metrics) of each pair as it is done, `_WORKERS` pairs read and measured at once (one per core).
+
+    A core that is done takes the next pair at once, whatever the other one still measures: taken in order, a core
+    that finished a small pair waited for the other's large one (a third of a core's time on the 10 GB pair). The
+    pairs start in order, so when a pair fails, every pair before it has started: of those running then, the first
+    failure by position is raised, as reading them in order would.
+    """
     if len(pairs) < 2:
         yield from ((pair[0], _measure_pair(pair, fused)) for pair in pairs)
         return
     pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="graphcmp-tensors")
+    waiting = iter(pairs)
     try:
-        pending = deque(pool.submit(_measure_pair, pair, fused) for pair in pairs[:_WORKERS])
-        for index, pair in enumerate(pairs):
-            values = pending.popleft().result()
-            if index + _WORKERS < len(pairs):  # the next pair starts when this one is done: at most _WORKERS held
-                pending.append(pool.submit(_measure_pair, pairs[index + _WORKERS], fused))
-            yield pair[0], values
+        running = {pool.submit(_measure_pair, pair, fused): pair[0] for pair in islice(waiting, _WORKERS)}
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            if any(future.exception() is not None for future in done):
+                wait(running)
+                raise _first_failure(running)
+            for future in done:
+                position = running.pop(future)
+                for pair in islice(waiting, 1):  # the next pair starts as this one is done: at most _WORKERS held
+                    running[pool.submit(_measure_pair, pair, fused)] = pair[0]
+                yield position, future.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _first_failure(running: dict[Future, int]) -> BaseException:
+    """The exception of the failed pair of `running` (futures done, by pair position) that comes first."""
+    failed = sorted((position, future) for future, position in running.items() if future.exception() is not None)
+    return failed[0][1].exception()  # type: ignore[return-value]
 
 
 _WORKERS = max(1, min(2, os.cpu_count() or 1))

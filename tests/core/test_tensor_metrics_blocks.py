@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Context, Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -214,6 +215,22 @@ def test_fused_kl_sums_are_exact(small_chunks: None) -> None:
     exact_s = sum(map(Fraction, s))
     exact_gap = sum(map(Fraction, t)) - exact_s
     assert sums[0] == float(exact_s) and sums[1] == float(exact_gap)
+
+
+def test_fused_log_is_within_one_unit_in_the_last_place_on_kls_ratios() -> None:
+    # kl's pass takes its log in compiled code (not numpy's): checked against the exact log over the ratios s / t it
+    # meets (s, t in [2**-23, 1]), near 1 (where kl's terms nearly cancel) and at its reduction's edges
+    rng = np.random.default_rng(21)
+    edges = [2.0**-23, 2.0**23, 0.5, 2.0, math.sqrt(2), np.nextafter(math.sqrt(2), 2), np.nextafter(math.sqrt(2), 0),
+             np.nextafter(1.0, 0), np.nextafter(1.0, 2), 3.0]
+    widest = math.sqrt(2) * (1 - rng.uniform(0, 1e-3, 800)) * np.exp2(rng.integers(-22, 22, 800))  # |s| largest
+    ratios = np.concatenate([np.exp2(rng.uniform(-23, 23, 1500)), widest, 1 + rng.uniform(-1e-6, 1e-6, 300), edges])
+    context = Context(prec=40)
+    for ratio in ratios.tolist():
+        got = fused_module._log(ratio)
+        error = abs(Decimal(got) - Decimal(ratio).ln(context))
+        assert error <= Decimal(float(np.spacing(abs(got)))), (ratio, got)
+    assert fused_module._log(1.0) == 0.0
 
 
 def test_fused_kernels_refuse_what_their_loops_cannot_check() -> None:
