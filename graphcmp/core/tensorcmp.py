@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import errno
 import os
+import queue
+import threading
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -155,36 +155,64 @@ def _file_bytes(path: Path) -> int:
 def _measured(pairs: list[_Pair], fused: bool) -> Iterator[tuple[int, dict[str, float]]]:
     """(position, metrics) of each pair as it is done, `_WORKERS` pairs read and measured at once (one per core).
 
-    A core that is done takes the next pair at once, whatever the other one still measures: taken in order, a core
-    that finished a small pair waited for the other's large one (a third of a core's time on the 10 GB pair). The
-    pairs start in order, so when a pair fails, every pair before it has started: of those running then, the first
-    failure by position is raised, as reading them in order would.
+    Each worker thread takes the next pair itself as soon as it is done with one, whatever the other measures: taken
+    in order and handed out by this thread, a worker that had finished a small pair waited for the other's large one,
+    then for this thread to wake (a tenth to a third of a worker's time on the 10 GB pair). The pairs are taken in
+    order, so when one fails, every pair before it has been taken: once the workers stop, the first failure by
+    position is raised, as measuring them in order would.
     """
     if len(pairs) < 2:
         yield from ((pair[0], _measure_pair(pair, fused)) for pair in pairs)
         return
-    pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="graphcmp-tensors")
-    waiting = iter(pairs)
+    work = _Work(pairs, fused)
+    threads = [threading.Thread(target=work.run, name=f"graphcmp-tensors_{k}", daemon=True) for k in range(_WORKERS)]
+    for thread in threads:
+        thread.start()
     try:
-        running = {pool.submit(_measure_pair, pair, fused): pair[0] for pair in islice(waiting, _WORKERS)}
-        while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            if any(future.exception() is not None for future in done):
-                wait(running)
-                raise _first_failure(running)
-            for future in done:
-                position = running.pop(future)
-                for pair in islice(waiting, 1):  # the next pair starts as this one is done: at most _WORKERS held
-                    running[pool.submit(_measure_pair, pair, fused)] = pair[0]
-                yield position, future.result()
+        yield from work.results(len(threads))
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        work.stop.set()
+        for thread in threads:
+            thread.join()
 
 
-def _first_failure(running: dict[Future, int]) -> BaseException:
-    """The exception of the failed pair of `running` (futures done, by pair position) that comes first."""
-    failed = sorted((position, future) for future, position in running.items() if future.exception() is not None)
-    return failed[0][1].exception()  # type: ignore[return-value]
+class _Work:
+    """The pairs shared by the worker threads of `_measured`, and what they measured."""
+
+    def __init__(self, pairs: list[_Pair], fused: bool) -> None:
+        self.waiting, self.fused = iter(pairs), fused
+        self.taking = threading.Lock()
+        self.stop = threading.Event()  # a pair failed, or the results are no longer wanted
+        self.done: queue.SimpleQueue = queue.SimpleQueue()  # (position, metrics, error), None as a worker ends
+
+    def run(self) -> None:
+        """A worker: measure the next pair until there is none or `stop` is set."""
+        try:
+            while not self.stop.is_set():
+                with self.taking:
+                    pair = next(self.waiting, None)
+                if pair is None:
+                    break
+                try:
+                    self.done.put((pair[0], _measure_pair(pair, self.fused), None))
+                except BaseException as error:  # raised by the consuming thread, the first by position
+                    self.stop.set()
+                    self.done.put((pair[0], None, error))
+        finally:
+            self.done.put(None)
+
+    def results(self, workers: int) -> Iterator[tuple[int, dict[str, float]]]:
+        failures: list[tuple[int, BaseException]] = []
+        while workers:
+            item = self.done.get()
+            if item is None:
+                workers -= 1
+            elif item[2] is not None:
+                failures.append((item[0], item[2]))
+            elif not failures:
+                yield item[0], item[1]
+        if failures:
+            raise min(failures, key=lambda failure: failure[0])[1]
 
 
 _WORKERS = max(1, min(2, os.cpu_count() or 1))

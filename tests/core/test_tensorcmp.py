@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import warnings
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from graphcmp.core import tensorcmp
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.readers import read_graph
 from graphcmp.core.tensorcmp import MissingTensorFiles, measure_pairs, recorded_shape, tensor_file
@@ -111,6 +114,23 @@ def test_pairs_measured_two_at_a_time_keep_their_order(run, tmp_path, monkeypatc
     twice = replace(other, tensors=replace(other.tensors, file=tuple(files)))
     mixed = measure_pairs(run, twice, rows, rows)
     assert np.allclose(mixed["max_abs"], want["max_abs"]) and np.allclose(mixed["cosine"], 1.0)
+
+
+def test_the_first_bad_pair_by_position_is_named_whichever_fails_first(monkeypatch):
+    # pair 2 fails at once on one worker while pair 1 is still measured on the other: pair 1's error is the one
+    def measure(pair, fused):
+        if pair[0] == 1:
+            time.sleep(0.2)
+        if pair[0] in (1, 2):
+            raise DumpFormatError(f"pair {pair[0]}")
+        return {"cosine": 1.0}
+
+    monkeypatch.setattr(tensorcmp, "_measure_pair", measure)
+    monkeypatch.setattr(tensorcmp, "_WORKERS", 2)
+    pairs = [(k, Path("npu.pt"), Path("bench.pt"), "", "") for k in range(6)]
+    with pytest.raises(DumpFormatError, match="pair 1"):
+        list(tensorcmp._measured(pairs, False))
+    assert sorted(position for position, _ in tensorcmp._measured(pairs[3:], False)) == [3, 4, 5]
 
 
 def test_a_bad_pair_among_many_stops_the_comparison(run, tmp_path):
