@@ -26,14 +26,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics",
               "graphcmp.core.npzio", "graphcmp.core.forking", "graphcmp.core.texts", "graphcmp.core.ascend_dtypes",
               "graphcmp.core.device_formats", "graphcmp.core.overflow_status", "graphcmp.core.simd",
-              "graphcmp.core.jsonnum", "graphcmp.core.compiled")),
+              "graphcmp.core.jsonnum", "graphcmp.core.compiled", "graphcmp.core.tensor_fused",
+              "graphcmp.core.tensor_fused_layout", "graphcmp.core.tensor_kernels")),
     ("records", ("graphcmp.core.records", "graphcmp.core.rules", "graphcmp.core.shards")),
     ("hierarchy", ("graphcmp.core.hierarchy", "graphcmp.core.dataflow")),
     ("readers", ("graphcmp.core.readers", "graphcmp.core.readers.*", "graphcmp.core.mapping_files",
                  "graphcmp.core.export.graph_json")),
     ("matching", ("graphcmp.core.matching", "graphcmp.core.matching.*")),
-    ("pairing", ("graphcmp.core.pairing", "graphcmp.core.tensor_metrics", "graphcmp.core.tensor_fused",
-                 "graphcmp.core.tensorio", "graphcmp.core.tensorcmp", "graphcmp.core.elementwise")),
+    ("pairing", ("graphcmp.core.pairing", "graphcmp.core.tensor_metrics", "graphcmp.core.tensorio",
+                 "graphcmp.core.tensorcmp", "graphcmp.core.elementwise")),
     ("judge", ("graphcmp.core.judge", "graphcmp.core.noise", "graphcmp.core.overflow", "graphcmp.core.derived",
                "graphcmp.core.reference")),
     ("divergence", ("graphcmp.core.divergence",)),
@@ -107,12 +108,14 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.core.readers.detect", "*"): "29 ms for GE's protobuf gencode: each reader loads for its format",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensor_metrics"): "0.5 ms, with tensorio: tensor tasks only",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensorio"): "8 ms per comparison: tensor-task comparisons only",
-    ("graphcmp.core.readers.ascend_dump", "graphcmp.core.simd"):
-        "200-290 ms (numba, llvmlite; 3 fresh processes) and the cached kernel at the first call: only readings "
-        "holding ascend_dump.COMPILED_STATS_FROM_BYTES of tensor files, where it saves seconds",
-    ("graphcmp.core.tensor_metrics", "graphcmp.core.tensor_fused"):
+    ("graphcmp.core.tensor_kernels", "graphcmp.core.simd"):
+        "200-290 ms (numba, llvmlite; 3 fresh processes) and the cached kernel at the first call: only where the "
+        "kernels are not built ahead of time, or to build them",
+    ("graphcmp.core.tensor_kernels", "graphcmp.core.tensor_fused"):
         "240 ms (numba, llvmlite; median of 3, 200-360), and 260-410 ms loading the cached kernels at the first "
-        "call: only comparisons holding tensor_metrics.FUSED_FROM_BYTES of tensor files, where they save seconds",
+        "call: only where the kernels are not built ahead of time, or to build them",
+    ("graphcmp.core.tensorcmp", "graphcmp.core.tensor_kernels"):
+        "3 ms, 12 ms where no compiled reader loaded core.compiled (`python -X importtime`): tensor tasks only",
     ("graphcmp.core.tensorio", "graphcmp.core.readers.mindspore_sync"):
         "30-45 ms (the raw dump reader it shares, protobuf gencode): only MindSpore synchronous dump tensors",
     ("graphcmp.core.tensorio", "graphcmp.core.readers.pytorch_h5"):

@@ -18,7 +18,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from graphcmp.cli.batch import add_batch_options, handle_batch
-from graphcmp.cli.kernels import build_reader_later
+from graphcmp.cli.kernels import build_reader_later, build_tensor_kernels_later
 from graphcmp.cli.mapping_options import add_mapping_options, input_files, matchers_from_args, render_rule_report
 from graphcmp.cli.merged import add_layout_options, handle_merged, wants_merge
 from graphcmp.cli.options import add_format, add_json, add_quiet
@@ -92,6 +92,7 @@ def handle(args: argparse.Namespace) -> int:
         code = handle_merged(args, reason)
         build_reader_later([str(run) for root in (args.npu, args.bench) for run in _first_run(root)], args.format,
                            quiet=args.quiet)
+        build_tensor_kernels_later(quiet=args.quiet)
         return code
     # the cyclic collector spent 40 ms of a 1.4 s comparison of the 35k pair walking the lists the comparison makes
     # and frees, which hold no cycles; the few one comparison may leave were 22 MB at the peak of a 1M-node pair
@@ -150,6 +151,7 @@ def _compare_pair(args: argparse.Namespace, golden: bool) -> int:
     emit(summary, "\n".join(text), args.json)
     if not golden:
         build_reader_later([args.npu, args.bench], args.format, quiet=args.quiet)
+    build_tensor_kernels_later(quiet=args.quiet)
     return outcome.exit_code
 
 

@@ -20,6 +20,7 @@ checked here against the export's signature first, a few microseconds per call.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -58,6 +59,14 @@ class KernelSet:
     source: Path
     signatures: Mapping[str, Signature]
     dispatchers: Callable[[], Mapping[str, Any]]
+    flags: Mapping[str, Any] = field(default_factory=dict)
+    """numba's compiler flags for the exported functions, which the build otherwise compiles with its defaults (no
+    ``nogil``, Python's error model): ``{"release_gil": True, "error_model": "numpy"}`` for kernels that threads
+    call at once. The functions they call keep their own options (``fastmath``, ...)."""
+    host_cpu: bool = False
+    """Build for this machine's processor (its vector instructions: what numba's just-in-time code uses) instead of
+    any x86-64. The build is then named by the processor too, so that machines sharing a folder never load one
+    another's (an unknown instruction kills the process) nor remove it as older."""
     _loaded: Any = field(default=None, repr=False)
     _key: str = field(default="", repr=False)
 
@@ -91,10 +100,11 @@ class KernelSet:
         module_name = self._module_name()
         return any(_held(folder / f"{module_name}.lock") for folder in _folders(self.source.parent))
 
-    def load(self) -> Any:
-        """The kernels as attributes: of the module built ahead of time (built now when missing), else numba's."""
+    def load(self, *, build: bool = True) -> Any:
+        """The kernels as attributes: of the module built ahead of time (built now when missing, unless not `build`),
+        else numba's."""
         if self._loaded is None:
-            self._loaded = self._load()
+            self._loaded = self._load() if build or self.built() else _Jit(self.dispatchers())
         return self._loaded
 
     def _load(self) -> Any:
@@ -110,20 +120,20 @@ class KernelSet:
                 return _Jit(self.dispatchers())
             with contextlib.suppress(OSError), _locked(folder / f"{module_name}.lock"):  # held from before numba
                 # loads, so that `buildable` tells another process at once that the set is being built
-                built = _import(folder, module_name) or _build(folder, module_name, self.dispatchers(),
-                                                               self.signatures)
+                built = _import(folder, module_name) or _build(folder, module_name, self)
                 return _Jit(self.dispatchers()) if built is None else _Checked(built, self.signatures)
         return _Jit(self.dispatchers())
 
     def _module_name(self) -> str:
         if not self._key:
             self._key = self.key()
-        return f"_{self.name}_{self._key}"
+        return f"_{self.name}_{_processor()}_{self._key}" if self.host_cpu else f"_{self.name}_{self._key}"
 
     def key(self) -> str:
         """What names a build: the sources' text, the signatures, the interpreter and the machine."""
-        digest = hashlib.sha256(f"{importlib.machinery.EXTENSION_SUFFIXES[0]} {self.signatures}".encode())  # the
-        # suffix names the interpreter, its version and the machine: cpython-311-x86_64-linux-gnu
+        flags = f" {sorted(self.flags.items())}" if self.flags else ""  # none: the keys of sets built without
+        digest = hashlib.sha256(f"{importlib.machinery.EXTENSION_SUFFIXES[0]} {self.signatures}{flags}".encode())
+        # the suffix names the interpreter, its version and the machine: cpython-311-x86_64-linux-gnu
         for path in sorted(sources(self.source)):
             digest.update(path.read_bytes())
         return digest.hexdigest()[:16]
@@ -170,6 +180,21 @@ def sources(module: Path) -> set[Path]:
         for name in _IMPORT.findall(path.read_bytes()):
             todo.append(root.joinpath(*name.decode().split(".")).with_suffix(".py"))
     return found
+
+
+@functools.cache
+def _processor() -> str:
+    """A short name of this machine's processor model and its instruction sets (Linux's ``/proc/cpuinfo``; elsewhere
+    what `platform` knows)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            lines = [line for line in info.read().splitlines() if line.startswith(("model name", "flags"))][:2]
+        identity = "\n".join(lines)
+    except OSError:
+        import platform  # only where there is no /proc/cpuinfo: every reading process imports this module
+
+        identity = f"{platform.machine()} {platform.processor()}"
+    return hashlib.sha256(identity.encode()).hexdigest()[:8]
 
 
 def _folders(beside: Path) -> list[Path]:
@@ -236,8 +261,7 @@ def _held(path: Path) -> bool:
     return False
 
 
-def _build(folder: Path, module_name: str, dispatchers: Mapping[str, Any],
-           signatures: Mapping[str, Signature]) -> ModuleType | None:
+def _build(folder: Path, module_name: str, kernels: KernelSet) -> ModuleType | None:
     """Build the kernels into `folder` (written under another name, then renamed: a reader never sees half a
     file); None, with the reason kept beside it, when that fails."""
     if sys.stderr.isatty():
@@ -255,9 +279,11 @@ def _build(folder: Path, module_name: str, dispatchers: Mapping[str, Any],
             builder = CC(module_name)
             builder.output_dir = scratch
             builder.verbose = False
-            for name, (returns, arguments) in signatures.items():
+            builder.target_cpu = "host" if kernels.host_cpu else ""
+            dispatchers = kernels.dispatchers()
+            for name, (returns, arguments) in kernels.signatures.items():
                 builder.export(name, f"{returns}({', '.join(arguments)})")(dispatchers[name].py_func)
-            with _quiet():
+            with _quiet(), _exported_with(kernels.flags):
                 builder.compile()
             os.replace(_file(Path(scratch), module_name), _file(folder, module_name))
     except Exception as error:  # no compiler, no numba.pycc, nowhere to write: numba's dispatchers instead
@@ -266,6 +292,27 @@ def _build(folder: Path, module_name: str, dispatchers: Mapping[str, Any],
         return None
     _remove_older(folder, module_name)
     return _import(folder, module_name)
+
+
+@contextlib.contextmanager
+def _exported_with(flags: Mapping[str, Any]) -> Iterator[None]:
+    """numba's ahead-of-time compiler compiles the exported functions with `flags` set (it makes its flags itself,
+    with numba's defaults, and has no option for them)."""
+    from numba.pycc import compiler
+
+    plain = compiler.Flags
+
+    def made() -> Any:
+        made_flags = plain()
+        for name, value in flags.items():
+            setattr(made_flags, name, value)
+        return made_flags
+
+    compiler.Flags = made
+    try:
+        yield
+    finally:
+        compiler.Flags = plain
 
 
 @contextlib.contextmanager

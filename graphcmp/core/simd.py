@@ -7,9 +7,10 @@ patterns as integers (`float_bits`; `ordered` maps signed floats onto an integer
 exponent bits (`special_bits`), so that a caller can take a careful path for them. float16 comes in as its uint16
 bits and `as_float` decodes it without a branch.
 
-Imported only for inputs large enough to repay loading numba (about half a second once per process): the
-readers' statistics (`stats`) and the tensor metrics' kernels (`graphcmp.core.tensor_fused`).
-Compiled code is cached on disk (``cache=True``).
+Its kernel of a tensor's statistics (`_stats`) and the tensor metrics' kernels (`graphcmp.core.tensor_fused`) are
+called through `graphcmp.core.tensor_kernels`, built ahead of time where they can be: numba loads this module only
+to build them, or where they are not built (about half a second once per process; compiled code is cached on disk,
+``cache=True``). The compiled dump.json pass builds on it too (`graphcmp.core.jsonnum`).
 """
 
 from __future__ import annotations
@@ -21,15 +22,11 @@ from numba.extending import intrinsic, overload
 
 from graphcmp.core.dtypes import COMPILED_DTYPES
 
-__all__ = ["CHUNK", "FAST", "MAGNITUDE", "SUPPORTED", "as_float", "bits_float", "float_bits", "ordered",
-           "special_bits", "stats"]
+__all__ = ["FAST", "MAGNITUDE", "SUPPORTED", "as_float", "bits_float", "float_bits", "ordered", "special_bits"]
 
 FAST = {"reassoc"}
 """LLVM fast-math flags of the vectorised loops: reassociation only, which lets a loop's sums be split over SIMD
 lanes; every product, quotient and difference stays the IEEE one, NaN and inf keep their meaning."""
-
-CHUNK = 1 << 14
-"""Elements per chunk of `stats`: each chunk's sums are added to the totals in float64."""
 
 SUPPORTED = frozenset(np.dtype(name) for name in COMPILED_DTYPES)
 """The dtypes the kernels read (float16 as its uint16 bits)."""
@@ -115,6 +112,8 @@ def _chunk_stats(values):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _stats(values, chunk):  # pragma: no cover - compiled
+    """(max, min, sum, sum of squares) of a flat contiguous array in float64, chunk by chunk, and whether it holds a
+    NaN or an inf (the sums are then left: the caller's numpy path gives those their meaning)."""
     high, low = -MAGNITUDE - 1, MAGNITUDE
     total = squares = 0.0
     for lo in range(0, values.size, chunk):
@@ -125,16 +124,3 @@ def _stats(values, chunk):  # pragma: no cover - compiled
         total += chunk_total
         squares += chunk_squares
     return bits_float(ordered(high)), bits_float(ordered(low)), total, squares, False
-
-
-def stats(values: np.ndarray) -> tuple[float, float, float, float] | None:
-    """(max, min, sum, sum of squares) of a flat contiguous array of a `SUPPORTED` dtype in float64, in one
-    vectorised pass; None if it holds a NaN or an inf (the caller's numpy path gives those their meaning).
-
-    >>> stats(np.array([3.0, -4.0], np.float16))
-    (3.0, -4.0, -1.0, 25.0)
-    """
-    if values.dtype == np.float16:
-        values = values.view(np.uint16)
-    high, low, total, squares, special = _stats(values, CHUNK)
-    return None if special else (high, low, total, squares)

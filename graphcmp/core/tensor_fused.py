@@ -1,26 +1,27 @@
 """Compiled kernels for the tensor metrics of large pairs: every sum of a pair in one pass, kl in a second.
 
 `graphcmp.core.tensor_metrics` computes the same sums with numpy, block by block; this module does it with
-numba-compiled loops, for comparisons large enough to repay loading numba (``compare_tensors(fused=True)``).
+numba-compiled loops (``compare_tensors(fused=True)``), which `graphcmp.core.tensor_kernels` calls: built ahead of
+time where they can be, else loaded by numba.
 Each element is read once per pass at its own width (float16 decoded from its bits in the loop, float32 and
 float64 as they are), upcast to float64 in registers, and added to float64 accumulators. The tensor is cut into
-chunks of `CHUNK` elements, and the chunks' partial sums are added with ``math.fsum``: a result differs from
-whole-array float64 arithmetic by summation order only.
+chunks (`tensor_fused_layout.CHUNK` elements), and the chunks' partial sums are added with ``math.fsum``: a result
+differs from whole-array float64 arithmetic by summation order only.
 
 The loops vectorise (SIMD) as `graphcmp.core.simd` describes, which is what makes them fast (0.5-0.8 ns per
 element pair against 3.2 ns for a scalar loop here, bench/README.md): a chunk's sums are reassociated, maxima and
 minima taken on float64 bits as integers, branches are selects. A chunk holding a NaN/inf is flagged and summed
 again by a careful loop with msprobe's rules for matched NaN/inf. msprobe's ``(x + eps) - eps`` for elements
 whose bench value is 0 is kept from being folded to ``x`` by passing ``x + eps`` through its bits and an XOR with
-a zero the compiler cannot see (`_opaque`). kl's sums S and T are exact (`_fixed`).
+a zero the compiler cannot see (``opaque``). kl's sums S and T are exact (`_fixed`).
 
 A pair is measured on the calling thread, which releases the GIL in its two compiled calls, one per pass:
 `graphcmp.core.tensorcmp` measures two pairs at once, one per core. Splitting one pair over both cores
 (``prange``) was measured slower on the shared 2-core machine: each call waits for the second thread's wake-up,
 several milliseconds when other jobs hold the cores (bench/README.md, issue 32).
 
-Compiled code is cached on disk (``cache=True``): the first comparison after an install compiles each dtype
-pair once (a few seconds); later ones load it.
+Where they are loaded by numba, compiled code is cached on disk (``cache=True``): the first comparison after an
+install compiles each dtype pair once (a few seconds); later ones load it (0.5-0.7 s once per process).
 """
 
 from __future__ import annotations
@@ -31,25 +32,33 @@ from decimal import Decimal, localcontext
 import numba
 import numpy as np
 
-from graphcmp.core.simd import FAST, MAGNITUDE, SUPPORTED, as_float, bits_float, float_bits, ordered, special_bits
+from graphcmp.core.simd import FAST, MAGNITUDE, as_float, bits_float, float_bits, ordered, special_bits
+from graphcmp.core.tensor_fused_layout import (
+    ABS_SUM,
+    BELOW_1E3,
+    BELOW_5E3,
+    BENCH_HIGH,
+    BENCH_LOW,
+    BENCH_SQ,
+    DIFF_SQ,
+    DOT,
+    MAX_ABS,
+    MAX_REL,
+    MISMATCH,
+    NONFINITE,
+    NPU_HIGH,
+    NPU_LOW,
+    NPU_SQ,
+    REL_NZ_MAX,
+    REL_NZ_SUM,
+    TWO_37,
+    TWO_38,
+)
 
-__all__ = ["CHUNK", "SUPPORTED", "first_pass", "kl_pass"]
-
-CHUNK = 1 << 14
-"""Elements per chunk: a chunk is summed in order, the chunks' sums exactly; kl's buffers (2 x 128 KB) stay in
-cache."""
-
+__all__: list[str] = []  # the kernels are called through `graphcmp.core.tensor_kernels`
 
 _EPS = float(np.finfo(np.float64).eps)
 _KL_FLOOR = float(np.finfo(np.float32).eps)
-_TWO_37, _TWO_38, _FIXED_ONE = 2.0 ** 37, 2.0 ** 38, 1 << 75  # see `_fixed`
-_MAX_FIXED_CHUNK = 1 << 25  # a chunk's sums of `_fixed` parts (each below 2**38) stay below 2**63
-
-# columns of the per-chunk float64 partials of the first pass
-(NPU_SQ, BENCH_SQ, DOT, DIFF_SQ, ABS_SUM, MAX_ABS, MAX_REL, REL_NZ_SUM, REL_NZ_MAX,
- NPU_LOW, NPU_HIGH, BENCH_LOW, BENCH_HIGH) = range(13)
-# columns of the per-chunk integer partials: counts below 1e-3 and 5e-3, matched non-finite seen, mismatch seen
-BELOW_1E3, BELOW_5E3, NONFINITE, MISMATCH = range(4)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=FAST)
@@ -166,9 +175,9 @@ def _kl_scaled(x, y, npu_low, npu_span, bench_low, bench_span):  # pragma: no co
 def _fixed(value):  # pragma: no cover - compiled
     """A scaled value in [2**-23, 1] as the integers (high, low) with value * 2**75 = high * 2**38 + low, exactly:
     a float64 that large has no bits below 2**-75, so integer sums of both parts are exact sums of the values."""
-    scaled = value * _TWO_37
+    scaled = value * TWO_37
     high = np.int64(scaled)
-    return high, np.int64((scaled - np.float64(high)) * _TWO_38)
+    return high, np.int64((scaled - np.float64(high)) * TWO_38)
 
 
 def _log_constants() -> tuple[float, float, tuple[float, ...]]:
@@ -267,54 +276,3 @@ def _kl_chunks(npu, bench, chunk, spans, nonfinite, fixed, weighted):  # pragma:
                                                            bench_low, bench_span)
         fixed[c, 0], fixed[c, 1], fixed[c, 2], fixed[c, 3] = s_high, s_low, t_high, t_low
         weighted[c] = total
-
-
-def first_pass(npu: np.ndarray, bench: np.ndarray, chunk: int = CHUNK) -> tuple[np.ndarray, np.ndarray]:
-    """Per-chunk partial sums of the first pass over two flat arrays of equal size and a `SUPPORTED` dtype.
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        float64 partials (one row per chunk, columns `NPU_SQ` ... `BENCH_HIGH`) and int64 counts (columns
-        `BELOW_1E3` ... `MISMATCH`). A chunk with a mismatched NaN/inf stops there and flags `MISMATCH`; one
-        holding matched NaN/inf flags `NONFINITE`.
-    """
-    if npu.size != bench.size:  # the compiled loops do not check their indices
-        raise ValueError(f"tensors of {npu.size} and {bench.size} elements")
-    chunks = max(1, math.ceil(npu.size / chunk))
-    partials = np.zeros((chunks, 13))
-    counts = np.zeros((chunks, 4), dtype=np.int64)
-    _first_pass(_bits_view(npu), _bits_view(bench), chunk, _opaque(), partials, counts)
-    return partials, counts
-
-
-def kl_pass(npu: np.ndarray, bench: np.ndarray, npu_range: tuple[float, float], bench_range: tuple[float, float],
-            chunk: int = CHUNK, *, nonfinite: np.ndarray | None = None) -> tuple[float, float, float]:
-    """kl's second pass: S (the sum of the npu side's scaled values), T - S and sum s log(s / t).
-    `nonfinite`: per chunk, whether it holds matched NaN/inf (the first pass's `NONFINITE` column); those chunks
-    are summed by the careful loop, the others by the vectorised one.
-
-    S and T are exact sums rounded once (integers of `_fixed`), so T - S is too: kl adds log(T / S) to a nearly
-    opposite term, where the rounding of two float sums would show. The whole pass is one compiled call, its log
-    compiled too (`_log`): with numpy's log on each chunk, a pair cost a dozen Python calls per chunk, and two
-    pairs measured at once waited for each other's GIL between them."""
-    chunks = max(1, math.ceil(npu.size / chunk))
-    if chunk > _MAX_FIXED_CHUNK:
-        raise ValueError(f"kl's exact sums hold chunks of at most {_MAX_FIXED_CHUNK} elements, not {chunk}")
-    flags = np.zeros(chunks, np.uint8) if nonfinite is None else np.ascontiguousarray(nonfinite, np.uint8)
-    fixed, weighted = np.zeros((chunks, 4), np.int64), np.zeros(chunks)
-    spans = np.array([npu_range[0], npu_range[1] - npu_range[0], bench_range[0], bench_range[1] - bench_range[0]])
-    _kl_chunks(_bits_view(npu), _bits_view(bench), chunk, spans, flags, fixed, weighted)
-    s_high, s_low, t_high, t_low = (sum(column) for column in fixed.T.tolist())  # Python ints: no overflow
-    s_total, t_total = (s_high << 38) + s_low, (t_high << 38) + t_low
-    return s_total / _FIXED_ONE, (t_total - s_total) / _FIXED_ONE, math.fsum(weighted)
-
-
-def _bits_view(array: np.ndarray) -> np.ndarray:
-    """The array as the kernels read it: float16 as its uint16 bits, other dtypes unchanged."""
-    return array.view(np.uint16) if array.dtype == np.float16 else array
-
-
-def _opaque() -> np.int64:
-    """A zero passed at run time, so the compiled code cannot fold what is XORed with it."""
-    return np.int64(0)

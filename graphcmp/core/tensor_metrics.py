@@ -33,10 +33,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from graphcmp.core import tensor_fused_layout as layout
+from graphcmp.core import tensor_kernels
 from graphcmp.core.dtypes import COMPILED_DTYPES
 
 __all__ = [
-    "FUSED_FROM_BYTES",
     "FUSED_MIN_SIZE",
     "TENSOR_METRICS",
     "are",
@@ -68,9 +69,6 @@ FUSED_MIN_SIZE = 1 << 16
 """Elements from which ``compare_tensors(fused=True)`` uses the compiled kernels (below, the call and the
 threads' wake-up cost more than numpy's blocks; see bench/README.md, issue 32)."""
 
-FUSED_FROM_BYTES = 1 << 30
-"""Tensor bytes (both sides) of a comparison from which the compiled kernels repay loading numba once per
-process (see bench/README.md, issue 32)."""
 
 
 
@@ -383,9 +381,9 @@ def compare_tensors(npu: np.ndarray, bench: np.ndarray, *, fused: bool = False) 
         The tensor of the run under test and its baseline.
     fused : bool, optional
         Compute float16/32/64 pairs of at least `FUSED_MIN_SIZE` elements with the compiled kernels of
-        `graphcmp.core.tensor_fused` (numba, both cores) instead of numpy. The values are the same up to
-        summation order. Loading numba costs about a second once per process: ask for it when the comparison
-        holds enough tensor data to repay it (`FUSED_FROM_BYTES`). Defaults to False.
+        `graphcmp.core.tensor_kernels` instead of numpy. The values are the same up to summation order (and kl's
+        log, within an ulp). Until those kernels are built, numba loads them once per process, 0.5-0.7 s: ask for
+        them when the comparison holds enough tensor data (`tensor_kernels.pays`). Defaults to False.
 
     Returns
     -------
@@ -433,29 +431,27 @@ def _compiled(dtype: np.dtype) -> bool:
 
 
 def _fused_sums(npu: np.ndarray, bench: np.ndarray, *, with_kl: bool, chunk: int | None = None) -> _Sums | None:
-    """`_measure` by the compiled kernels of `graphcmp.core.tensor_fused`: the same sums, chunk by chunk on both
-    cores, the chunks' partial sums added exactly (``math.fsum``)."""
-    import graphcmp.core.tensor_fused as fused  # see tests/test_layers.py: LAZY_IMPORTS
-
-    chunk = chunk or fused.CHUNK
-    partials, counts = fused.first_pass(npu, bench, chunk)
-    if counts[:, fused.MISMATCH].any():
+    """`_measure` by the compiled kernels of `graphcmp.core.tensor_kernels`: the same sums chunk by chunk, the chunks'
+    partial sums added exactly (``math.fsum``)."""
+    chunk = chunk or layout.CHUNK
+    partials, counts = tensor_kernels.first_pass(npu, bench, chunk)
+    if counts[:, layout.MISMATCH].any():
         return None
     sums = _Sums(npu.size)
     column = partials.T
     sums.npu_sq, sums.bench_sq, sums.dot, sums.diff_sq, sums.abs_sum, sums.rel_nz_sum = (
-        math.fsum(column[k]) for k in (fused.NPU_SQ, fused.BENCH_SQ, fused.DOT, fused.DIFF_SQ, fused.ABS_SUM,
-                                       fused.REL_NZ_SUM))
+        math.fsum(column[k]) for k in (layout.NPU_SQ, layout.BENCH_SQ, layout.DOT, layout.DIFF_SQ, layout.ABS_SUM,
+                                       layout.REL_NZ_SUM))
     sums.max_abs, sums.max_rel, sums.rel_nz_max, sums.npu_high, sums.bench_high = (
-        float(column[k].max()) for k in (fused.MAX_ABS, fused.MAX_REL, fused.REL_NZ_MAX, fused.NPU_HIGH,
-                                         fused.BENCH_HIGH))
-    sums.npu_low, sums.bench_low = float(column[fused.NPU_LOW].min()), float(column[fused.BENCH_LOW].min())
-    sums.below_1e3, sums.below_5e3 = (int(counts[:, k].sum()) for k in (fused.BELOW_1E3, fused.BELOW_5E3))
-    sums.nonfinite = bool(counts[:, fused.NONFINITE].any())
+        float(column[k].max()) for k in (layout.MAX_ABS, layout.MAX_REL, layout.REL_NZ_MAX, layout.NPU_HIGH,
+                                         layout.BENCH_HIGH))
+    sums.npu_low, sums.bench_low = float(column[layout.NPU_LOW].min()), float(column[layout.BENCH_LOW].min())
+    sums.below_1e3, sums.below_5e3 = (int(counts[:, k].sum()) for k in (layout.BELOW_1E3, layout.BELOW_5E3))
+    sums.nonfinite = bool(counts[:, layout.NONFINITE].any())
     if with_kl and sums.size:
-        sums.kl = _kl_value(*fused.kl_pass(npu, bench, (sums.npu_low, sums.npu_high),
-                                           (sums.bench_low, sums.bench_high), chunk,
-                                           nonfinite=counts[:, fused.NONFINITE] if sums.nonfinite else None))
+        sums.kl = _kl_value(*tensor_kernels.kl_pass(
+            npu, bench, (sums.npu_low, sums.npu_high), (sums.bench_low, sums.bench_high), chunk,
+            nonfinite=counts[:, layout.NONFINITE] if sums.nonfinite else None))
     elif with_kl:
         sums.kl = 0.0
     return sums

@@ -6,8 +6,8 @@ NaN metrics and is judged on its statistics, and a `MissingTensorFiles` warning 
 
 Two pairs are read and measured at once, each on its own thread (a ``.pt`` storage is mapped in place; the
 compiled kernels and numpy release the GIL), so both cores work; no more than two pairs are held at once.
-A comparison holding at least ``tensor_metrics.FUSED_FROM_BYTES`` of tensor files measures its large pairs with
-the compiled kernels (`graphcmp.core.tensor_fused`).
+Large pairs are measured by the compiled kernels (`graphcmp.core.tensor_kernels`) where the comparison's tensor
+files repay them (`tensor_kernels.pays`).
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ def measure_pairs(
 
     Two pairs are read and measured at once (`_WORKERS`); at most two pairs are held.
     """
-    from graphcmp.core.tensor_metrics import FUSED_FROM_BYTES, TENSOR_METRICS  # lazy: statistics-only runs
+    import graphcmp.core.tensor_kernels as tensor_kernels  # see tests/test_layers.py: LAZY_IMPORTS
+    from graphcmp.core.tensor_metrics import TENSOR_METRICS
 
     out = {name: np.full(len(npu_rows), np.nan) for name in TENSOR_METRICS}
     pairs, missing = _pair_files(npu, bench, npu_rows, bench_rows)
@@ -114,7 +115,7 @@ def measure_pairs(
         warnings.warn(MissingTensorFiles(
             f"{graph.info.path}: {len(names)} tensor file(s) the dump records are not in its folder (first: "
             f"{names[0]!r}); their pairs have no tensor metrics and are judged on their statistics"), stacklevel=2)
-    fused = sum(_file_bytes(a) + _file_bytes(b) for _, a, b, _, _ in pairs) >= FUSED_FROM_BYTES
+    fused = tensor_kernels.pays(sum(_file_bytes(a) + _file_bytes(b) for _, a, b, _, _ in pairs))
     total = len(npu_rows)
     for done, (k, values) in enumerate(_measured(pairs, fused), 1):
         for name, value in values.items():

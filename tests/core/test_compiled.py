@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,8 +30,9 @@ def shifted(values, by):
 '''
 
 
-def _kernel_set(folder: Path, text: str = _KERNELS, signature: str = "Tuple((i8[::1], i8))") -> KernelSet:
-    """A set of one kernel, ``shifted``, defined in `folder`/graphcmp/tiny_kernels.py."""
+def _kernel_set(folder: Path, text: str = _KERNELS, signature: str = "Tuple((i8[::1], i8))",
+                arguments: tuple[str, ...] = ("i8[::1]", "i8"), **options: Any) -> KernelSet:
+    """A set of one kernel, ``shifted``, defined in `folder`/graphcmp/tiny_kernels.py (`options`: the set's own)."""
     source = folder / "graphcmp" / "tiny_kernels.py"
     source.parent.mkdir(parents=True, exist_ok=True)
     source.write_text(text)
@@ -41,7 +43,7 @@ def _kernel_set(folder: Path, text: str = _KERNELS, signature: str = "Tuple((i8[
         spec.loader.exec_module(module)
         return {"shifted": module.shifted}
 
-    return KernelSet("tiny", source, {"shifted": (signature, ("i8[::1]", "i8"))}, dispatchers)
+    return KernelSet("tiny", source, {"shifted": (signature, arguments)}, dispatchers, **options)
 
 
 @pytest.fixture
@@ -87,6 +89,37 @@ def test_another_source_text_is_another_build(cache, tmp_path):
     assert edited.key() != key and not edited.built()
     assert edited.load().shifted(np.arange(3, dtype=np.int64), 1)[0].tolist() == [-1, 0, 1]
     assert len(list(cache.glob("_tiny_*.so"))) == 1  # the older build is removed
+
+
+_DIVIDING = """
+import numba
+
+
+@numba.njit(cache=False)
+def shifted(values, by):
+    return values[0] / values[1], by
+"""
+
+
+def test_the_sets_flags_and_processor_reach_its_build(cache, tmp_path):
+    # numba's ahead-of-time build compiles with its own defaults: Python's error model raises on a division by 0
+    halves = np.array([1.0, 0.0])
+    plain = _kernel_set(tmp_path / "plain", _DIVIDING, "Tuple((f8, i8))", ("f8[::1]", "i8"))
+    with pytest.raises(ZeroDivisionError):
+        plain.load().shifted(halves, 1)
+    flagged = _kernel_set(tmp_path / "flagged", _DIVIDING, "Tuple((f8, i8))", ("f8[::1]", "i8"),
+                          flags={"error_model": "numpy", "release_gil": True}, host_cpu=True)
+    assert flagged.key() != plain.key()
+    assert flagged.load().shifted(halves, 1) == (np.inf, 1)
+    assert flagged.built() and list(cache.glob(f"_tiny_{compiled._processor()}_{flagged.key()}*.so"))
+    assert len(list(cache.glob("_tiny_*.so"))) == 2  # a build for this processor leaves the other one alone
+
+
+def test_a_set_not_built_can_be_loaded_from_numba_without_building(cache, tmp_path, monkeypatch):
+    monkeypatch.setattr(compiled, "_build", lambda *args: pytest.fail("not built when asked not to"))
+    kernels = _kernel_set(tmp_path)
+    assert kernels.load(build=False).shifted(np.arange(2, dtype=np.int64), 3)[0].tolist() == [3, 4]
+    assert not kernels.built() and not list(cache.glob("_tiny_*"))
 
 
 def test_a_failed_build_falls_back_to_numba_and_is_not_tried_again(cache, tmp_path, monkeypatch):

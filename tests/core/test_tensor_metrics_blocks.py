@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from graphcmp.core import tensor_metrics
+from graphcmp.core import tensor_fused_layout, tensor_kernels, tensor_metrics
 from graphcmp.core.tensor_metrics import TENSOR_METRICS, compare_tensors
 
 EPS = float(np.finfo(np.float64).eps)
@@ -113,16 +113,16 @@ def test_integer_bool_and_complex_tensors_upcast_exactly(monkeypatch: pytest.Mon
         assert np.isclose(value, want[name], rtol=1e-12, atol=4 * EPS), name
 
 
-# --- the compiled kernels (graphcmp.core.tensor_fused), used by compare_tensors(fused=True) ---------------------
+# --- the compiled kernels (graphcmp.core.tensor_kernels), used by compare_tensors(fused=True) -------------------
 
-fused_module = pytest.importorskip("graphcmp.core.tensor_fused")
+fused_module = pytest.importorskip("graphcmp.core.tensor_fused")  # numba
 simd = pytest.importorskip("graphcmp.core.simd")
 
 
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tensor_metrics, "FUSED_MIN_SIZE", 1)  # every pair through the kernels
-    monkeypatch.setattr(fused_module, "CHUNK", 128)  # many chunks, and a short last one
+    monkeypatch.setattr(tensor_fused_layout, "CHUNK", 128)  # many chunks, and a short last one
 
 
 @pytest.mark.parametrize(("npu_dtype", "bench_dtype"), [
@@ -145,7 +145,7 @@ def test_fused_kernels_equal_the_whole_array_reference(small_chunks: None, npu_d
 def test_fused_kernels_equal_the_reference_on_a_large_pair(seed: int) -> None:
     # kl adds log(T / S) to a nearly opposite term: S and T summed without compensation over chunks of 16 K
     # elements were 1e-9 off in kl here (seed 9)
-    npu, bench = _pair(np.random.default_rng(seed), 5 * fused_module.CHUNK + 17, np.float32, True)
+    npu, bench = _pair(np.random.default_rng(seed), 5 * tensor_fused_layout.CHUNK + 17, np.float32, True)
     assert npu.size >= tensor_metrics.FUSED_MIN_SIZE
     got, want = compare_tensors(npu, bench, fused=True), _reference(npu, bench)
     for name in TENSOR_METRICS:
@@ -168,7 +168,7 @@ def test_fused_kernels_leave_other_dtypes_and_small_pairs_to_numpy(monkeypatch: 
     def refuse(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("the kernels were called")
 
-    monkeypatch.setattr(fused_module, "first_pass", refuse)
+    monkeypatch.setattr(tensor_kernels, "first_pass", refuse)
     ints = np.arange(tensor_metrics.FUSED_MIN_SIZE)
     assert compare_tensors(ints, ints, fused=True)["max_abs"] == 0.0
     small = np.ones(tensor_metrics.FUSED_MIN_SIZE - 1, dtype=np.float32)
@@ -207,7 +207,7 @@ def test_fused_kl_sums_are_exact(small_chunks: None) -> None:
     rng = np.random.default_rng(12)
     npu = rng.random(1 << 16)
     bench = npu + rng.standard_normal(npu.size) * 1e-9
-    sums = fused_module.kl_pass(npu, bench, (float(npu.min()), float(npu.max())),
+    sums = tensor_kernels.kl_pass(npu, bench, (float(npu.min()), float(npu.max())),
                                 (float(bench.min()), float(bench.max())))
     floor = np.finfo(np.float32).eps
     s = np.maximum((npu - npu.min()) / (npu.max() - npu.min()), floor)
@@ -235,9 +235,9 @@ def test_fused_log_is_within_one_unit_in_the_last_place_on_kls_ratios() -> None:
 
 def test_fused_kernels_refuse_what_their_loops_cannot_check() -> None:
     with pytest.raises(ValueError, match="1000 and 3 elements"):
-        fused_module.first_pass(np.ones(1000, np.float32), np.ones(3, np.float32))
+        tensor_kernels.first_pass(np.ones(1000, np.float32), np.ones(3, np.float32))
     with pytest.raises(ValueError, match="at most"):
-        fused_module.kl_pass(np.ones(8), np.ones(8), (0.0, 1.0), (0.0, 1.0), chunk=1 << 26)
+        tensor_kernels.kl_pass(np.ones(8), np.ones(8), (0.0, 1.0), (0.0, 1.0), chunk=1 << 26)
 
 
 def test_a_big_endian_pair_is_measured_by_its_values_not_its_bytes(small_chunks: None) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from graphcmp.core import tensor_kernels
 from graphcmp.core.ascend_dtypes import half_to_single
 from graphcmp.core.dtypes import COMPILED_DTYPES
 from graphcmp.core.errors import DumpFormatError
@@ -347,20 +348,10 @@ def tensor_stats(array: np.ndarray, *, compiled: bool = False, float64: bool = F
     return elements_stats([np.asarray(array)], compiled=compiled, float64=float64)
 
 
-COMPILED_STATS_FROM_BYTES = 1 << 30
-"""Tensor bytes of a reading from which its statistics are computed by the compiled pass (`graphcmp.core.simd`):
-loading numba and its cached code costs about 0.5 s once per process, the compiled pass saves about 1 ns per
-float16 and 0.6 ns per float32 element (bench/README.md, issue 29), so it is repaid from about 1 GB of float16."""
-
-
 def compiled_stats_pay(files: Iterable[Path]) -> bool:
-    """Whether `files` together hold `COMPILED_STATS_FROM_BYTES` (their sizes, without reading them)."""
-    total = 0
-    for path in files:
-        total += path.stat().st_size
-        if total >= COMPILED_STATS_FROM_BYTES:
-            return True
-    return False
+    """Whether the compiled statistics (`graphcmp.core.tensor_kernels`) repay taking them for a reading of `files`
+    (`tensor_kernels.pays` of their sizes, without reading them)."""
+    return tensor_kernels.pays(sum(path.stat().st_size for path in files))
 
 
 def _compiled_stats(pieces: Sequence[np.ndarray], count: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -368,9 +359,7 @@ def _compiled_stats(pieces: Sequence[np.ndarray], count: int) -> tuple[np.ndarra
     dtype = pieces[0].dtype
     if not dtype.isnative or dtype.name not in COMPILED_DTYPES or not all(p.flags.c_contiguous for p in pieces):
         return None
-    import graphcmp.core.simd as simd  # see tests/test_layers.py: LAZY_IMPORTS
-
-    parts = [simd.stats(piece.reshape(-1)) for piece in pieces if piece.size]
+    parts = [tensor_kernels.stats(piece.reshape(-1)) for piece in pieces if piece.size]
     if any(part is None for part in parts):
         return None
     high, low = max(part[0] for part in parts), min(part[1] for part in parts)
@@ -390,8 +379,8 @@ def elements_stats(pieces: Sequence[np.ndarray], *, compiled: bool = False,
     sums added in float64; everything wider in float64. A NaN anywhere makes max, min, mean and norm NaN, an inf
     makes them inf as numpy's reductions do. `float64`: every block is summed in float64 (no float32 rounding).
 
-    `compiled`: contiguous float16/32/64 pieces are measured by one vectorised pass (`graphcmp.core.simd`, sums in
-    float64), for readings large enough to repay loading it (`compiled_stats_pay`).
+    `compiled`: contiguous float16/32/64 pieces are measured by one vectorised pass (`graphcmp.core.tensor_kernels`,
+    sums in float64), for readings large enough to repay it (`compiled_stats_pay`).
     """
     pieces = [piece.real if piece.dtype.kind == "c" else piece for piece in pieces]
     count = sum(piece.size for piece in pieces)

@@ -465,12 +465,15 @@ def test_compiled_stats_equal_the_values_stats(dtype):
 
 def test_compiled_stats_only_for_readings_that_repay_loading_them(tmp_path, monkeypatch):
     import graphcmp.core.readers.ascend_dump as module
+    from graphcmp.core import tensor_kernels
 
-    small = tmp_path / "a.bin"
-    small.write_bytes(bytes(1000))
-    assert not module.compiled_stats_pay([small, small])
-    monkeypatch.setattr(module, "COMPILED_STATS_FROM_BYTES", 2000)
-    assert module.compiled_stats_pay([small, small])
+    files = [tmp_path / "a.bin", tmp_path / "b.bin"]
+    for file in files:
+        file.write_bytes(bytes(1000))
+    asked = []
+    monkeypatch.setattr(tensor_kernels, "pays", lambda nbytes: asked.append(nbytes) or nbytes >= 2000)
+    assert module.compiled_stats_pay(files) and asked == [2000]  # the files' sizes, not read
+    assert not module.compiled_stats_pay(files[:1])
 
 
 # --- buffers and workspaces: raw bytes after the outputs ----------------------------------------------------
