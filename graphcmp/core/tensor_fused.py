@@ -221,10 +221,54 @@ def _log(x):  # pragma: no cover - compiled
     return kf * _LN2_HIGH - ((half_square - (s * (half_square + r) + kf * _LN2_LOW)) - f)
 
 
+_NEAR = 3.0 - 2.0 * math.sqrt(2.0)
+"""The largest |u| = |s - t| / (s + t) `_log_near` takes: ratios s / t in [sqrt(2) / 2, sqrt(2)], where R's terms up
+to z**10 are as exact as for `_log`."""
+
+
+@numba.njit(error_model="numpy")
+def _log_near(u):  # pragma: no cover - compiled
+    """log(s / t) = 2 atanh(u) for u = (s - t) / (s + t), |u| <= `_NEAR`: 2u + u R(u**2), one division (u's) where
+    `_log` of the ratio takes two, and as exact near s = t as s - t is (exact there: s and t within a factor of
+    two), where the ratio rounded to a float64 would have lost digits. No fast-math inside (see `_log`)."""
+    z = u * u
+    r = z * (_R1 + z * (_R2 + z * (_R3 + z * (_R4 + z * (_R5 + z * (_R6 + z * (_R7 + z * (_R8 + z * (
+        _R9 + z * _R10)))))))))
+    return 2.0 * u + u * r
+
+
+@numba.njit(error_model="numpy")
+def _log_ratio(s, t):  # pragma: no cover - compiled
+    """log(s / t) for s, t in [2**-23, 1]: by `_log_near` where the ratio lies near 1, else `_log` of the ratio."""
+    u = (s - t) / (s + t)
+    return _log_near(u) if abs(u) <= _NEAR else _log(s / t)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=FAST)
+def _kl_near(npu, bench, npu_low, npu_span, bench_low, bench_span):  # pragma: no cover - compiled
+    """`_kl_fast` for a chunk whose ratios s / t all lie near 1 (`_NEAR`), which real pairs' chunks nearly always
+    do: sum s log(s / t) by `_log_near`. The last value returned is 1 when a ratio lay farther: the chunk's sum is
+    then to be taken from `_kl_fast`."""
+    s_high = s_low = t_high = t_low = far = 0
+    weighted = 0.0
+    for k in range(npu.size):
+        s, t = _kl_scaled(as_float(npu[k]), as_float(bench[k]), npu_low, npu_span, bench_low, bench_span)
+        high, low = _fixed(s)
+        s_high += high
+        s_low += low
+        high, low = _fixed(t)
+        t_high += high
+        t_low += low
+        u = (s - t) / (s + t)
+        far |= abs(u) > _NEAR
+        weighted += s * _log_near(u)
+    return s_high, s_low, t_high, t_low, weighted, far
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=FAST)
 def _kl_fast(npu, bench, npu_low, npu_span, bench_low, bench_span):  # pragma: no cover - compiled
     """kl's sums of a chunk without NaN/inf, vectorised: S and T exactly, as the integer parts of `_fixed`, and
-    sum s log(s / t)."""
+    sum s log(s / t), whatever the ratios."""
     s_high = s_low = t_high = t_low = 0
     weighted = 0.0
     for k in range(npu.size):
@@ -235,7 +279,7 @@ def _kl_fast(npu, bench, npu_low, npu_span, bench_low, bench_span):  # pragma: n
         high, low = _fixed(t)
         t_high += high
         t_low += low
-        weighted += s * _log(s / t)
+        weighted += s * _log_ratio(s, t)
     return s_high, s_low, t_high, t_low, weighted
 
 
@@ -256,7 +300,7 @@ def _kl_careful(npu, bench, npu_low, npu_span, bench_low, bench_span):  # pragma
         high, low = _fixed(t)
         t_high += high
         t_low += low
-        weighted += s * _log(s / t)
+        weighted += s * _log_ratio(s, t)
     return s_high, s_low, t_high, t_low, weighted
 
 
@@ -272,7 +316,10 @@ def _kl_chunks(npu, bench, chunk, spans, nonfinite, fixed, weighted):  # pragma:
             s_high, s_low, t_high, t_low, total = _kl_careful(npu[lo:hi], bench[lo:hi], npu_low, npu_span,
                                                               bench_low, bench_span)
         else:
-            s_high, s_low, t_high, t_low, total = _kl_fast(npu[lo:hi], bench[lo:hi], npu_low, npu_span,
-                                                           bench_low, bench_span)
+            s_high, s_low, t_high, t_low, total, far = _kl_near(npu[lo:hi], bench[lo:hi], npu_low, npu_span,
+                                                                bench_low, bench_span)
+            if far:
+                s_high, s_low, t_high, t_low, total = _kl_fast(npu[lo:hi], bench[lo:hi], npu_low, npu_span,
+                                                               bench_low, bench_span)
         fixed[c, 0], fixed[c, 1], fixed[c, 2], fixed[c, 3] = s_high, s_low, t_high, t_low
         weighted[c] = total

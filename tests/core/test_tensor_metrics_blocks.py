@@ -233,6 +233,26 @@ def test_fused_log_is_within_one_unit_in_the_last_place_on_kls_ratios() -> None:
     assert fused_module._log(1.0) == 0.0
 
 
+def test_fused_log_of_a_ratio_keeps_its_digits_near_one() -> None:
+    # log(s / t) as 2 atanh((s - t) / (s + t)) near s = t, where s - t is exact: the ratio rounded to a float64 first
+    # (numpy's log(s / t)) loses the digits kl's nearly cancelling terms are made of, all of them for neighbours
+    rng = np.random.default_rng(22)
+    context = Context(prec=50)
+    pairs = []
+    for k in range(1500):
+        s = float(np.exp2(rng.uniform(-23, 0)))
+        near = (s * float(np.exp2(rng.uniform(-0.6, 0.6))), s * (1 + float(rng.uniform(-1e-6, 1e-6))),
+                float(np.nextafter(s, 2.0 if k % 2 else 0.0)))[k % 3]
+        pairs.append((s, near))
+    pairs += [(2.0**-23, 1.0), (1.0, 2.0**-23), (0.5, 0.5), (1.0, np.nextafter(1.0, 0))]
+    for s, t in pairs:
+        if not 2.0**-23 <= t <= 1.0:
+            continue
+        got = fused_module._log_ratio(s, t)
+        exact = context.divide(Decimal(s), Decimal(t)).ln(context) if s != t else Decimal(0)
+        assert abs(Decimal(got) - exact) <= 2 * Decimal(float(np.spacing(abs(float(exact))))), (s, t, got)
+
+
 def test_fused_kernels_refuse_what_their_loops_cannot_check() -> None:
     with pytest.raises(ValueError, match="1000 and 3 elements"):
         tensor_kernels.first_pass(np.ones(1000, np.float32), np.ones(3, np.float32))
