@@ -182,8 +182,9 @@ def _fixed(value):  # pragma: no cover - compiled
 
 def _log_constants() -> tuple[float, float, tuple[float, ...]]:
     """ln 2 split in two (the high part with 20 zero bits at the end of its significand, so that k * high is exact
-    for every exponent k of a float64), and the coefficients 2 / (2j + 1) of ``log((1 + s) / (1 - s)) = 2s +
-    s * R(s**2)``: R's terms up to z**10, the first left out below 2**-55 of the result for |s| <= 3 - 2 sqrt(2)."""
+    for every exponent difference k of two float64), and the coefficients 2 / (2j + 1) of ``log((1 + u) / (1 - u))
+    = 2u + u * R(u**2)``: R's terms up to z**10, the first left out below 2**-55 of the result for |u| <= 3 -
+    2 sqrt(2)."""
     with localcontext() as context:
         context.prec = 40
         ln2 = Decimal(2).ln()
@@ -199,70 +200,28 @@ _FRACTION, _ONE_BITS = np.int64((1 << 52) - 1), np.int64(1023 << 52)
 
 
 @numba.njit(error_model="numpy")
-def _log(x):  # pragma: no cover - compiled
-    """The natural log of a positive normal float64, branch-free so that the loop calling it vectorises, within
-    one unit in the last place: x = 2**k * m with m in [sqrt(2) / 2, sqrt(2)), f = m - 1 (exact), s = f / (2 + f),
-    and log(1 + f) = f - (f**2 / 2 - s * (f**2 / 2 + R(s**2))), which loses nothing to cancellation near x = 1.
-    Compiled without fast-math (no reassociation: the order of that sum is what keeps it accurate); kl's loops
-    are the only callers, whose ratios lie in [2**-23, 2**23]."""
-    bits = float_bits(x)
-    k = (bits >> 52) - 1023
-    m = bits_float((bits & _FRACTION) | _ONE_BITS)
-    big = m > _SQRT2
-    m = m * 0.5 if big else m
-    k = k + 1 if big else k
-    f = m - 1.0
-    s = f / (2.0 + f)
-    z = s * s
-    r = z * (_R1 + z * (_R2 + z * (_R3 + z * (_R4 + z * (_R5 + z * (_R6 + z * (_R7 + z * (_R8 + z * (
-        _R9 + z * _R10)))))))))
-    half_square = 0.5 * f * f
-    kf = np.float64(k)
-    return kf * _LN2_HIGH - ((half_square - (s * (half_square + r) + kf * _LN2_LOW)) - f)
-
-
-_NEAR = 3.0 - 2.0 * math.sqrt(2.0)
-"""The largest |u| = |s - t| / (s + t) `_log_near` takes: ratios s / t in [sqrt(2) / 2, sqrt(2)], where R's terms up
-to z**10 are as exact as for `_log`."""
-
-
-@numba.njit(error_model="numpy")
-def _log_near(u):  # pragma: no cover - compiled
-    """log(s / t) = 2 atanh(u) for u = (s - t) / (s + t), |u| <= `_NEAR`: 2u + u R(u**2), one division (u's) where
-    `_log` of the ratio takes two, and as exact near s = t as s - t is (exact there: s and t within a factor of
-    two), where the ratio rounded to a float64 would have lost digits. No fast-math inside (see `_log`)."""
+def _log_ratio(s, t):  # pragma: no cover - compiled
+    """log(s / t) of two positive normal float64, branch-free so that the loop calling it vectorises, with one
+    division: s = 2**a ms and t = 2**b mt (ms, mt in [1, 2)), one of ms and mt doubled so that m = ms / mt lies in
+    [sqrt(2) / 2, sqrt(2)], and log(s / t) = k ln 2 + 2 atanh(u) with u = (ms - mt) / (ms + mt), |u| <= 3 - 2 sqrt(2).
+    ms - mt is exact (the two lie within a factor of two), so the result keeps its digits however near s is to t,
+    where the log of the ratio rounded to a float64 (numpy's log(s / t)) loses them, all of them for neighbours.
+    Compiled without fast-math (no reassociation: the order of the last sum keeps k ln 2 exact); kl's loops are the
+    only callers."""
+    s_bits, t_bits = float_bits(s), float_bits(t)
+    k = (s_bits >> 52) - (t_bits >> 52)
+    ms = bits_float((s_bits & _FRACTION) | _ONE_BITS)
+    mt = bits_float((t_bits & _FRACTION) | _ONE_BITS)
+    high, low = ms > _SQRT2 * mt, mt > _SQRT2 * ms
+    mt = mt * 2.0 if high else mt
+    ms = ms * 2.0 if low else ms
+    k = k + 1 if high else k - 1 if low else k
+    u = (ms - mt) / (ms + mt)
     z = u * u
     r = z * (_R1 + z * (_R2 + z * (_R3 + z * (_R4 + z * (_R5 + z * (_R6 + z * (_R7 + z * (_R8 + z * (
         _R9 + z * _R10)))))))))
-    return 2.0 * u + u * r
-
-
-@numba.njit(error_model="numpy")
-def _log_ratio(s, t):  # pragma: no cover - compiled
-    """log(s / t) for s, t in [2**-23, 1]: by `_log_near` where the ratio lies near 1, else `_log` of the ratio."""
-    u = (s - t) / (s + t)
-    return _log_near(u) if abs(u) <= _NEAR else _log(s / t)
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=FAST)
-def _kl_near(npu, bench, npu_low, npu_span, bench_low, bench_span):  # pragma: no cover - compiled
-    """`_kl_fast` for a chunk whose ratios s / t all lie near 1 (`_NEAR`), which real pairs' chunks nearly always
-    do: sum s log(s / t) by `_log_near`. The last value returned is 1 when a ratio lay farther: the chunk's sum is
-    then to be taken from `_kl_fast`."""
-    s_high = s_low = t_high = t_low = far = 0
-    weighted = 0.0
-    for k in range(npu.size):
-        s, t = _kl_scaled(as_float(npu[k]), as_float(bench[k]), npu_low, npu_span, bench_low, bench_span)
-        high, low = _fixed(s)
-        s_high += high
-        s_low += low
-        high, low = _fixed(t)
-        t_high += high
-        t_low += low
-        u = (s - t) / (s + t)
-        far |= abs(u) > _NEAR
-        weighted += s * _log_near(u)
-    return s_high, s_low, t_high, t_low, weighted, far
+    kf = np.float64(k)
+    return kf * _LN2_HIGH + (2.0 * u + (u * r + kf * _LN2_LOW))
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", fastmath=FAST)
@@ -316,10 +275,7 @@ def _kl_chunks(npu, bench, chunk, spans, nonfinite, fixed, weighted):  # pragma:
             s_high, s_low, t_high, t_low, total = _kl_careful(npu[lo:hi], bench[lo:hi], npu_low, npu_span,
                                                               bench_low, bench_span)
         else:
-            s_high, s_low, t_high, t_low, total, far = _kl_near(npu[lo:hi], bench[lo:hi], npu_low, npu_span,
-                                                                bench_low, bench_span)
-            if far:
-                s_high, s_low, t_high, t_low, total = _kl_fast(npu[lo:hi], bench[lo:hi], npu_low, npu_span,
-                                                               bench_low, bench_span)
+            s_high, s_low, t_high, t_low, total = _kl_fast(npu[lo:hi], bench[lo:hi], npu_low, npu_span,
+                                                           bench_low, bench_span)
         fixed[c, 0], fixed[c, 1], fixed[c, 2], fixed[c, 3] = s_high, s_low, t_high, t_low
         weighted[c] = total

@@ -112,7 +112,7 @@ def kl_pass(npu: np.ndarray, bench: np.ndarray, npu_range: tuple[float, float], 
 
     S and T are exact sums rounded once (integers of `tensor_fused._fixed`), so T - S is too: kl adds log(T / S) to
     a nearly opposite term, where the rounding of two float sums would show. The whole pass is one compiled call, its
-    log compiled too (`tensor_fused._log`): with numpy's log on each chunk, a pair cost a dozen Python calls per
+    log compiled too (`tensor_fused._log_ratio`): with numpy's log on each chunk, a pair cost a dozen Python calls per
     chunk, and two pairs measured at once waited for each other's GIL between them."""
     if chunk > MAX_FIXED_CHUNK:
         raise ValueError(f"kl's exact sums hold chunks of at most {MAX_FIXED_CHUNK} elements, not {chunk}")
