@@ -131,7 +131,7 @@ class KernelSet:
 
     def key(self) -> str:
         """What names a build: the sources' text, the signatures, the interpreter and the machine."""
-        flags = f" {sorted(self.flags.items())}" if self.flags else ""  # none: the keys of sets built without
+        flags = f" {sorted(self.flags.items())}" if self.flags else ""  # a set without flags keeps its earlier key
         digest = hashlib.sha256(f"{importlib.machinery.EXTENSION_SUFFIXES[0]} {self.signatures}{flags}".encode())
         # the suffix names the interpreter, its version and the machine: cpython-311-x86_64-linux-gnu
         for path in sorted(sources(self.source)):

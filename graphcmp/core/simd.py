@@ -20,16 +20,11 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic, overload
 
-from graphcmp.core.dtypes import COMPILED_DTYPES
-
-__all__ = ["FAST", "MAGNITUDE", "SUPPORTED", "as_float", "bits_float", "float_bits", "ordered", "special_bits"]
+__all__ = ["FAST", "MAGNITUDE", "as_float", "bits_float", "float_bits", "ordered", "special_bits"]
 
 FAST = {"reassoc"}
 """LLVM fast-math flags of the vectorised loops: reassociation only, which lets a loop's sums be split over SIMD
 lanes; every product, quotient and difference stays the IEEE one, NaN and inf keep their meaning."""
-
-SUPPORTED = frozenset(np.dtype(name) for name in COMPILED_DTYPES)
-"""The dtypes the kernels read (float16 as its uint16 bits)."""
 
 MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
 _EXPONENT = np.int64(0x7FF0000000000000)
