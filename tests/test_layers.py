@@ -21,9 +21,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "graphcmp"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("graphcmp._version", "graphcmp.samples", "graphcmp.core", "graphcmp.core.errors", "graphcmp.core.inputs",
-              "graphcmp.core.dtypes", "graphcmp.core.jsonio", "graphcmp.core.outputs", "graphcmp.core.export",
-              "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics",
+    ("base", ("graphcmp._version", "graphcmp.samples", "graphcmp.core", "graphcmp.core.arrays", "graphcmp.core.errors",
+              "graphcmp.core.inputs", "graphcmp.core.dtypes", "graphcmp.core.jsonio", "graphcmp.core.outputs",
+              "graphcmp.core.export", "graphcmp.core.export.columns", "graphcmp.core.fields", "graphcmp.core.metrics",
               "graphcmp.core.npzio", "graphcmp.core.forking", "graphcmp.core.texts", "graphcmp.core.ascend_dtypes",
               "graphcmp.core.device_formats", "graphcmp.core.overflow_status", "graphcmp.core.simd",
               "graphcmp.core.jsonnum", "graphcmp.core.compiled", "graphcmp.core.tensor_fused",

@@ -210,9 +210,6 @@ def _check_reference(args: argparse.Namespace) -> None:
 
 
 def _load_comparison() -> None:
-    """Import what comes after reading while the npu run is read in the other process: the comparison's modules,
-    and numpy's masked arrays, which numpy loads at the first `np.unique` (the matching's), 15-25 ms."""
-    import numpy.ma  # noqa: F401
-
+    """Import what comes after reading while the npu run is read in the other process: the comparison's modules."""
     import graphcmp.core.compare
     import graphcmp.core.report  # noqa: F401

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import webbrowser
 
 from graphcmp.cli.kernels import build_reader_later
 from graphcmp.core.errors import GraphcmpError
@@ -42,6 +41,8 @@ def serve(paths, *, host: str = "127.0.0.1", port: int = 8050, open_browser: boo
     if len(paths) == 2:  # two dump folders, read and compared
         build_reader_later([str(path) for path in paths], None, quiet=False)
     if open_browser:
+        import webbrowser  # only here: with shutil, 3-5 ms before every other command
+
         webbrowser.open(server.url)
     try:
         server.serve_forever()

@@ -19,9 +19,9 @@ from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.judge import judge
 from graphcmp.core.mapping_files import load_builtin_op_table
 from graphcmp.core.matching import ChildMatcher, RuleMatcher, default_matchers, match_graphs
+from graphcmp.core.matching.by_api import is_cross_framework
 from graphcmp.core.matching.by_op_table import OpTableMatcher
 from graphcmp.core.matching.given import GivenMatcher, GivenMatches
-from graphcmp.core.matching.specs import with_framework_layers
 from graphcmp.core.noise import noise_model
 from graphcmp.core.outcome import job_outcome
 from graphcmp.core.overflow import overflow_levels
@@ -95,7 +95,7 @@ def compare_graphs(
     given = [GivenMatcher(matches)] if matches is not None else []
     if matchers is None:
         matchers = [] if given else [*format_matchers(npu, bench), *default_matchers(fuzzy=fuzzy)]
-    matchers = [*given, *with_framework_layers(matchers, npu, bench)]
+    matchers = [*given, *_with_framework_layers(matchers, npu, bench)]
     thresholds = thresholds or DEFAULT_THRESHOLDS
     table = match_graphs(npu, bench, matchers)
     npu_rows, bench_rows = pair_tensors(npu, bench, table)
@@ -115,6 +115,17 @@ def compare_graphs(
     return CompareReport(npu=npu, bench=bench, matches=table, pairs=pairs, verdicts=verdicts,
                          thresholds=thresholds, options=options, tool_version=__version__, noise=noise,
                          _cache={"overflow": overflow})
+
+
+def _with_framework_layers(matchers: Sequence[ChildMatcher | RuleMatcher], npu: DumpGraph,
+                           bench: DumpGraph) -> list[ChildMatcher | RuleMatcher]:
+    """`specs.with_framework_layers`, whose module (every rule matcher, sqlite3 for tb-graph files) only a
+    MindSpore run against a PyTorch run loads."""
+    if not is_cross_framework(npu, bench):
+        return list(matchers)
+    from graphcmp.core.matching.specs import with_framework_layers  # see tests/test_layers.py: LAZY_IMPORTS
+
+    return with_framework_layers(matchers, npu, bench)
 
 
 def format_matchers(npu: DumpGraph, bench: DumpGraph) -> list[RuleMatcher]:

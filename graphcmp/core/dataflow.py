@@ -20,6 +20,7 @@ from itertools import repeat
 
 import numpy as np
 
+from graphcmp.core.arrays import sorted_unique
 from graphcmp.core.hierarchy import execution_keys
 from graphcmp.core.metrics import by_blocks
 from graphcmp.core.records import Direction, DumpGraph, EdgeTable, Role, TensorTable, string_codes
@@ -92,7 +93,7 @@ def dense_codes(hashes: np.ndarray) -> np.ndarray:
     differ = ordered[1:] != ordered[:-1]
     unsorted = np.flatnonzero((high[1:] == high[:-1]) & differ)
     if len(unsorted):  # the whole run of each such high value, ordered by the values themselves
-        tied = np.unique(high[unsorted])
+        tied = sorted_unique(high[unsorted])
         at = np.concatenate([np.arange(a, b) for a, b in zip(np.searchsorted(high, tied, "left").tolist(),
                                                              np.searchsorted(high, tied, "right").tolist())])
         order[at] = order[at][np.lexsort((ordered[at], high[at]))]

@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from graphcmp.core.arrays import sorted_unique
 from graphcmp.core.dataflow import communication_calls, earliest_producers, forward_twins
 from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.hierarchy import depths, execution_keys, levels
@@ -908,7 +909,7 @@ def _calibrate(npu: DumpGraph, leaves: np.ndarray, growth: np.ndarray,
         if not in_direction.any():
             continue
         direction_limit = _limit(growth[leaves[in_direction]], rule)
-        for k in np.unique(kind[in_direction]).tolist():
+        for k in sorted_unique(kind[in_direction]).tolist():
             rows = leaves[in_direction & (kind == k)]
             own = len(rows) >= rule.min_samples
             value = _limit(growth[rows], rule) if own else direction_limit

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -177,7 +176,7 @@ def _temporary(path: str | os.PathLike[str]) -> Iterator[tuple[int, Path]]:
 def _create(path: Path) -> tuple[int, Path]:
     """Create ``.<name>.<random>.part`` next to `path` exclusively (mode 0666 less the umask, as `open` does)."""
     for _ in range(100):
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
+        tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.part")  # secrets' source, not its 8 ms import
         try:
             return os.open(tmp, _CREATE, 0o666), tmp
         except FileExistsError:

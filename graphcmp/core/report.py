@@ -13,7 +13,6 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from graphcmp.core.errors import DumpFormatError, GraphcmpError, InternalError
 from graphcmp.core.export.columns import encode_floats
 from graphcmp.core.export.graph_json import ENUMS, graph_from_dict, graph_to_dict
 from graphcmp.core.fields import Fields
-from graphcmp.core.forking import Forked, can_fork_aside
+from graphcmp.core.forking import Forked, Sender, can_fork_aside
 from graphcmp.core.jsonio import dumps_strict, read_json, sanitize_floats
 from graphcmp.core.judge import STATUS_NAMES, NodeVerdicts, Verdict
 from graphcmp.core.matching import MatchTable
@@ -542,8 +541,7 @@ class RunsWriting:
         """(the container holding the runs' columns, their references); None when the process failed (the caller
         then writes the runs itself)."""
         tree = self._writer.receive()
-        self._writer.process.join()
-        if tree is None or self._writer.process.exitcode != 0:
+        if tree is None or self._writer.join() != 0:
             self.discard()
             return None
         return self.part, tree
@@ -553,7 +551,7 @@ class RunsWriting:
         self.part.unlink(missing_ok=True)
 
 
-def _write_runs(answer: Connection, part: Path, npu: DumpGraph, bench: DumpGraph) -> None:
+def _write_runs(answer: Sender, part: Path, npu: DumpGraph, bench: DumpGraph) -> None:
     """Send the runs' references once written to `part`, None if that failed (the parent then writes them)."""
     try:
         tree = begin_npz(part, _runs_document(npu, bench))

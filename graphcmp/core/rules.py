@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tomllib
 
 from graphcmp.core.errors import DumpFormatError, RuleError
 from graphcmp.core.inputs import open_regular
@@ -339,6 +338,8 @@ def load_thresholds(path: str | os.PathLike[str]) -> Thresholds:
     except UnicodeDecodeError as err:
         raise RuleError(f"{path}: not a text file; thresholds are TOML or JSON") from err
     kind = "JSON" if path.suffix == ".json" else "TOML"
+    import tomllib  # only a thresholds file needs it: 5 ms before every command
+
     try:
         data = json.loads(text) if kind == "JSON" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from itertools import accumulate, pairwise
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
@@ -38,7 +37,7 @@ from graphcmp.core.export.vis_records import (
     vis_sides,
     vis_task,
 )
-from graphcmp.core.forking import Forked, can_fork_aside
+from graphcmp.core.forking import Forked, Sender, can_fork_aside
 from graphcmp.core.outputs import atomic_path
 from graphcmp.core.readers.vis import ATTR_OVERFLOW
 from graphcmp.core.records import DumpGraph
@@ -351,7 +350,7 @@ class _ForkedTexts:
         self._slots.close()
 
 
-def _send_texts(answer: Connection, makers: _Makers, claims: _Claims, slots: _Slots) -> None:
+def _send_texts(answer: Sender, makers: _Makers, claims: _Claims, slots: _Slots) -> None:
     """Make the next block nobody has taken and hand it over, with its number, until none is left; None if
     anything fails (the parent then makes the rest)."""
     try:
@@ -370,7 +369,7 @@ class _Slots:
     file and sends their sizes through the pipe; this process reads them back into a buffer it keeps for the file
     and decodes them from there.
 
-    Through the pipe itself (``Connection.send``) the texts cross in 64 KiB pieces, each copied twice more here and
+    Through the pipe itself (``Sender.send``) the texts cross in 64 KiB pieces, each copied twice more here and
     waking both processes: about 1 s of this process's CPU per 900 MB (the 200k comparison). Two files: the forked
     process fills one while this one reads the other, and waits when it is a block ahead.
     """

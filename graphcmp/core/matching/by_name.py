@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from graphcmp.core.arrays import sorted_unique
 from graphcmp.core.hierarchy import depths, levels
 from graphcmp.core.matching.base import RuleCode, Walk, flat_parents
 from graphcmp.core.readers.naming import parse_node_id, strip_counter
@@ -155,7 +156,7 @@ def _trusted(npu: DumpGraph, bench: DumpGraph, rows: np.ndarray, npu_parent: np.
     order, starts = bench_kids
     twins = n2b[parents]
     bench_count = starts[twins + 1] - starts[twins]
-    loose = np.unique(parents[(paired[parents] < npu_kids[parents]) | (paired[parents] < bench_count)])
+    loose = sorted_unique(parents[(paired[parents] < npu_kids[parents]) | (paired[parents] < bench_count)])
     for parent in loose.tolist():
         twin = int(n2b[parent])
         npu_rows = np.flatnonzero(npu_parent == parent).tolist()

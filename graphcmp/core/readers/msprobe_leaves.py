@@ -29,6 +29,7 @@ import numpy as np
 import orjson
 from msgspec import UNSET, UnsetType
 
+from graphcmp.core.arrays import sorted_unique
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
 from graphcmp.core.readers.msprobe_schema import (
@@ -583,7 +584,7 @@ def _check_bools(stats: np.ndarray, present: np.ndarray, row: Any, dtype: list[s
     if not has_bools:
         return
     candidates = np.flatnonzero(((stats == 0.0) | (stats == 1.0)) & present)
-    for i in np.unique(candidates // stats.shape[1]).tolist():
+    for i in sorted_unique(candidates // stats.shape[1]).tolist():
         values = row(i)
         for key, v in zip(STAT_KEYS, values):
             if type(v) is bool and "bool" not in dtype[i].lower():

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import os
 import pickle
-import tempfile
 from collections.abc import Callable
 from dataclasses import fields
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
 from graphcmp.core.errors import GraphcmpError
-from graphcmp.core.forking import Forked, can_fork_aside
+from graphcmp.core.forking import Forked, Sender, can_fork_aside
 from graphcmp.core.readers.detect import read_graph
 from graphcmp.core.records import DumpGraph, FrozenColumns
 
@@ -85,6 +83,8 @@ def _spool() -> IO[bytes]:
             return open(os.memfd_create("graphcmp-run", os.MFD_CLOEXEC), "w+b")
         except OSError:
             pass
+    import tempfile  # only where there is no memfd: 5-8 ms before every command
+
     return tempfile.TemporaryFile(prefix="graphcmp-run-")
 
 
@@ -144,7 +144,7 @@ def _npu_run(reading: Forked, path: str | os.PathLike[str], spool: IO[bytes] | N
     raise RuntimeError(f"{path}: the process reading this run ended without sending it (killed?)")
 
 
-def _read_spooled(answer: Connection, path: str | os.PathLike[str], format: str | None, spool: int,
+def _read_spooled(answer: Sender, path: str | os.PathLike[str], format: str | None, spool: int,
                   ahead: Callable[[DumpGraph], object] | None = None,
                   ahead_loaded: Callable[[DumpGraph], object] | None = None, claim: _Claim | None = None) -> None:
     """Read a run, write it into the file `spool` (a descriptor inherited from the parent) and send ``("run",)``;
