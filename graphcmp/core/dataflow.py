@@ -20,7 +20,7 @@ from itertools import repeat
 
 import numpy as np
 
-from graphcmp.core.arrays import sorted_unique
+from graphcmp.core.arrays import search_sorted, sorted_unique
 from graphcmp.core.hierarchy import execution_keys
 from graphcmp.core.metrics import by_blocks
 from graphcmp.core.records import Direction, DumpGraph, EdgeTable, Role, TensorTable, string_codes
@@ -258,7 +258,7 @@ def latest_producers(graph: DumpGraph, keys: np.ndarray, calls: np.ndarray,
     made, makers = made[order], t.node[outputs][order]
     rows = np.arange(len(t)) if asked is None else np.flatnonzero(asked)
     wanted = fingerprint[rows] * span + rank[t.node[rows]]
-    at = np.searchsorted(made, wanted, side="left") - 1  # the last output strictly before the asking call
+    at = search_sorted(made, wanted, side="left") - 1  # the last output strictly before the asking call
     found = at >= 0
     found[found] = made[at[found]] // span == fingerprint[rows[found]]
     out[rows[found]] = makers[at[found]]
