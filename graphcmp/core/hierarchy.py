@@ -40,6 +40,7 @@ __all__ = [
     "depths",
     "execution_keys",
     "levels",
+    "node_levels",
     "rebuild_graph",
     "subtree_rows",
     "too_deep",
@@ -666,6 +667,18 @@ def levels(depth: np.ndarray) -> list[np.ndarray]:
     by_depth = np.argsort(depth, kind="stable")
     ends = np.searchsorted(depth[by_depth], np.arange(int(depth.max(initial=0)) + 2)).tolist()
     return [by_depth[a:b] for a, b in pairwise(ends)]
+
+
+def node_levels(graph: DumpGraph) -> tuple[np.ndarray, ...]:
+    """``levels(depths(graph.nodes.parent))``, found once per run (`DumpGraph.memo`): a comparison walks the npu
+    run's levels six times (roll-ups up the tree, owners down it)."""
+    def compute() -> tuple[np.ndarray, ...]:
+        rows = tuple(levels(depths(graph.nodes.parent)))
+        for level in rows:
+            level.flags.writeable = False
+        return rows
+
+    return graph.memo("levels", compute)
 
 
 def subtree_rows(parent: np.ndarray) -> np.ndarray:

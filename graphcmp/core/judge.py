@@ -17,7 +17,7 @@ from itertools import repeat
 import numpy as np
 
 from graphcmp.core.dtypes import precision_changed
-from graphcmp.core.hierarchy import depths, levels
+from graphcmp.core.hierarchy import node_levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.metrics import by_blocks, is_nonfinite
 from graphcmp.core.noise import NodeRole, NoiseModel, element_count
@@ -381,7 +381,7 @@ def _roll_up(npu: DumpGraph, status: np.ndarray, severity: np.ndarray) -> tuple[
     worst = np.maximum(status, PASS).astype(np.int8)
     worst_sev = severity.copy()
     unmatched = (status == UNMATCHED).astype(np.int32)
-    for rows in reversed(levels(depths(parent))[1:]):
+    for rows in reversed(node_levels(npu)[1:]):
         np.maximum.at(worst, parent[rows], worst[rows])
         np.maximum.at(worst_sev, parent[rows], worst_sev[rows])
         np.add.at(unmatched, parent[rows], unmatched[rows])

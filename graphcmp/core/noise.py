@@ -74,7 +74,7 @@ import numpy as np
 from graphcmp.core.arrays import sorted_unique
 from graphcmp.core.dataflow import communication_calls, earliest_producers, forward_twins
 from graphcmp.core.dtypes import normalize_dtype
-from graphcmp.core.hierarchy import depths, execution_keys, levels
+from graphcmp.core.hierarchy import execution_keys, node_levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.by_api import is_cross_framework
 from graphcmp.core.metrics import by_blocks, mark_nonfinite, rows_max
@@ -612,7 +612,7 @@ def compared_leaves(npu: DumpGraph, matches: MatchTable, has_out: np.ndarray, ke
     has_data = nodes.has_data & (nodes.kind != NodeKind.GROUP)
     data_below = np.zeros(len(npu), bool)
     parent = nodes.parent
-    for rows in reversed(levels(depths(parent))[1:]):
+    for rows in reversed(node_levels(npu)[1:]):
         np.logical_or.at(data_below, parent[rows], (has_data[rows] & matched[rows]) | data_below[rows])
     leaf = has_data & ~data_below & matched
     for group in matches.groups:
@@ -779,7 +779,7 @@ def _inner_precision(npu: DumpGraph, pairs: TensorPairs) -> tuple[np.ndarray, np
     compared[npu.tensors.node[pairs.npu]] = True
     owner = np.where(compared, np.arange(n), -1)  # the nearest compared call at or above each row (-1: none)
     parent = npu.nodes.parent
-    for rows in levels(depths(parent))[1:]:
+    for rows in node_levels(npu)[1:]:
         up = rows[~compared[rows]]
         owner[up] = owner[parent[up]]
     tensors = npu.tensors
@@ -1127,7 +1127,7 @@ def _origins(npu: DumpGraph, leaves: np.ndarray, margin: np.ndarray, fresh_margi
     hard &= compared
     below = np.zeros(n, bool)
     parent = npu.nodes.parent
-    for rows in reversed(levels(depths(parent))[1:]):
+    for rows in reversed(node_levels(npu)[1:]):
         np.logical_or.at(below, parent[rows], hard[rows] | below[rows])
     return origin | (hard & ~below)
 
@@ -1223,7 +1223,7 @@ def _subtree_end_keys(npu: DumpGraph, keys: np.ndarray) -> np.ndarray:
     """The latest execution key within each node's subtree (a module's outputs exist once it ends)."""
     end = keys.copy()
     parent = npu.nodes.parent
-    for rows in reversed(levels(depths(parent))[1:]):
+    for rows in reversed(node_levels(npu)[1:]):
         np.maximum.at(end, parent[rows], end[rows])
     return end
 
