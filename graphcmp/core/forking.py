@@ -58,7 +58,12 @@ class Forked:
 
     def __init__(self, target: Callable[..., None], *args: Any) -> None:
         read, write = os.pipe()
-        self.pid = os.fork()
+        try:
+            self.pid = os.fork()
+        except OSError:  # no process to be had (EAGAIN, ENOMEM): the caller does the work itself or says so
+            os.close(read)
+            os.close(write)
+            raise
         if self.pid == 0:  # the forked process
             os.close(read)
             _run(target, Sender(write), *args)
