@@ -5,9 +5,10 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import pytest
 
 from graphcmp.core.compare import compare_graphs, compare_paths
-from graphcmp.core.judge import ERROR, PASS, WARNING
+from graphcmp.core.judge import ERROR, PASS, WARNING, _worst_output_pair
 from graphcmp.core.readers.msprobe import parse_msprobe
 from tests.conftest import DATA
 
@@ -128,3 +129,29 @@ def test_unmatched_output_slot_is_flagged():
     npu = parse_msprobe(copy.deepcopy(npu_data))
     assert compare_graphs(bench, npu).verdict("Functional.split.0.forward").status == "warning"
     assert ERROR == 2
+
+
+def _worst_by_sort(node, is_out, wanted, level, severity):
+    candidates = np.flatnonzero(is_out & wanted)
+    order = candidates[np.lexsort((severity[candidates], level[candidates], node[candidates]))]
+    owners = node[order]
+    last = np.ones(len(order), bool)
+    last[:-1] = owners[1:] != owners[:-1]
+    return owners[last], order[last]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_worst_output_pair_is_the_last_of_a_sort_by_node_level_severity(seed):
+    """Highest level, then severity (NaN above every number), then the last of equals; in node order or not."""
+    rng = np.random.default_rng(seed)
+    n = 5_000
+    node = np.sort(rng.integers(0, 800, n)) if seed % 2 == 0 else rng.integers(0, 800, n)
+    level = rng.integers(0, 3, n).astype(np.int8)
+    severity = rng.choice([0.0, 0.5, 1.0, 2.0, np.inf, -np.inf, np.nan], n)  # ties, infinities and NaN
+    is_out, wanted = rng.random(n) < 0.7, rng.random(n) < 0.8
+    got, expected = (_worst_output_pair(node, is_out, wanted, level, severity),
+                     _worst_by_sort(node, is_out, wanted, level, severity))
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
+    none = _worst_output_pair(node, np.zeros(n, bool), wanted, level, severity)
+    assert len(none[0]) == len(none[1]) == 0
