@@ -670,8 +670,8 @@ def levels(depth: np.ndarray) -> list[np.ndarray]:
 
 
 def node_levels(graph: DumpGraph) -> tuple[np.ndarray, ...]:
-    """``levels(depths(graph.nodes.parent))``, found once per run (`DumpGraph.memo`): a comparison walks the npu
-    run's levels six times (roll-ups up the tree, owners down it)."""
+    """``levels(depths(graph.nodes.parent))``, found once per run (`DumpGraph.memo`): the judge and the noise
+    model walk the npu run's levels five times (roll-ups up the tree, owners down it)."""
     def compute() -> tuple[np.ndarray, ...]:
         rows = tuple(levels(depths(graph.nodes.parent)))
         for level in rows:
