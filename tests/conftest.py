@@ -22,14 +22,15 @@ REPORT_SCHEMA = json.loads(resources.files("graphcmp").joinpath("data/report.sch
 
 @pytest.fixture(scope="session", autouse=True)
 def built_kernels() -> None:
-    """The compiled dump.json pass built ahead of time before any test runs: a fresh checkout builds it once (about a
-    minute), which would otherwise fall into whichever test first reads a large dump or a batch, under its time
-    limit. Every msprobe read then takes the compiled pass, as a user's does; the chunked read is what tests ask
-    for by ``compiled=False`` or a `chunk_bytes`, and `test_msprobe_scan` holds the two to the same graphs."""
-    from graphcmp.core.readers import msprobe_scan, naming_compiled
+    """The compiled dump.json pass built ahead of time before any test runs, with the statistics metrics' kernels: a
+    fresh checkout builds them once (about a minute), which would otherwise fall into whichever test first reads a
+    large dump or a batch, under its time limit. Every msprobe read then takes the compiled pass, and every
+    comparison the compiled statistics metrics, as a user's do; the chunked read is what tests ask for by
+    ``compiled=False`` or a `chunk_bytes`, and `test_msprobe_scan` holds the two to the same graphs
+    (`test_stat_kernels` the metrics to numpy's)."""
+    from graphcmp.core.readers import msprobe_scan
 
-    msprobe_scan._KERNELS.load()
-    naming_compiled.KERNELS.load()
+    msprobe_scan.build_kernels()
 
 
 @pytest.fixture(scope="session")

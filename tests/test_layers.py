@@ -27,7 +27,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "graphcmp.core.npzio", "graphcmp.core.forking", "graphcmp.core.texts", "graphcmp.core.ascend_dtypes",
               "graphcmp.core.device_formats", "graphcmp.core.overflow_status", "graphcmp.core.simd",
               "graphcmp.core.jsonnum", "graphcmp.core.compiled", "graphcmp.core.tensor_fused",
-              "graphcmp.core.tensor_fused_layout", "graphcmp.core.tensor_kernels")),
+              "graphcmp.core.tensor_fused_layout", "graphcmp.core.tensor_kernels", "graphcmp.core.stat_fused",
+              "graphcmp.core.stat_kernels")),
     ("records", ("graphcmp.core.records", "graphcmp.core.rules", "graphcmp.core.shards")),
     ("hierarchy", ("graphcmp.core.hierarchy", "graphcmp.core.dataflow")),
     ("readers", ("graphcmp.core.readers", "graphcmp.core.readers.*", "graphcmp.core.mapping_files",
@@ -114,6 +115,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
     ("graphcmp.core.tensor_kernels", "graphcmp.core.tensor_fused"):
         "240 ms (numba, llvmlite; median of 3, 200-360), and 260-410 ms loading the cached kernels at the first "
         "call: only where the kernels are not built ahead of time, or to build them",
+    ("graphcmp.core.stat_kernels", "graphcmp.core.stat_fused"):
+        "400 ms (numba) in every comparing process: taken only to build the kernels",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensor_kernels"):
         "3 ms, 12 ms where no compiled reader loaded core.compiled (`python -X importtime`): tensor tasks only",
     ("graphcmp.core.tensorio", "graphcmp.core.readers.mindspore_sync"):

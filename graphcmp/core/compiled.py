@@ -357,21 +357,24 @@ class _Checked:
             setattr(self, name, _checking(name, getattr(module, name), [_argument(a) for a in arguments]))
 
 
-def _argument(text: str) -> tuple[np.dtype, int] | None:
-    """An array argument's dtype and dimensions; None for a scalar."""
+def _argument(text: str) -> tuple[np.dtype, int] | str:
+    """An array argument's dtype and dimensions; a scalar's type as numba writes it (``i8``, ``f8``)."""
     if "[" not in text:
-        return None
+        return text
     dtype, dimensions = text.split("[", 1)
     return np.dtype(dtype), dimensions.count(",") + 1
 
 
-def _checking(name: str, kernel: Callable[..., Any], arguments: list[tuple[np.dtype, int] | None]) -> Callable:
+def _checking(name: str, kernel: Callable[..., Any], arguments: list[tuple[np.dtype, int] | str]) -> Callable:
     def checked(*args: Any) -> Any:
         if len(args) != len(arguments):
             raise TypeError(f"{name}: {len(args)} arguments given, {len(arguments)} expected")
         for k, (arg, expected) in enumerate(zip(args, arguments)):
-            if expected is None:
-                operator.index(arg)
+            if isinstance(expected, str):  # a scalar: an integer, or a float where numba reads one
+                if not expected.startswith("f"):
+                    operator.index(arg)
+                elif not isinstance(arg, float):
+                    raise TypeError(f"{name}: argument {k} is {_described(arg)}, expected a float")
             elif not (isinstance(arg, np.ndarray) and arg.dtype == expected[0] and arg.ndim == expected[1]
                       and arg.flags.c_contiguous):
                 raise TypeError(f"{name}: argument {k} is {_described(arg)}, expected a C-contiguous {expected[1]}-d "

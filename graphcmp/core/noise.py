@@ -92,6 +92,7 @@ from graphcmp.core.records import (
     string_column,
 )
 from graphcmp.core.rules import NoiseRule
+from graphcmp.core.stat_kernels import stat_errors
 from graphcmp.core.texts import CodedTexts
 
 if TYPE_CHECKING:
@@ -641,7 +642,8 @@ def _pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit:
     i, j = pairs.npu, pairs.bench
     npu_beyond, bench_beyond = summed_beyond_range(npu), summed_beyond_range(bench)  # a Norm summed beyond float16's
     # range: not recorded; taken a block of pairs at a time (whole (n, 4) masks were 46 MB more at the model's peak)
-    error, first_stat, magnitude_a, magnitude_b = by_blocks(
+    compiled = stat_errors(nt.stats, nt.present & ~npu_beyond, bt.stats, bt.present & ~bench_beyond, i, j, count)
+    error, first_stat, magnitude_a, magnitude_b = compiled if compiled is not None else by_blocks(
         lambda i, j, count: _stat_errors(nt.stats[i], bt.stats[j], nt.present[i] & ~npu_beyond[i] & bt.present[j]
                                          & ~bench_beyond[j], count),
         i, j, count)

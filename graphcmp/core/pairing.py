@@ -23,6 +23,7 @@ from graphcmp.core.records import (
     string_column,
 )
 from graphcmp.core.rules import Thresholds
+from graphcmp.core.stat_kernels import rel_err_identical
 
 __all__ = ["STAT_COLUMNS", "PairMetrics", "TensorPairs", "pair_metrics", "pair_tensors", "stat_metrics"]
 
@@ -324,10 +325,16 @@ def stat_metrics(npu: TensorTable, bench: TensorTable, npu_rows: np.ndarray, ben
                  thresholds: Thresholds, names: tuple[str, ...] = _STAT_METRICS) -> dict[str, np.ndarray]:
     """The metrics of pairs (`npu_rows`, `bench_rows`) that their statistics give: ``rel_err`` (largest relative
     error), ``rel_errs`` and ``abs_diff`` (n, 4; NaN where a statistic is not recorded on both sides) and
-    ``identical`` (every recorded statistic bit-equal); only `names` of them, computed a block of rows at a time.
+    ``identical`` (every recorded statistic bit-equal); only `names` of them, computed a block of rows at a time
+    (``rel_err`` and ``identical`` in one compiled pass where `stat_kernels` are built: the same values).
 
     Row-wise: the rows of any subset of pairs are the rows of all of them.
     """
+    if set(names) <= {"rel_err", "identical"} and (compiled := rel_err_identical(
+            npu.stats, npu.present, bench.stats, bench.present, npu_rows, bench_rows, atol=thresholds.atol,
+            magnitude_floor=thresholds.magnitude_floor)) is not None:
+        rel_err, identical = compiled
+        return {name: rel_err if name == "rel_err" else identical for name in names}
 
     def block(i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, ...]:
         a, b = npu.stats[i], bench.stats[j]

@@ -82,6 +82,7 @@ from graphcmp.core.readers.msprobe_schema import file_name, leaf_row
 from graphcmp.core.readers.naming_compiled import KERNELS as ID_KERNELS
 from graphcmp.core.readers.naming_compiled import parse_id_columns
 from graphcmp.core.records import NodeKind
+from graphcmp.core.stat_kernels import KERNELS as STAT_KERNELS
 from graphcmp.core.texts import TextCodes
 
 __all__ = ["WINDOW_BYTES", "build_in_background", "build_kernels", "kernels_built", "kernels_can_be_built",
@@ -129,18 +130,23 @@ def kernels_can_be_built() -> bool:
     return all(kernels.can_build() for kernels in (_KERNELS, ID_KERNELS))
 
 
+_BUILT_TOGETHER = (_KERNELS, ID_KERNELS, STAT_KERNELS)
+"""The sets `build_kernels` builds: the pass's, the id parser's, and the statistics metrics' (`core.stat_kernels`),
+which the comparison of the runs read takes."""
+
+
 def build_kernels() -> None:
-    """Build the pass's kernels and the id parser's where they are not built: what `build_in_background` runs."""
-    for kernels in (_KERNELS, ID_KERNELS):
+    """Build the kernel sets of `_BUILT_TOGETHER` where they are not built: what `build_in_background` runs."""
+    for kernels in _BUILT_TOGETHER:
         kernels.load()
 
 
 def build_in_background() -> bool:
-    """Start building the pass's kernels and the id parser's in a detached process at the lowest priority, when they
-    are not built and can be (`KernelSet.buildable`), and no build of either runs; whether it was started. Until
-    they are built, a dump.json under `msprobe.BUILD_FROM_BYTES` is read by the chunked read, 2.5-2.7x slower
-    (bench/README.md)."""
-    sets = (_KERNELS, ID_KERNELS)
+    """Start building the kernel sets of `_BUILT_TOGETHER` in a detached process at the lowest priority, when one is
+    not built and can be (`KernelSet.buildable`), and no build of any runs; whether it was started. Until they are
+    built, a dump.json under `msprobe.BUILD_FROM_BYTES` is read by the chunked read, 2.5-2.7x slower
+    (bench/README.md), and the statistics metrics are computed by numpy, 5-8x slower."""
+    sets = _BUILT_TOGETHER
     if any(kernels.building() for kernels in sets) or not any(kernels.buildable() for kernels in sets):
         return False
     return build_detached(f"{__name__}:build_kernels")
