@@ -342,12 +342,13 @@ def _fresh_slots(report: Comparison, row: int, tensors: bool, beyond: float = 0.
     npu, noise = report.npu, report.noise
     t = npu.tensors
     rows = report.pairs.npu
-    picked = np.flatnonzero((t.node[rows] == row) & noise.fresh_pair & (noise.pair_error > beyond))
+    fresh = np.flatnonzero(noise.fresh_pair)  # the few pairs to look at, of all the comparison's
+    picked = fresh[(t.node[rows[fresh]] == row) & (noise.pair_error[fresh] > beyond)]
     picked = picked[np.argsort(-np.nan_to_num(noise.pair_error[picked], nan=np.inf), kind="stable")]
     out = []
     for k in picked.tolist():
         i = int(rows[k])
-        if t.has_shape()[i] != tensors:
+        if (t.shape[i] not in ("", "scalar")) != tensors:  # `TensorTable.has_shape` of this row
             continue
         name = _input_name(npu, row, i)
         if not tensors:
