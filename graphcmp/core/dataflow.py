@@ -35,6 +35,7 @@ __all__ = [
     "keep_flow_edges",
     "latest_producers",
     "run_fingerprints",
+    "trained_parameters",
 ]
 
 _NOT_COMMUNICATION = frozenset({"init_process_group", "new_group", "destroy_process_group", "get_rank",
@@ -215,6 +216,37 @@ def _communication_calls(graph: DumpGraph) -> np.ndarray:
     comm = np.array([(ids[row].startswith("Distributed.") and ops[code] not in _NOT_COMMUNICATION)
                      or ops[code].startswith("Hcom") for code, row in enumerate(first.tolist())])
     return comm[codes]
+
+
+def trained_parameters(graph: DumpGraph) -> np.ndarray:
+    """Per tensor row, True for a module parameter that has a gradient in the dump (every module parameter when the
+    dump holds no gradients). A MindSpore BatchNorm's moving mean has none: the forward call updates it, so it
+    carries whatever came before it. Computed once per run (the noise model's drift of the trained weights)."""
+    return graph.memo("trained parameters", lambda: _read_only(_trained_parameters(graph)))
+
+
+def _trained_parameters(graph: DumpGraph) -> np.ndarray:
+    t = graph.tensors
+    param = t.role == Role.PARAM
+    grad_rows = np.flatnonzero(t.role == Role.PARAM_GRAD)
+    if not len(grad_rows) or not param.any():
+        return param
+    slot, slots = string_codes(t.slot)  # the codes pairing makes (a tuple's are kept)
+    param_rows = np.flatnonzero(param)
+    modules: dict[str, int] = {}  # a module's name -> its code, shared by gradients and parameters
+    grad_key = _module_codes(graph, t.node[grad_rows], ".parameters_grad", modules) * len(slots) + slot[grad_rows]
+    param_key = _module_codes(graph, t.node[param_rows], ".forward", modules) * len(slots) + slot[param_rows]
+    param[param_rows] = np.isin(param_key, grad_key)
+    return param
+
+
+def _module_codes(graph: DumpGraph, nodes: np.ndarray, word: str, modules: dict[str, int]) -> np.ndarray:
+    """Per node row of `nodes`, the code in `modules` (added to as needed) of its id before the last `word`
+    (``Module.fc.Linear`` of ``Module.fc.Linear.forward.0`` for ``.forward``)."""
+    ids = graph.nodes.ids
+    distinct, at = np.unique(nodes, return_inverse=True)
+    names = [ids[n].rpartition(word)[0] for n in distinct.tolist()]
+    return np.array([modules.setdefault(name, len(modules)) for name in names], np.int64)[at.reshape(-1)]
 
 
 def latest_producers(graph: DumpGraph, keys: np.ndarray, calls: np.ndarray,

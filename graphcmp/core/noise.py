@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from graphcmp.core.arrays import sorted_unique
-from graphcmp.core.dataflow import communication_calls, earliest_producers, forward_twins
+from graphcmp.core.dataflow import communication_calls, earliest_producers, forward_twins, trained_parameters
 from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.hierarchy import execution_keys, node_levels
 from graphcmp.core.matching import MatchTable
@@ -591,7 +591,7 @@ def _fresh_margins(npu: DumpGraph, pairs: TensorPairs, e: _Errors, texts: _PairT
     n = len(npu)
     coarsest = float(e.unit.max(initial=UNIT_ROUNDOFF["float64"]))
     earlier = _noise_before(e.leaves, e.output_error, n, npu.nodes.direction)
-    drift = _drift_of_others(npu, e.node, e.error, _trained_parameters(npu, pairs.npu))
+    drift = _drift_of_others(npu, e.node, e.error, trained_parameters(npu)[pairs.npu])
     if npu.info.step != 0 and np.any(texts.npu_unit != texts.bench_unit):  # mixed precision: weights updated
         drift = np.maximum(drift, _gradient_error_of_module(npu, e.output_error))
     weights = np.maximum.reduce([np.full(n, coarsest), drift, earlier])
@@ -992,34 +992,6 @@ def _rows_of_owner(npu: DumpGraph, row: int) -> np.ndarray:
     ids = list(map(nodes.ids.__getitem__, modules.tolist()))
     maybe = np.flatnonzero(np.fromiter(map(str.startswith, ids, repeat(name)), bool, len(ids)))  # a name is a prefix
     return modules[[k for k in maybe.tolist() if _module_name(ids[k]) == name]]
-
-
-def _trained_parameters(npu: DumpGraph, rows: np.ndarray) -> np.ndarray:
-    """Per tensor row in `rows`, True for a module parameter that has a gradient in the dump (all module
-    parameters when the dump holds no gradients). A MindSpore BatchNorm's moving mean has none: the
-    forward call updates it, so it carries whatever came before it."""
-    t = npu.tensors
-    param = t.role[rows] == Role.PARAM
-    grad_rows = np.flatnonzero(t.role == Role.PARAM_GRAD)
-    if not len(grad_rows) or not param.any():
-        return param
-    slot, slots = string_codes(t.slot)  # the codes pairing made (a tuple's are kept)
-    picked = np.flatnonzero(param)
-    param_rows = rows[picked]
-    modules: dict[str, int] = {}  # a module's name -> its code, shared by gradients and parameters
-    grad_key = _module_codes(npu, t.node[grad_rows], ".parameters_grad", modules) * len(slots) + slot[grad_rows]
-    param_key = _module_codes(npu, t.node[param_rows], ".forward", modules) * len(slots) + slot[param_rows]
-    param[picked] = np.isin(param_key, grad_key)
-    return param
-
-
-def _module_codes(npu: DumpGraph, nodes: np.ndarray, word: str, modules: dict[str, int]) -> np.ndarray:
-    """Per node row of `nodes`, the code in `modules` (added to as needed) of its id before the last `word`
-    (``Module.fc.Linear`` of ``Module.fc.Linear.forward.0`` for ``.forward``)."""
-    ids = npu.nodes.ids
-    distinct, at = np.unique(nodes, return_inverse=True)
-    names = [ids[n].rpartition(word)[0] for n in distinct.tolist()]
-    return np.array([modules.setdefault(name, len(modules)) for name in names], np.int64)[at.reshape(-1)]
 
 
 def _module_identity(npu: DumpGraph) -> np.ndarray:

@@ -121,3 +121,27 @@ def test_dense_codes_are_the_ranks_numpy_unique_gives(n):
 def test_stable_order_is_numpys_stable_argsort(top):
     keys = np.random.default_rng(top % 1000).integers(0, top, 30000)
     assert np.array_equal(dataflow._stable_order(keys), np.argsort(keys, kind="stable"))  # 2**62: no room, argsort
+
+
+def test_trained_parameters_are_those_with_a_gradient_of_their_module_and_name():
+    from graphcmp.core.readers.msprobe import parse_msprobe
+
+    t = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+         "Norm": 1.0}
+    data = {
+        "Module.fc.Linear.forward.0": {"input_args": [t], "output": [t], "parameters": {"weight": t, "bias": t}},
+        "Module.bn.BatchNorm2d.forward.0": {"input_args": [t], "output": [t],
+                                            "parameters": {"weight": t, "running_mean": t}},
+        "Module.fc.Linear.parameters_grad": {"weight": t, "bias": t},
+        "Module.bn.BatchNorm2d.parameters_grad": {"weight": t},
+    }
+    graph = parse_msprobe({"data": data})
+    t_ = graph.tensors
+    trained = dataflow.trained_parameters(graph)
+    named = {(graph.nodes.ids[t_.node[k]], t_.slot[k]) for k in np.flatnonzero(trained).tolist()}
+    assert named == {("Module.fc.Linear.forward.0", "weight"), ("Module.fc.Linear.forward.0", "bias"),
+                     ("Module.bn.BatchNorm2d.forward.0", "weight")}  # a moving mean has no gradient
+    assert dataflow.trained_parameters(graph) is trained and not trained.flags.writeable  # once per run
+    del data["Module.fc.Linear.parameters_grad"], data["Module.bn.BatchNorm2d.parameters_grad"]
+    without = parse_msprobe({"data": data})
+    assert np.array_equal(dataflow.trained_parameters(without), without.tensors.role == Role.PARAM)

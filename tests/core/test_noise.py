@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from graphcmp.core.compare import compare_graphs, compare_paths
+from graphcmp.core.dataflow import trained_parameters
 from graphcmp.core.noise import (
     NORMALIZING_OPS,
     NodeRole,
     _drift_of_others,
     _module_identity,
     _normalized_lengths,
-    _trained_parameters,
     element_count,
     unit_roundoff,
 )
@@ -246,7 +246,7 @@ def test_drift_of_others_names_only_the_modules_that_own_parameters(perturb_pair
     report = compare_paths(*perturb_pair)
     npu, pairs = report.npu, report.pairs
     node = npu.tensors.node[pairs.npu].astype(np.int64)
-    param = _trained_parameters(npu, pairs.npu)
+    param = trained_parameters(npu)[pairs.npu]
     assert param.any()
     rng = np.random.default_rng(0)
     ahead = np.where(param & (node == node[param][-1]), 1.0, 0.5)  # the last module's weights drift furthest
