@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from itertools import repeat
 
 import numpy as np
 
@@ -35,6 +34,7 @@ from graphcmp.core.records import (
     string_codes,
 )
 from graphcmp.core.rules import ERROR, PASS, WARNING, Status, Thresholds
+from graphcmp.core.texts import formatted
 
 __all__ = ["SKIP", "STATUS_NAMES", "UNMATCHED", "NodeVerdicts", "Status", "Verdict", "judge", "pair_messages",
            "pair_notes", "status_code"]
@@ -373,7 +373,7 @@ def _pair_texts(npu: DumpGraph, pairs: TensorPairs, ks: np.ndarray, notes: dict[
     distinct, at = np.unique(key, return_inverse=True)
     heads = np.array([f"{_ROLE_NAMES[k // stats // width]}.{slots[k // stats % width]}: "
                       f"{STAT_NAMES[k % stats].capitalize()} rel err " for k in distinct.tolist()], object)
-    texts = list(map(operator.add, heads[at.reshape(-1)].tolist(), map(format, rel, repeat(".3g"))))
+    texts = list(map(operator.add, heads[at.reshape(-1)].tolist(), formatted(rel, "%.3g")))
 
     def where(i: int) -> str:
         row = int(rows[i])

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CodedTexts", "TextCodes", "UniqueTexts", "code_dtype"]
+__all__ = ["CodedTexts", "TextCodes", "UniqueTexts", "code_dtype", "formatted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +147,19 @@ def code_dtype(high: int) -> np.dtype:
         if high <= np.iinfo(dtype).max:
             return np.dtype(dtype)
     return np.dtype(np.int64)
+
+
+def formatted(values: list[float], conversion: str) -> list[str]:
+    """``conversion % value`` of each of `values` (a printf-style conversion such as ``"%.3g"``, which gives floats
+    what ``format(value, ".3g")`` does), made by one ``%`` over them all: half the time of a call per value (30,000
+    reasons of a comparison: 19-22 ms against 9-16 ms).
+
+    >>> formatted([0.000123456, float("inf"), 12345.0], "%.3g")
+    ['0.000123', 'inf', '1.23e+04']
+    """
+    if not values:
+        return []
+    return ((conversion + "\0") * len(values) % tuple(values)).split("\0")[:-1]
 
 
 def _first_seen(codes: np.ndarray, count: int) -> np.ndarray:
