@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from graphcmp.core import stat_kernels
 from graphcmp.core.dtypes import precision_changed
 from graphcmp.core.hierarchy import node_levels
 from graphcmp.core.matching import MatchTable
@@ -179,17 +180,23 @@ def _nonfinite_pairs(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs) -> np
     nt, bt = npu.tensors, bench.tensors
     npu_present = nt.present & ~summed_beyond_range(npu)
     bench_present = bt.present & ~summed_beyond_range(bench)
+    compiled = stat_kernels.nonfinite(nt.stats, npu_present, bt.stats, bench_present, pairs.npu, pairs.bench)
+    if compiled is not None:
+        return compiled
+    return by_blocks(lambda i, j: _nonfinite_statistics(nt.stats[i], bt.stats[j], npu_present[i], bench_present[j]),
+                     pairs.npu, pairs.bench)
 
-    def nonfinite(i: np.ndarray, j: np.ndarray) -> np.ndarray:
-        a, b = nt.stats[i], bt.stats[j]
-        finite = np.isfinite(a)
-        finite &= np.isfinite(b)
-        if finite.all():  # the usual block: nothing to look at
-            return np.zeros(len(i), bool)
-        held_by_both = (a == b) | (np.isnan(a) & np.isnan(b))
-        return is_nonfinite(a, npu_present[i] & ~held_by_both) | is_nonfinite(b, bench_present[j] & ~held_by_both)
 
-    return by_blocks(nonfinite, pairs.npu, pairs.bench)
+def _nonfinite_statistics(a: np.ndarray, b: np.ndarray, npu_recorded: np.ndarray,
+                          bench_recorded: np.ndarray) -> np.ndarray:
+    """Per row of statistics `a` (npu) and `b` (bench): an inf or NaN one side recorded where the other side does
+    not hold the same value."""
+    finite = np.isfinite(a)
+    finite &= np.isfinite(b)
+    if finite.all():  # the usual block: nothing to look at
+        return np.zeros(len(a), bool)
+    held_by_both = (a == b) | (np.isnan(a) & np.isnan(b))
+    return is_nonfinite(a, npu_recorded & ~held_by_both) | is_nonfinite(b, bench_recorded & ~held_by_both)
 
 
 def pair_notes(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, expected_dtypes: bool = False) -> dict[int, str]:

@@ -117,7 +117,24 @@ def _stat_errors(npu_stats: np.ndarray, npu_recorded: np.ndarray, bench_stats: n
         error[k] = largest
 
 
+def _nonfinite(npu_stats: np.ndarray, npu_recorded: np.ndarray, bench_stats: np.ndarray, bench_recorded: np.ndarray,
+               npu_rows: np.ndarray, bench_rows: np.ndarray, out: np.ndarray) -> None:
+    """Per pair k: the judge's ``_nonfinite_pairs``: True when a statistic one side recorded (`npu_recorded`,
+    `bench_recorded`: per row) is inf or NaN and the other side does not hold the same value there."""
+    for k in range(len(npu_rows)):
+        i, j = npu_rows[k], bench_rows[k]
+        found = False
+        for s in range(4):
+            a, b = npu_stats[i, s], bench_stats[j, s]
+            if (math.isfinite(a) and math.isfinite(b)) or a == b or (a != a and b != b):
+                continue
+            if (npu_recorded[i, s] and not math.isfinite(a)) or (bench_recorded[j, s] and not math.isfinite(b)):
+                found = True
+        out[k] = found
+
+
 def dispatchers() -> dict[str, object]:
     """The kernels as numba's dispatchers, by the names `graphcmp.core.stat_kernels` exports them."""
     compiled = numba.njit(error_model="numpy")  # no zero-divisor check: each division's scale is tested first
-    return {"rel_err_identical": compiled(_rel_err_identical), "stat_errors": compiled(_stat_errors)}
+    return {"rel_err_identical": compiled(_rel_err_identical), "stat_errors": compiled(_stat_errors),
+            "nonfinite": compiled(_nonfinite)}

@@ -1,5 +1,6 @@
 """The compiled kernels of the statistics metrics (`graphcmp.core.stat_fused`), taken where they are built ahead of
-time: one pass over a comparison's tensor pairs instead of a dozen numpy passes a block at a time, the same bits.
+time: one pass over a comparison's tensor pairs instead of a dozen numpy passes a block at a time, the same bits (the
+pairs' largest relative error and bit-equality, the noise model's statistic errors, the judge's overflow pairs).
 
 They are a `KernelSet` (`graphcmp.core.compiled`) built with the compiled dump.json reader, in the background after
 a command that read msprobe runs (`readers.msprobe_scan.build_in_background`). Until they are built, each function
@@ -16,7 +17,7 @@ import numpy as np
 
 from graphcmp.core.compiled import KernelSet
 
-__all__ = ["KERNELS", "rel_err_identical", "stat_errors"]
+__all__ = ["KERNELS", "nonfinite", "rel_err_identical", "stat_errors"]
 
 _STATS, _MASK, _ROWS = "f8[:, ::1]", "b1[:, ::1]", "i8[::1]"
 
@@ -24,6 +25,7 @@ SIGNATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "rel_err_identical": ("void", (_STATS, _MASK, _STATS, _MASK, _ROWS, _ROWS, "f8", "f8", "f8[::1]", "b1[::1]")),
     "stat_errors": ("void", (_STATS, _MASK, _STATS, _MASK, _ROWS, _ROWS, "f8[::1]", "f8[::1]", "f8[::1]", "f8[::1]",
                              "f8[::1]")),
+    "nonfinite": ("void", (_STATS, _MASK, _STATS, _MASK, _ROWS, _ROWS, "b1[::1]")),
 }
 
 
@@ -72,6 +74,18 @@ def stat_errors(npu_stats: np.ndarray, npu_recorded: np.ndarray, bench_stats: np
     kernels.stat_errors(*_operands(npu_stats, npu_recorded, bench_stats, bench_recorded, npu_rows, bench_rows),
                         np.ascontiguousarray(count, np.float64), *out)
     return out  # type: ignore[return-value]
+
+
+def nonfinite(npu_stats: np.ndarray, npu_recorded: np.ndarray, bench_stats: np.ndarray, bench_recorded: np.ndarray,
+              npu_rows: np.ndarray, bench_rows: np.ndarray) -> np.ndarray | None:
+    """Per pair: an inf or NaN statistic one side recorded (`npu_recorded`, `bench_recorded`: per row) where the
+    other side does not hold the same value (the judge's `_nonfinite_pairs`); None where the kernels are not built."""
+    kernels = _built()
+    if kernels is None:
+        return None
+    out = np.empty(len(npu_rows), bool)
+    kernels.nonfinite(*_operands(npu_stats, npu_recorded, bench_stats, bench_recorded, npu_rows, bench_rows), out)
+    return out
 
 
 def _operands(npu_stats: np.ndarray, npu_mask: np.ndarray, bench_stats: np.ndarray, bench_mask: np.ndarray,

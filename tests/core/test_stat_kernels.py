@@ -8,6 +8,7 @@ import pytest
 
 from graphcmp.core import stat_kernels
 from graphcmp.core.compare import compare_paths
+from graphcmp.core.judge import _nonfinite_statistics
 from graphcmp.core.metrics import by_blocks, stat_rel_error, stats_identical
 from graphcmp.core.noise import _stat_errors
 from graphcmp.core.readers import msprobe_scan
@@ -78,6 +79,14 @@ def test_the_noise_models_statistic_errors_are_numpys_bit_for_bit(built: None) -
     assert np.isinf(compiled[0]).any() and (compiled[0] == 0).any() and (compiled[2] > 0).any()
 
 
+def test_the_judges_overflow_pairs_are_numpys(built: None) -> None:
+    npu, npu_present, bench, bench_present, i, j = _pairs(seed=13)
+    compiled = stat_kernels.nonfinite(npu, npu_present, bench, bench_present, i, j)
+    expected = by_blocks(lambda i, j: _nonfinite_statistics(npu[i], bench[j], npu_present[i], bench_present[j]), i, j)
+    assert _same_bits(compiled, expected)
+    assert 0.1 < compiled.mean() < 0.9
+
+
 def test_rows_outside_the_statistics_are_refused_before_the_compiled_code_reads_them(built: None) -> None:
     npu, npu_present, bench, bench_present, i, j = _pairs(n=100)
     with pytest.raises(IndexError, match="outside the 100 rows"):
@@ -104,10 +113,10 @@ def test_a_comparison_gives_the_same_result_with_the_kernels_and_without(built: 
     kernels = stat_kernels._built
     monkeypatch.setattr(stat_kernels, "_built", lambda: asked.append(kernels()) or asked[-1])
     with_kernels = compare_paths(*perturb_pair)
-    assert len(asked) == 2 and None not in asked  # the pairs' metrics and the noise model's errors, compiled
+    assert len(asked) == 3 and None not in asked  # the pairs' metrics, the noise model's errors, the overflow pairs
     monkeypatch.setattr(stat_kernels.KERNELS, "built", lambda: False)
     without = compare_paths(*perturb_pair)
-    assert len(asked) == 4 and asked[2:] == [None, None]
+    assert len(asked) == 6 and asked[3:] == [None, None, None]
     for column in ("rel_err", "identical"):
         assert _same_bits(with_kernels.pairs.metrics[column], without.pairs.metrics[column])
     assert _same_bits(with_kernels.noise.pair_error, without.noise.pair_error)
