@@ -23,7 +23,7 @@ import numpy as np
 from graphcmp.core.arrays import search_sorted, sorted_unique
 from graphcmp.core.hierarchy import execution_keys
 from graphcmp.core.metrics import by_blocks
-from graphcmp.core.records import Direction, DumpGraph, EdgeTable, NodeKind, Role, TensorTable, string_codes
+from graphcmp.core.records import Direction, DumpGraph, EdgeTable, Role, TensorTable, string_codes
 
 __all__ = [
     "communication_calls",
@@ -34,7 +34,6 @@ __all__ = [
     "forward_twins",
     "keep_flow_edges",
     "latest_producers",
-    "module_identities",
     "run_fingerprints",
     "trained_parameters",
 ]
@@ -217,23 +216,6 @@ def _communication_calls(graph: DumpGraph) -> np.ndarray:
     comm = np.array([(ids[row].startswith("Distributed.") and ops[code] not in _NOT_COMMUNICATION)
                      or ops[code].startswith("Hcom") for code, row in enumerate(first.tolist())])
     return comm[codes]
-
-
-def module_identities(graph: DumpGraph) -> np.ndarray:
-    """Per node, a code the forward calls of one module share (its id before ``.forward``: ``Module.fc.Linear`` of
-    ``Module.fc.Linear.forward.0`` and ``.forward.1``; a module call without ``.forward`` is one of its own), in
-    order of first appearance; -1 for a node that is no module call. Computed once per run (the noise model's drift
-    of the trained weights, by module)."""
-    return graph.memo("module identities", lambda: _read_only(_module_identities(graph)))
-
-
-def _module_identities(graph: DumpGraph) -> np.ndarray:
-    rows = np.flatnonzero(graph.nodes.kind == NodeKind.MODULE)
-    names = [node_id.rpartition(".forward")[0] or node_id for node_id in map(graph.nodes.ids.__getitem__,
-                                                                             rows.tolist())]
-    identity = np.full(len(graph), -1, np.int64)
-    identity[rows] = string_codes(names)[0]
-    return identity
 
 
 def trained_parameters(graph: DumpGraph) -> np.ndarray:

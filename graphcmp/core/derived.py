@@ -10,7 +10,6 @@ from graphcmp.core.dataflow import (
     communication_calls,
     earliest_producers,
     forward_twins,
-    module_identities,
     run_fingerprints,
     trained_parameters,
 )
@@ -23,20 +22,19 @@ __all__ = ["derive_bench", "derive_npu", "derive_npu_aside", "derive_npu_here"]
 
 def derive_npu(npu: DumpGraph) -> None:
     """Compute what `compare_graphs` derives from the npu run alone, kept with the run (`DumpGraph.memo`): its
-    overflow levels and the noise model's producers, forward twins, communication calls, trained parameters and
-    module identities (`derive_npu_aside` and `derive_npu_here`, which `read_pair` runs in two processes at once)."""
+    overflow levels and the noise model's producers, forward twins, communication calls and trained parameters
+    (`derive_npu_aside` and `derive_npu_here`, which `read_pair` runs in two processes at once)."""
     derive_npu_aside(npu)
     derive_npu_here(npu)
 
 
 def derive_npu_aside(npu: DumpGraph) -> None:
     """The part of `derive_npu` that `read_pair` runs (``ahead``) in the process that read the npu run, once it
-    has handed the run over: the forward twins of the backward calls, the communication calls, the trained
-    parameters and the module identities (from the node ids: passes over them in Python, the larger part)."""
+    has handed the run over: the forward twins of the backward calls, the communication calls and the trained
+    parameters (from the node ids: passes over them in Python, the larger part)."""
     forward_twins(npu)
     communication_calls(npu)
     trained_parameters(npu)
-    module_identities(npu)
 
 
 def derive_npu_here(npu: DumpGraph) -> None:

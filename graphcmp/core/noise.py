@@ -66,18 +66,13 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from graphcmp.core.arrays import sorted_unique
-from graphcmp.core.dataflow import (
-    communication_calls,
-    earliest_producers,
-    forward_twins,
-    module_identities,
-    trained_parameters,
-)
+from graphcmp.core.dataflow import communication_calls, earliest_producers, forward_twins, trained_parameters
 from graphcmp.core.dtypes import normalize_dtype
 from graphcmp.core.hierarchy import execution_keys, node_levels
 from graphcmp.core.matching import MatchTable
@@ -968,33 +963,47 @@ def _drift_of_others(npu: DumpGraph, node: np.ndarray, error: np.ndarray, param:
     return np.where(at_top[_module_of(npu, np.arange(n))], second, top)
 
 
+def _module_name(node_id: str) -> str:
+    """The name every call of a module shares (``Module.fc.Linear`` of ``Module.fc.Linear.forward.0``)."""
+    return node_id.rpartition(".forward")[0] or node_id
+
+
 def _owner_keys(npu: DumpGraph, owners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`_module_identity` for the owner rows given only: a key per item of `owners` (equal for the calls of one
     module) and, per key, one of its rows."""
     distinct, at = np.unique(owners, return_inverse=True)
-    identity = module_identities(npu)
     is_module = npu.nodes.kind[distinct] == NodeKind.MODULE
-    keys, code = np.unique(np.where(is_module, identity[distinct], len(npu) + distinct), return_inverse=True)
-    first = np.zeros(len(keys), np.int64)
+    ids = npu.nodes.ids
+    names = [_module_name(ids[r]) if m else r for r, m in zip(distinct.tolist(), is_module.tolist())]
+    table: dict[str | int, int] = {}
+    code = np.array([table.setdefault(name, len(table)) for name in names], np.int64)
+    first = np.zeros(len(table), np.int64)
     first[code[::-1]] = distinct[::-1]
-    return code.reshape(-1)[at.reshape(-1)], first
+    return code[at.reshape(-1)], first
 
 
 def _rows_of_owner(npu: DumpGraph, row: int) -> np.ndarray:
     """The owner rows with `row`'s `_module_identity`: the calls of its module (`row` alone when not a module)."""
-    if npu.nodes.kind[row] != NodeKind.MODULE:
+    nodes = npu.nodes
+    if nodes.kind[row] != NodeKind.MODULE:
         return np.array([row])
-    identity = module_identities(npu)
-    return np.flatnonzero(identity == identity[row])
+    name = _module_name(nodes.ids[row])
+    modules = np.flatnonzero(nodes.kind == NodeKind.MODULE)
+    ids = list(map(nodes.ids.__getitem__, modules.tolist()))
+    maybe = np.flatnonzero(np.fromiter(map(str.startswith, ids, repeat(name)), bool, len(ids)))  # a name is a prefix
+    return modules[[k for k in maybe.tolist() if _module_name(ids[k]) == name]]
 
 
 def _module_identity(npu: DumpGraph) -> np.ndarray:
     """Per node, an id of the module it belongs to (a module's own, or an API call's parent's), the same
     for every call of that module (``Module.fc.Linear.forward.0`` and ``.forward.1``)."""
-    kind, parent = npu.nodes.kind, npu.nodes.parent
+    ids, kind, parent = npu.nodes.ids, npu.nodes.kind, npu.nodes.parent
     is_module = kind == NodeKind.MODULE
     module = np.where(is_module, np.arange(len(npu)), np.maximum(parent, 0))
-    identity = np.where(is_module, module_identities(npu), np.arange(len(npu)) + len(npu))  # no module's: its own
+    identity = np.arange(len(npu)) + len(npu)  # rows that are no module's: each its own
+    rows = np.flatnonzero(is_module)
+    names = list(map(_module_name, map(ids.__getitem__, rows.tolist())))
+    identity[rows] = string_codes(names)[0]  # numbered in order of first appearance
     return identity[module]
 
 

@@ -12,7 +12,7 @@ from graphcmp.core.dataflow import flow_edges, folded_sources, latest_producers
 from graphcmp.core.hierarchy import execution_keys
 from graphcmp.core.readers import read_graph
 from graphcmp.core.readers.msprobe import read_msprobe
-from graphcmp.core.records import Direction, NodeKind, Role
+from graphcmp.core.records import Direction, Role
 from graphcmp.samples import sample_pair
 from tests.conftest import DATA, shared
 
@@ -145,17 +145,3 @@ def test_trained_parameters_are_those_with_a_gradient_of_their_module_and_name()
     del data["Module.fc.Linear.parameters_grad"], data["Module.bn.BatchNorm2d.parameters_grad"]
     without = parse_msprobe({"data": data})
     assert np.array_equal(dataflow.trained_parameters(without), without.tensors.role == Role.PARAM)
-
-
-def test_module_identities_are_shared_by_the_forward_calls_of_one_module_only():
-    graph = read_msprobe(DATA / "cases28" / "recompute_clean_bf16" / "npu" / "step0" / "rank0")  # recomputed calls
-    ids, identity = graph.nodes.ids, dataflow.module_identities(graph)
-    by_name: dict[str, set[int]] = {}
-    for row, node_id in enumerate(ids):
-        if graph.nodes.kind[row] == NodeKind.MODULE:
-            by_name.setdefault(node_id.rpartition(".forward")[0] or node_id, set()).add(int(identity[row]))
-        else:
-            assert identity[row] == -1
-    assert all(len(codes) == 1 for codes in by_name.values())  # the calls of one module share one code
-    assert len({next(iter(codes)) for codes in by_name.values()}) == len(by_name)  # and no other module has it
-    assert any(len(np.flatnonzero(identity == code)) > 1 for code in set(identity[identity >= 0].tolist()))

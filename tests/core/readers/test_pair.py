@@ -34,8 +34,7 @@ def test_side_by_side_reads_what_one_process_reads(side_by_side, perturb_pair):
 
 def test_what_the_comparison_derives_from_the_npu_run_is_derived_ahead_and_used(side_by_side, perturb_pair):
     npu, bench = pair.read_pair(*perturb_pair, ahead=derive_npu)
-    assert {"overflow", "producers", "forward twins", "communication", "trained parameters",
-            "module identities"} <= set(npu._cache)
+    assert {"overflow", "producers", "forward twins", "communication", "trained parameters"} <= set(npu._cache)
     assert "forward twins" not in bench._cache  # the npu run's alone
     fresh = read_graph(perturb_pair[0])
     assert (dataflow.forward_twins(npu) >= 0).any()
@@ -105,8 +104,7 @@ def test_what_the_comparison_derives_from_either_run_is_derived_in_both_processe
                                 ahead_loaded=derive_npu_here)
     assert {"fingerprints", "execution_keys", "summed_beyond_range"} <= set(bench._cache)
     assert "forward twins" not in bench._cache
-    assert {"overflow", "producers", "forward twins", "communication", "trained parameters",
-            "module identities"} <= set(npu._cache)
+    assert {"overflow", "producers", "forward twins", "communication", "trained parameters"} <= set(npu._cache)
     assert not any(d.flags.writeable for d in npu._cache.values() if isinstance(d, np.ndarray))
     fresh = read_graph(perturb_pair[1])
     assert np.array_equal(dataflow.run_fingerprints(bench), dataflow.run_fingerprints(fresh))
@@ -149,8 +147,7 @@ def test_what_either_process_may_derive_is_derived_once_by_the_first_free(side_b
     npu, _bench = pair.read_pair(*perturb_pair, ahead=ahead, ahead_bench=ahead_bench, ahead_loaded=loaded)
     pids = done_by.read_text().split()
     assert len(pids) == 1 and (pids[0] == str(os.getpid())) == (slower == "reading process")
-    assert {"overflow", "producers", "forward twins", "communication", "trained parameters",
-            "module identities"} <= set(npu._cache)
+    assert {"overflow", "producers", "forward twins", "communication", "trained parameters"} <= set(npu._cache)
     fresh = read_graph(perturb_pair[0])
     for derived in (dataflow.earliest_producers, overflow_levels):
         assert np.array_equal(derived(npu), derived(fresh)) and not derived(npu).flags.writeable
