@@ -949,7 +949,7 @@ def _drift_of_others(npu: DumpGraph, node: np.ndarray, error: np.ndarray, param:
         top, second = drift[order[0]], drift[order[1]] if len(order) > 1 else 0.0
         return np.where(owner == order[0], second, top)
     # The same as above for a run with a root: the root owns no module, so some owner has no drift (0), and
-    # only the modules that own a parameter are grouped; the others' rows are found by the top one's.
+    # only the modules that own a parameter need their names; the others' rows are found by the top one's.
     owners = _module_of(npu, node[param])
     key, rows = _owner_keys(npu, owners)
     drift = np.zeros(len(rows))
