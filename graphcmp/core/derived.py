@@ -30,21 +30,21 @@ def derive_npu(npu: DumpGraph) -> None:
 
 def derive_npu_aside(npu: DumpGraph) -> None:
     """The part of `derive_npu` that `read_pair` runs (``ahead``) in the process that read the npu run, once it
-    has handed the run over: the forward twins of the backward calls and the communication calls (from the
-    node ids: a pass over them in Python, the larger part)."""
+    has handed the run over: the forward twins of the backward calls, the communication calls and the trained
+    parameters (from the node ids: passes over them in Python, the larger part; at 1M nodes it lasts as long as
+    the run's loading in the other process and `derive_npu_here` there)."""
     forward_twins(npu)
     communication_calls(npu)
+    trained_parameters(npu)
 
 
 def derive_npu_here(npu: DumpGraph) -> None:
     """The part of `derive_npu` that `read_pair` gives (``ahead_loaded``) to whichever process is free first: this
     one once it has loaded the npu run (while the reading process runs `derive_npu_aside`), or the reading process
     once it has run that: the overflow levels and the earliest producers (the tensors' fingerprints, the execution
-    keys), numpy passes over the tensor columns, and the trained parameters (with them, about as long as
-    `derive_npu_aside` at 35k and 1M nodes, plus the run's loading here)."""
+    keys), numpy passes over the tensor columns."""
     overflow_levels(npu)
     earliest_producers(npu)
-    trained_parameters(npu)
 
 
 def derive_bench(bench: DumpGraph) -> None:
