@@ -342,7 +342,7 @@ def _fresh_slots(report: Comparison, row: int, tensors: bool, beyond: float = 0.
     npu, noise = report.npu, report.noise
     t = npu.tensors
     rows = report.pairs.npu
-    fresh = np.flatnonzero(noise.fresh_pair)  # the few pairs to look at, of all the comparison's
+    fresh = np.flatnonzero(noise.fresh_pair)  # only these pairs can be such inputs: the others are not looked at
     picked = fresh[(t.node[rows[fresh]] == row) & (noise.pair_error[fresh] > beyond)]
     picked = picked[np.argsort(-np.nan_to_num(noise.pair_error[picked], nan=np.inf), kind="stable")]
     out = []

@@ -145,7 +145,7 @@ def build_in_background() -> bool:
     """Start building the kernel sets of `_BUILT_TOGETHER` in a detached process at the lowest priority, when one is
     not built and can be (`KernelSet.buildable`), and no build of any runs; whether it was started. Until they are
     built, a dump.json under `msprobe.BUILD_FROM_BYTES` is read by the chunked read, 2.5-2.7x slower
-    (bench/README.md), and the statistics metrics are computed by numpy, 5-8x slower."""
+    (bench/README.md), and the statistics metrics are computed by numpy, 4-6x slower."""
     sets = _BUILT_TOGETHER
     if any(kernels.building() for kernels in sets) or not any(kernels.buildable() for kernels in sets):
         return False
