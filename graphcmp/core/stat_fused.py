@@ -40,12 +40,18 @@ def _over(diff: float, scale: float) -> float:
 
 
 @numba.njit(inline="always")
+def _held_by_both(a: float, b: float) -> bool:
+    """The same value on both sides, NaN equal to NaN."""
+    return a == b or (a != a and b != b)
+
+
+@numba.njit(inline="always")
 def _nonfinite_error(a: float, b: float, error: float) -> float:
     """`metrics.mark_nonfinite` of one statistic: 0 when both hold the same non-finite value, inf when they differ,
     `error` when both are finite."""
     if math.isfinite(a) and math.isfinite(b):
         return error
-    return 0.0 if a == b or (a != a and b != b) else math.inf
+    return 0.0 if _held_by_both(a, b) else math.inf
 
 
 @numba.njit(inline="always")
@@ -80,7 +86,7 @@ def _rel_err_identical(npu_stats: np.ndarray, npu_present: np.ndarray, bench_sta
             if diff <= atol:
                 error = 0.0
             largest = _maximum(largest, _nonfinite_error(a, b, error))
-            same = same and (a == b or (a != a and b != b))
+            same = same and _held_by_both(a, b)
         rel_err[k] = np.rint(largest * _ROUND_SCALE) / _ROUND_SCALE
         identical[k] = same
 
@@ -126,7 +132,7 @@ def _nonfinite(npu_stats: np.ndarray, npu_recorded: np.ndarray, bench_stats: np.
         found = False
         for s in range(4):
             a, b = npu_stats[i, s], bench_stats[j, s]
-            if (math.isfinite(a) and math.isfinite(b)) or a == b or (a != a and b != b):
+            if (math.isfinite(a) and math.isfinite(b)) or _held_by_both(a, b):
                 continue
             if (npu_recorded[i, s] and not math.isfinite(a)) or (bench_recorded[j, s] and not math.isfinite(b)):
                 found = True
