@@ -24,7 +24,7 @@ from graphcmp.core.derived import derive_bench, derive_npu
 from graphcmp.core.judge import _nonfinite_pairs
 from graphcmp.core.metrics import by_blocks
 from graphcmp.core.noise import _stat_errors
-from graphcmp.core.overflow import summed_beyond_range
+from graphcmp.core.overflow import recorded_statistics
 from graphcmp.core.pairing import stat_metrics
 from graphcmp.core.readers import read_graph
 from graphcmp.core.rules import Thresholds
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     report = compare_graphs(npu, bench)
     i, j = report.pairs.npu, report.pairs.bench
     nt, bt = npu.tensors, bench.tensors
-    npu_recorded, bench_recorded = nt.present & ~summed_beyond_range(npu), bt.present & ~summed_beyond_range(bench)
+    npu_recorded, bench_recorded = recorded_statistics(npu), recorded_statistics(bench)
     count = np.ones(len(i))
     built, unbuilt = stat_kernels.KERNELS.built, _unbuilt
 

@@ -21,7 +21,7 @@ from graphcmp.core.hierarchy import node_levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.metrics import by_blocks, is_nonfinite
 from graphcmp.core.noise import NodeRole, NoiseModel, element_count
-from graphcmp.core.overflow import summed_beyond_range
+from graphcmp.core.overflow import recorded_statistics
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import (
     STAT_NAMES,
@@ -178,8 +178,7 @@ def _nonfinite_pairs(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs) -> np
     Mean or Norm summed beyond the dtype's range while Max and Min are finite (`summed_beyond_range`) is no overflow
     of the tensor: that statistic is not recorded."""
     nt, bt = npu.tensors, bench.tensors
-    npu_present = nt.present & ~summed_beyond_range(npu)
-    bench_present = bt.present & ~summed_beyond_range(bench)
+    npu_present, bench_present = recorded_statistics(npu), recorded_statistics(bench)
     compiled = stat_kernels.nonfinite(nt.stats, npu_present, bt.stats, bench_present, pairs.npu, pairs.bench)
     if compiled is not None:
         return compiled

@@ -78,7 +78,7 @@ from graphcmp.core.hierarchy import execution_keys, node_levels
 from graphcmp.core.matching import MatchTable
 from graphcmp.core.matching.by_api import is_cross_framework
 from graphcmp.core.metrics import by_blocks, mark_nonfinite, rows_max
-from graphcmp.core.overflow import OverflowLevel, summed_beyond_range
+from graphcmp.core.overflow import OverflowLevel, recorded_statistics, summed_beyond_range
 from graphcmp.core.pairing import TensorPairs
 from graphcmp.core.records import (
     Direction,
@@ -642,7 +642,7 @@ def _pair_errors(npu: DumpGraph, bench: DumpGraph, pairs: TensorPairs, npu_unit:
     i, j = pairs.npu, pairs.bench
     npu_beyond, bench_beyond = summed_beyond_range(npu), summed_beyond_range(bench)  # a Norm summed beyond float16's
     # range: not recorded; taken a block of pairs at a time (whole (n, 4) masks were 46 MB more at the model's peak)
-    compiled = stat_errors(nt.stats, nt.present & ~npu_beyond, bt.stats, bt.present & ~bench_beyond, i, j, count)
+    compiled = stat_errors(nt.stats, recorded_statistics(npu), bt.stats, recorded_statistics(bench), i, j, count)
     error, first_stat, magnitude_a, magnitude_b = compiled if compiled is not None else by_blocks(
         lambda i, j, count: _stat_errors(nt.stats[i], bt.stats[j], nt.present[i] & ~npu_beyond[i] & bt.present[j]
                                          & ~bench_beyond[j], count),

@@ -34,6 +34,7 @@ __all__ = [
     "overflow_levels",
     "read_overflow_records",
     "recorded_overflow",
+    "recorded_statistics",
     "summed_beyond_range",
 ]
 
@@ -102,14 +103,19 @@ def _tensor_overflow(graph: DumpGraph) -> tuple[np.ndarray, np.ndarray]:
     of |Max| and |Min|), computed in blocks of rows. A Mean or Norm summed beyond a half-precision range by
     the dump (`summed_beyond_range`) is no overflow of the tensor."""
     t = graph.tensors
-    present = t.present & ~summed_beyond_range(graph)
-    return by_blocks(_overflow_rows, t.stats, present, _limits(graph))
+    return by_blocks(_overflow_rows, t.stats, recorded_statistics(graph), _limits(graph))
 
 
 def _limits(graph: DumpGraph) -> np.ndarray:
     """Per tensor, the largest finite value of its dtype where it is half precision (inf otherwise)."""
     code, names = string_codes(graph.tensors.dtype)
     return np.array([DTYPE_LIMITS.get(normalize_dtype(d), np.inf) for d in names] + [np.inf])[code]
+
+
+def recorded_statistics(graph: DumpGraph) -> np.ndarray:
+    """Per tensor and statistic, True where the dump recorded it (`TensorTable.present`) and did not sum it beyond its
+    half-precision range (`summed_beyond_range`): the statistics a comparison measures."""
+    return graph.tensors.present & ~summed_beyond_range(graph)
 
 
 def summed_beyond_range(graph: DumpGraph) -> np.ndarray:
