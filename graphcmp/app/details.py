@@ -204,7 +204,7 @@ def _shards(model: ViewModel, rows: dict[str, int]) -> list:
         body = []
         t = graph.tensors
         disagreeing = set(shards.disagreeing().tolist())
-        for k in sorted(graph.tensor_rows(graph.nodes.ids[row]).tolist(),
+        for k in sorted(graph.tensor_rows_at(row).tolist(),
                         key=lambda k: (_ROLE_ORDER.get(Role(int(t.role[k])), 9), _slot_key(t.slot[k]))):
             body.extend(_shard_rows(graph, shards, k, k in disagreeing))
             if len(body) >= _MAX_SHARD_ROWS:

@@ -383,7 +383,7 @@ def _input_name(npu: DumpGraph, row: int, tensor: int) -> str:
     module = row if npu.nodes.kind[row] == NodeKind.MODULE else _module_row(npu, row)
     if module < 0:
         return name
-    params = [k for k in npu.tensor_rows(npu.nodes.ids[module]).tolist() if t.role[k] == Role.PARAM]
+    params = [k for k in npu.tensor_rows_at(module).tolist() if t.role[k] == Role.PARAM]
     same = [k for k in params if t.slot[k] == name]
     if not same and role == Role.INPUT:  # an argument that is the module's parameter (the same statistics)
         same = [k for k in params if t.present[k].all() and np.array_equal(t.stats[k], t.stats[tensor])]

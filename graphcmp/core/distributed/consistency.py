@@ -191,7 +191,7 @@ def _collectives(graphs: Mapping[int, DumpGraph], layout: ParallelLayout, checke
 
 def _tensor(graph: DumpGraph, row: int, role: int, slot: str) -> tuple[np.ndarray, np.ndarray] | None:
     t = graph.tensors
-    for k in graph.tensor_rows(graph.nodes.ids[row]).tolist():
+    for k in graph.tensor_rows_at(row).tolist():
         if t.role[k] == role and t.slot[k] == slot and t.shape[k] not in ("", "scalar"):
             return t.stats[k], t.present[k]
     return None

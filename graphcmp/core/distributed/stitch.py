@@ -348,7 +348,7 @@ def _build(stages: Sequence[StageRun], nodes: dict[str, _Node], info: RunInfo) -
 
 def _node_tensors(stages: Sequence[StageRun], node: _Node) -> list[tuple[int, int]]:
     """Tensor rows a logical node takes: inputs from its first source, outputs from its last, parameters once."""
-    by_source = [(index, stages[index].graph.tensor_rows(stages[index].graph.nodes.ids[row]).tolist())
+    by_source = [(index, stages[index].graph.tensor_rows_at(row).tolist())
                  for index, row in node.sources]
     if len(by_source) == 1:
         index, rows = by_source[0]

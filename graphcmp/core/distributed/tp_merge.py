@@ -234,7 +234,7 @@ def _linear(ref: DumpGraph, stem: str, is_column: bool, calls: dict[str, list[in
     rows = calls.get("forward", []) + calls.get("grad", [])
     weight = inp = out = None
     for row in rows:
-        for k in ref.tensor_rows(ref.nodes.ids[row]).tolist():
+        for k in ref.tensor_rows_at(row).tolist():
             dims = parse_shape(t.shape[k])
             role = int(t.role[k])
             if role in (Role.PARAM, Role.PARAM_GRAD) and t.slot[k] == "weight" and dims and len(dims) == 2:
@@ -376,7 +376,7 @@ def _partials(ref: DumpGraph, runs: Sequence[tuple[int, DumpGraph]], pos: list[n
     ends = subtree_rows(ref.nodes.parent) if reduces else None
     fps = [_fingerprints(g.tensors) for _, g in runs]
     for reduce_row, module_row in reduces.items():
-        rows = ref.tensor_rows(ref.nodes.ids[reduce_row]).tolist()
+        rows = ref.tensor_rows_at(reduce_row).tolist()
         inp = next((k for k in rows if t.role[k] == Role.INPUT and t.slot[k] == "0"), None)
         out = next((k for k in rows if t.role[k] == Role.OUTPUT and t.slot[k] == "0"), None)
         if inp is None or out is None:
@@ -402,7 +402,7 @@ def _structural(ref: DumpGraph, linears: dict[str, _Linear], kind: np.ndarray, d
     for name, lin in linears.items():
         for call, rows in calls.get(name, {}).items():
             for row in rows:
-                for k in ref.tensor_rows(ref.nodes.ids[row]).tolist():
+                for k in ref.tensor_rows_at(row).tolist():
                     if kind[k] != _UNSET:
                         continue
                     rule = _role_rule(lin, call, int(t.role[k]), t.slot[k])
