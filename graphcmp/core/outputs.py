@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -164,13 +165,81 @@ def _temporary(path: str | os.PathLike[str]) -> Iterator[tuple[int, Path]]:
         yield handle, tmp
         if kind := _special_kind(path):  # appeared while writing
             raise OutputError(f"{path}: is a {kind}, not a file; write the result elsewhere")
-        tmp.replace(path)
+        _replace(tmp, path)
     except OSError as err:
         _remove(tmp)
         raise OutputError(f"{path}: cannot write ({err.strerror or err})") from err
     except BaseException:
         _remove(tmp)
         raise
+
+
+FREED_ELSEWHERE_BYTES = 8 << 20
+"""A file at least this large that a write replaces is freed by a process of its own (`_replace`)."""
+_SPAWNED: list[int] = []  # those processes, until reaped
+
+
+def _replace(tmp: Path, path: Path) -> None:
+    """Rename `tmp` to `path`; the file `path` held before, when large, is freed by a short-lived process.
+
+    Whoever drops a file's last reference frees its blocks, and this process would wait for it: replacing a
+    700 MB result took 0.27-0.8 s on ext4 (`bench/bench_replace.py`), a rerun into the same name. Holding the old
+    file open across the rename keeps it, and a spawned `true` holding it too drops the last reference as it
+    exits.
+    """
+    old = _open_large(path)
+    try:
+        tmp.replace(path)
+    finally:
+        if old is not None:
+            _close_elsewhere(old)
+
+
+def _open_large(path: Path) -> int | None:
+    """A descriptor of the regular file at `path` when it is large and this is its only name, else None."""
+    if _true() is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    info = os.fstat(fd)
+    if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_size >= FREED_ELSEWHERE_BYTES:
+        return fd
+    os.close(fd)
+    return None
+
+
+def _close_elsewhere(fd: int) -> None:
+    """Close `fd` here, with a spawned `true` holding it (as descriptor 3, its output to the null device) so that
+    its exit, not this process, drops the last reference; where it cannot be spawned, here."""
+    _reap()
+    null = [(os.POSIX_SPAWN_OPEN, k, os.devnull, os.O_RDWR, 0) for k in (0, 1, 2)]
+    try:
+        _SPAWNED.append(os.posix_spawn(_true(), ["true"], {}, file_actions=[*null, (os.POSIX_SPAWN_DUP2, fd, 3)]))
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _reap() -> None:
+    """Collect the spawned processes that have exited (a long-lived process writes many results)."""
+    for pid in list(_SPAWNED):
+        try:
+            done = os.waitpid(pid, os.WNOHANG)[0] != 0
+        except ChildProcessError:  # collected by someone else
+            done = True
+        if done:
+            _SPAWNED.remove(pid)
+
+
+@functools.cache
+def _true() -> str | None:
+    """The system's ``true`` where processes can be spawned, else None."""
+    if not hasattr(os, "posix_spawn"):
+        return None
+    return next((p for p in ("/bin/true", "/usr/bin/true") if os.access(p, os.X_OK)), None)
 
 
 def _create(path: Path) -> tuple[int, Path]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 
 import pytest
 
+from graphcmp.core import outputs
 from graphcmp.core.errors import OutputError
 from graphcmp.core.outputs import atomic_output, atomic_path, checked_folder, checked_output, write_atomic
 
@@ -78,3 +80,61 @@ def test_a_results_folder_is_not_a_file(tmp_path):
         checked_folder(tmp_path / "plain")
     (tmp_path / "old.json").mkdir()  # an existing folder, whatever its name
     assert checked_folder(tmp_path / "old.json").name == "old.json"
+
+
+def _held_inodes() -> set[int]:
+    """Inodes of the regular files this process holds open."""
+    held = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            info = os.stat(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            held.add(info.st_ino)
+    return held
+
+
+def _wait_reaped(timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while outputs._SPAWNED and time.monotonic() < deadline:
+        outputs._reap()
+        time.sleep(0.01)
+    assert not outputs._SPAWNED
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd") or outputs._true() is None, reason="needs /proc and true")
+def test_a_large_replaced_result_is_freed_by_a_spawned_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(outputs, "FREED_ELSEWHERE_BYTES", 1000)
+    target, seen = tmp_path / "cmp.npz", tmp_path / "seen"
+    target.write_bytes(b"o" * 1000)
+    old_inode = target.stat().st_ino
+    script = tmp_path / "holder"  # stands in for `true`: says which file it was given as descriptor 3
+    script.write_text(f"#!/bin/sh\nstat -L -c %i /proc/self/fd/3 > {seen}\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(outputs, "_true", lambda: str(script))
+    write_atomic(target, b"new")
+    assert target.read_bytes() == b"new" and old_inode not in _held_inodes()
+    _wait_reaped()
+    assert int(seen.read_text()) == old_inode
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cmp.npz", "holder", "seen"]
+
+
+def test_small_linked_or_unspawnable_replaced_files_are_freed_here(tmp_path, monkeypatch):
+    spawned = []
+    monkeypatch.setattr(os, "posix_spawn", lambda *a, **k: spawned.append(a) or 0)
+    target = tmp_path / "cmp.npz"
+    target.write_bytes(b"o" * 100)
+    write_atomic(target, b"small")  # below the size: nothing spawned
+    monkeypatch.setattr(outputs, "FREED_ELSEWHERE_BYTES", 10)
+    os.link(target, tmp_path / "kept.npz")
+    write_atomic(target, b"linked")  # another name keeps the file: nothing to free
+    assert not spawned and (tmp_path / "kept.npz").read_bytes() == b"small"
+
+    def refused(*_, **__):
+        raise OSError("no processes left")
+
+    monkeypatch.setattr(os, "posix_spawn", refused)
+    before = _held_inodes()
+    write_atomic(target, b"refused")
+    assert target.read_bytes() == b"refused" and _held_inodes() <= before
