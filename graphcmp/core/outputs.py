@@ -15,7 +15,7 @@ import errno
 import functools
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -175,24 +175,56 @@ def _temporary(path: str | os.PathLike[str]) -> Iterator[tuple[int, Path]]:
 
 
 FREED_ELSEWHERE_BYTES = 8 << 20
-"""A file at least this large that a write replaces is freed by a process of its own (`_replace`)."""
+"""A file at least this large that a write replaces is swapped out and freed by a process of its own (`_replace`)."""
 _SPAWNED: list[int] = []  # those processes, until reaped
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2  # linux/fcntl.h, linux/fs.h
 
 
 def _replace(tmp: Path, path: Path) -> None:
-    """Rename `tmp` to `path`; the file `path` held before, when large, is freed by a short-lived process.
+    """Rename `tmp` to `path`, at once even when `path` holds a large file.
 
-    Whoever drops a file's last reference frees its blocks, and this process would wait for it: replacing a
-    700 MB result took 0.27-0.8 s on ext4 (`bench/bench_replace.py`), a rerun into the same name. Holding the old
-    file open across the rename keeps it, and a spawned `true` holding it too drops the last reference as it
-    exits.
+    Renaming over a file costs the renaming process twice on ext4: the new file's delayed blocks are allocated
+    and its writeback started (``auto_da_alloc``, only when the rename replaces a file), and the old file's
+    blocks are freed by whoever drops its last reference. A 650 MB result written over an older one took
+    0.4-0.85 s so (`bench/bench_replace.py`). Here the two names are swapped atomically instead (``renameat2``
+    with ``RENAME_EXCHANGE``, which replaces nothing), the old file is unlinked while this process holds it
+    open, and a spawned `true` holding it too drops the last reference as it exits. Where a swap is not
+    available (another system, a file system without it) the rename replaces the file as before.
     """
     old = _open_large(path)
-    try:
+    if old is None:
         tmp.replace(path)
+        return
+    try:
+        if _exchange(tmp, path):
+            with contextlib.suppress(OSError):  # the result is in place: the old file under `tmp` only wastes space
+                tmp.unlink()
+        else:
+            tmp.replace(path)
     finally:
-        if old is not None:
-            _close_elsewhere(old)
+        _close_elsewhere(old)
+
+
+def _exchange(tmp: Path, path: Path) -> bool:
+    """Swap the files named `tmp` and `path` atomically; False where this system or file system cannot."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    return renameat2(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE) == 0
+
+
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    """The C library's ``renameat2`` (Linux, glibc 2.28 or later), else None."""
+    import ctypes  # numpy has loaded it already
+
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
 
 
 def _open_large(path: Path) -> int | None:

@@ -138,3 +138,18 @@ def test_small_linked_or_unspawnable_replaced_files_are_freed_here(tmp_path, mon
     before = _held_inodes()
     write_atomic(target, b"refused")
     assert target.read_bytes() == b"refused" and _held_inodes() <= before
+
+
+@pytest.mark.parametrize("swap", ["swapped", "no swap here", "swap refused"])
+def test_a_large_result_takes_the_place_of_the_old_one_whatever_the_swap(tmp_path, monkeypatch, swap):
+    monkeypatch.setattr(outputs, "FREED_ELSEWHERE_BYTES", 1000)
+    if swap == "no swap here":
+        monkeypatch.setattr(outputs, "_renameat2", lambda: None)
+    elif swap == "swap refused":  # a file system without RENAME_EXCHANGE: EINVAL
+        monkeypatch.setattr(outputs, "_renameat2", lambda: lambda *_: -1)
+    target = tmp_path / "cmp.npz"
+    target.write_bytes(b"o" * 2000)
+    with atomic_output(target) as f:
+        f.write(b"n" * 3000)
+    assert target.read_bytes() == b"n" * 3000 and os.listdir(tmp_path) == ["cmp.npz"]
+    _wait_reaped()
