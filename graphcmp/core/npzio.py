@@ -28,9 +28,12 @@ import mmap
 import os
 import struct
 import zipfile
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
@@ -50,6 +53,10 @@ _ALIGN = 64
 _MAGIC = b"PK\x03\x04"
 _PAD_ID = 0xD935  # a zip extra field that only pads (the id zipalign uses)
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+_CENTRAL_HEADER = struct.Struct("<4sHHHHHHIIIHHHHHII")
+_DOS_DATE = 0x21  # 1980-01-01, the date of every member (time 00:00): a result's bytes do not depend on the clock
+ZIP64_LIMIT = (1 << 31) - 1
+"""Sizes and offsets above this take zip64 records (`zipfile`'s limit: readers that read 32-bit fields as signed)."""
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 """Types `_split` leaves as they are (JSON values holding no column)."""
 
@@ -66,10 +73,84 @@ def is_npz(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A member written: what the central directory says of it."""
+
+    name: bytes
+    offset: int  # of its local header
+    size: int
+    crc: int
+    utf8: bool  # its name is not plain ASCII
+
+
+class _StoredZip:
+    """A zip file of stored members written one after the other, each in one pass: its size and checksum are known
+    before it is written (`zipfile`, which streams a member, goes back to rewrite its header: 60 us a member, a
+    result has 120-240 of them), then the central directory (`close`). Sizes and offsets past `ZIP64_LIMIT` take
+    zip64 records, as `zipfile` writes them. `entries` are the members already in `raw` (`begin_npz`'s), which
+    the next member follows."""
+
+    def __init__(self, raw: BinaryIO, entries: Sequence[_Entry] = ()) -> None:
+        self.raw = raw
+        self.entries = list(entries)
+
+    def add(self, name: str, parts: Sequence[bytes | memoryview], align: int = 1) -> None:
+        """A member of the bytes of `parts`, its data starting at a multiple of `align` in the file."""
+        crc, size = 0, 0
+        for part in parts:
+            crc, size = zlib.crc32(part, crc), size + len(part)
+        encoded, offset = name.encode(), self.raw.tell()
+        zip64 = size > ZIP64_LIMIT
+        fixed = _LOCAL_HEADER.size + len(encoded) + (20 if zip64 else 0)
+        pad = -(offset + fixed + 4) % align
+        extra = (struct.pack("<HHQQ", 1, 16, size, size) if zip64 else b"") + struct.pack("<HH", _PAD_ID, pad)
+        entry = _Entry(encoded, offset, size, crc, not name.isascii())
+        stored = 0xFFFFFFFF if zip64 else size
+        self.raw.write(_LOCAL_HEADER.pack(_MAGIC, 45 if zip64 else 20, _flags(entry), 0, 0, _DOS_DATE, crc, stored,
+                                          stored, len(encoded), len(extra) + pad) + encoded + extra + bytes(pad))
+        for part in parts:
+            self.raw.write(part)
+        self.entries.append(entry)
+
+    def close(self) -> None:
+        """Write the central directory and the end records."""
+        start = self.raw.tell()
+        for entry in self.entries:
+            big = [v for v in (entry.size, entry.size) if v > ZIP64_LIMIT] + (
+                [entry.offset] if entry.offset > ZIP64_LIMIT else [])
+            extra = struct.pack(f"<HH{len(big)}Q", 1, 8 * len(big), *big) if big else b""
+            size, offset = (0xFFFFFFFF if v > ZIP64_LIMIT else v for v in (entry.size, entry.offset))  # in `extra`
+            version = 45 if big else 20
+            self.raw.write(_CENTRAL_HEADER.pack(b"PK\x01\x02", 0x300 | version, version, _flags(entry), 0, 0,
+                                                _DOS_DATE, entry.crc, size, size, len(entry.name), len(extra), 0,
+                                                0, 0, 0o600 << 16, offset) + entry.name + extra)
+        end = self.raw.tell()
+        count, size = len(self.entries), end - start
+        if count >= 0xFFFF or start > ZIP64_LIMIT or size > ZIP64_LIMIT:
+            self.raw.write(struct.pack("<4sQHHIIQQQQ", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, size, start))
+            self.raw.write(struct.pack("<4sIQI", b"PK\x06\x07", 0, end, 1))
+            count, size, start = min(count, 0xFFFF), min(size, 0xFFFFFFFF), min(start, 0xFFFFFFFF)
+        self.raw.write(struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, count, count, size, start, 0))
+
+
+def _flags(entry: _Entry) -> int:
+    return 0x800 if entry.utf8 else 0  # bit 11: the name is UTF-8
+
+
+def _entries(raw: BinaryIO) -> tuple[list[_Entry], int]:
+    """The members of the zip in `raw` (one `begin_npz` wrote) and where its central directory starts."""
+    with zipfile.ZipFile(raw) as zf:
+        infos = zf.infolist()
+        start = zf.start_dir
+    return [_Entry(info.orig_filename.encode(), info.header_offset, info.file_size, info.CRC,
+                   bool(info.flag_bits & 0x800)) for info in infos], start
+
+
 class _Writer:
     """Members of one container, written as they come (each column once, never the whole file in memory)."""
 
-    def __init__(self, zf: zipfile.ZipFile) -> None:
+    def __init__(self, zf: _StoredZip) -> None:
         self.zf = zf
 
     def array(self, name: str, values: np.ndarray) -> None:
@@ -77,16 +158,7 @@ class _Writer:
         if values.dtype.hasobject:
             raise TypeError(f"{name}: object arrays are not stored")
         header = _npy_header(values.dtype, values.shape)  # C order: made contiguous above
-        info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-        info.compress_type = zipfile.ZIP_STORED
-        size = len(header) + values.nbytes
-        zip64 = size > zipfile.ZIP64_LIMIT
-        fixed = _LOCAL_HEADER.size + len(info.filename.encode()) + (20 if zip64 else 0)
-        pad = -(self.zf.fp.tell() + fixed + 4) % _ALIGN  # data starts on a 64-byte boundary
-        info.extra = struct.pack("<HH", _PAD_ID, pad) + b"\0" * pad
-        with self.zf.open(info, "w", force_zip64=zip64) as f:
-            f.write(header)
-            f.write(memoryview(values.reshape(-1)).cast("B"))
+        self.zf.add(f"{name}.npy", (header, memoryview(values.reshape(-1)).cast("B")), _ALIGN)
 
     def strings(self, name: str, values: tuple[str, ...] | list[str]) -> dict[str, Any]:
         blob = np.frombuffer("\0".join(values).encode(), np.uint8)
@@ -163,12 +235,17 @@ def write_npz(path: str | os.PathLike[str], document: dict[str, Any], *,
     with atomic_path(path) as tmp:
         if begun is not None:
             os.replace(begun[0], tmp)
-        with tmp.open("r+b" if begun else "wb") as raw, zipfile.ZipFile(raw, "a" if begun else "w",
-                                                                         zipfile.ZIP_STORED) as zf:
+        with tmp.open("r+b" if begun else "wb") as raw:
+            entries: list[_Entry] = []
+            if begun is not None:
+                entries, start = _entries(raw)
+                raw.seek(start)
+                raw.truncate()
+            zf = _StoredZip(raw, entries)
             writer, done = _Writer(zf), begun[1] if begun else {}
             tree = {k: done[k] if k in done else _split(v, str(k), writer) for k, v in document.items()}
-            info = zipfile.ZipInfo(DOCUMENT_MEMBER, date_time=(1980, 1, 1, 0, 0, 0))
-            zf.writestr(info, orjson.dumps(tree, option=orjson.OPT_SERIALIZE_NUMPY))
+            zf.add(DOCUMENT_MEMBER, (orjson.dumps(tree, option=orjson.OPT_SERIALIZE_NUMPY),))
+            zf.close()
 
 
 def begin_npz(path: Path, part: dict[str, Any]) -> dict[str, Any]:
@@ -177,9 +254,11 @@ def begin_npz(path: Path, part: dict[str, Any]) -> dict[str, Any]:
 
     Another process can write them while this one computes the rest of the document.
     """
-    with path.open("wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED) as zf:
-        writer = _Writer(zf)
-        return {k: _split(v, str(k), writer) for k, v in part.items()}
+    with path.open("wb") as raw:
+        zf = _StoredZip(raw)
+        references = {k: _split(v, str(k), _Writer(zf)) for k, v in part.items()}
+        zf.close()
+    return references
 
 
 def _split(value: Any, name: str, writer: _Writer) -> Any:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import struct
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import orjson
@@ -46,13 +48,16 @@ def test_numpy_opens_the_columns_aligned(saved):
     with np.load(npz) as columns:
         np.testing.assert_array_equal(columns["npu.nodes.parent"], report.npu.nodes.parent)
         np.testing.assert_array_equal(columns["verdicts.status"], report.verdicts.status)
+    raw = Path(npz).read_bytes()
     with zipfile.ZipFile(npz) as zf:
+        assert zf.testzip() is None  # every member's checksum
         doc = json.loads(zf.read(DOCUMENT_MEMBER))
         assert doc["format"] == "graphcmp.compare" and doc["npu"]["nodes"]["parent"] == {"$npy": "npu.nodes.parent"}
         for info in zf.infolist():
             assert info.compress_type == zipfile.ZIP_STORED
             if info.filename.endswith(".npy"):  # every column starts on a 64-byte boundary: mapped, not copied
-                start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+                name_length, extra_length = struct.unpack_from("<HH", raw, info.header_offset + 26)  # local header's
+                start = info.header_offset + 30 + name_length + extra_length
                 header_len = 10 + int.from_bytes(zf.read(info.filename)[8:10], "little")
                 assert (start + header_len) % 64 == 0, info.filename
     back = load_report(npz)
@@ -267,3 +272,61 @@ def test_unique_texts_are_stored_as_strings_without_counting_them(tmp_path, monk
     with zipfile.ZipFile(tmp_path / "u.npz") as u, zipfile.ZipFile(tmp_path / "t.npz") as t:
         assert u.namelist() == t.namelist() and all(u.read(n) == t.read(n) for n in u.namelist())
     assert read_npz(tmp_path / "u.npz") == {"unique": list(ids), "short": list(ids[:3])}
+
+
+def _document(rng: np.random.Generator) -> dict:
+    return {"format": "x", "a": rng.standard_normal(300), "b": {"c": np.arange(50, dtype=np.int16)},
+            "names": [f"näme{k}" for k in range(70)], "ünïcode": np.ones(3, bool), "small": [1, 2.5, None]}
+
+
+def _same(back: dict, document: dict) -> None:
+    np.testing.assert_array_equal(back["a"], document["a"])
+    np.testing.assert_array_equal(back["b"]["c"], document["b"]["c"])
+    np.testing.assert_array_equal(back["ünïcode"], document["ünïcode"])
+    assert back["names"] == document["names"] and back["small"] == document["small"]
+
+
+@pytest.mark.parametrize("limit", [npzio.ZIP64_LIMIT, 100, 0])
+def test_the_container_is_a_zip_every_reader_opens_with_or_without_zip64_records(tmp_path, monkeypatch, limit):
+    """Below `limit` plain records; above it (sizes, offsets, the central directory) zip64 ones, as zipfile writes."""
+    monkeypatch.setattr(npzio, "ZIP64_LIMIT", limit)
+    document = _document(np.random.default_rng(limit))
+    whole, part = tmp_path / "whole.npz", tmp_path / "part.npz"
+    write_npz(whole, document)
+    references = npzio.begin_npz(part, {"a": document["a"], "names": document["names"]})
+    write_npz(tmp_path / "finished.npz", document, begun=(part, references))
+    for path in (whole, tmp_path / "finished.npz"):
+        with zipfile.ZipFile(path) as zf:
+            assert zf.testzip() is None
+            assert sorted(zf.namelist()) == sorted(set(zf.namelist()))  # the part's members once
+            assert any(i.flag_bits & 0x800 for i in zf.infolist())  # a non-ASCII name says it is UTF-8
+        with np.load(path) as columns:
+            np.testing.assert_array_equal(columns["a"], document["a"])
+        _same(read_npz(path), document)
+        if limit == 0:
+            _all_zip64(path)
+    assert not part.exists()
+
+
+def _all_zip64(path: Path) -> None:
+    """Every size and offset above 0 is in zip64 records: marked 0xFFFFFFFF where the plain fields are."""
+    raw = path.read_bytes()
+    with zipfile.ZipFile(path) as zf:
+        infos, at = zf.infolist(), zf.start_dir
+    assert raw.count(b"PK\x06\x06") >= 1 and raw.count(b"PK\x06\x07") >= 1  # zip64 end record and locator
+    for info in infos:
+        assert struct.unpack_from("<II", raw, info.header_offset + 18) == (0xFFFFFFFF, 0xFFFFFFFF)  # local sizes
+        sizes_and_offset = struct.unpack_from("<II", raw, at + 20) + struct.unpack_from("<I", raw, at + 42)
+        offset = 0xFFFFFFFF if info.header_offset > 0 else 0  # the first member's offset, 0, is no larger
+        assert sizes_and_offset == (0xFFFFFFFF, 0xFFFFFFFF, offset), info.filename
+        name, extra, comment = struct.unpack_from("<HHH", raw, at + 28)
+        at += 46 + name + extra + comment
+
+
+def test_more_members_than_a_plain_zip_counts(tmp_path):
+    document = {f"c{k}": np.array([k], np.int32) for k in range(0x10000)}
+    write_npz(tmp_path / "many.npz", document)
+    with zipfile.ZipFile(tmp_path / "many.npz") as zf:
+        assert len(zf.infolist()) == 0x10001
+    back = read_npz(tmp_path / "many.npz")
+    assert back["c65535"].tolist() == [65535] and len(back) == 0x10000
