@@ -366,6 +366,10 @@ def read_graph(path, *args, **kwargs):
     mark(("npu" if os.fspath(path) == npu_path else "bench") + " read end")
     return graph
 pair.read_graph = read_graph
+for name, label in (("derive_npu_aside", "npu derived aside"), ("derive_npu_here", "npu derived here"),
+                    ("derive_bench", "bench derived")):  # in whichever process runs them
+    timed(command, name, label, ends_only=True)
+timed(pair, "load_run", "npu run loaded", ends_only=True)
 load = command._load_comparison
 def load_comparison():
     load()
