@@ -9,8 +9,10 @@ node names must have been added by then: a format that implies parents (msprobe)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 from itertools import chain, pairwise, repeat
 from operator import is_, itemgetter
 from typing import Any
@@ -42,6 +44,7 @@ __all__ = [
     "levels",
     "node_levels",
     "rebuild_graph",
+    "reusing_node_tables",
     "subtree_rows",
     "too_deep",
 ]
@@ -55,6 +58,41 @@ MIN_GROUP_RUN = 2
 
 
 _API = int(NodeKind.API)  # plain int: enum comparisons are slow in per-node loops
+
+
+REUSE_MAX_NODES = 50_000
+"""Largest node table `reusing_node_tables` keeps for the next build."""
+
+
+@dataclass(frozen=True, slots=True)
+class _BuiltNodes:
+    """What a build made of its nodes alone: their order (each row's builder row) and their table."""
+
+    order: np.ndarray
+    table: NodeTable
+    stacks: tuple[tuple[str, ...], ...]
+
+
+@dataclass(slots=True)
+class _LastBuild:
+    inputs: tuple | None = None
+    nodes: _BuiltNodes | None = None
+
+
+_LAST_BUILD: ContextVar[_LastBuild | None] = ContextVar("_LAST_BUILD", default=None)
+
+
+@contextmanager
+def reusing_node_tables() -> Iterator[None]:
+    """Within the block, a build given the same nodes as the build before it (ids, parents, kinds, order keys,
+    stacks: all it makes the node table of; of at most `REUSE_MAX_NODES` nodes) takes that build's node table (a
+    frozen record: the two graphs share it) and only places its own tensors. The ranks of a job and the two runs
+    of a pair usually have one model: a batch reads them one after the other. The graphs are the same either way."""
+    token = _LAST_BUILD.set(_LastBuild())
+    try:
+        yield
+    finally:
+        _LAST_BUILD.reset(token)
 
 
 class HierarchyBuilder:
@@ -261,6 +299,10 @@ class HierarchyBuilder:
             If a node names a parent that was never added (the reader must add or drop it).
         """
         self._apply_stacks()
+        reuse = _LAST_BUILD.get()
+        inputs = self._node_inputs(group_apis) if reuse is not None and not self._edges else None
+        if inputs is not None and reuse.inputs == inputs:  # type: ignore[union-attr]
+            return self._with_nodes(info, reuse.nodes)  # type: ignore[union-attr, arg-type]
         root = self._add_root()
         if unknown := next(iter(self.missing_parents()), None):
             raise InternalError(f"{info.path}: the reader named parent {unknown!r} without adding it "
@@ -280,7 +322,24 @@ class HierarchyBuilder:
             parent, depth, siblings = self._group_top_level_apis(parent, depth, start, siblings, root)
         order = _preorder_rows(parent, depth, siblings, root)
         graph = self._assemble(info, order, parent)
+        if inputs is not None:  # the next build of the same nodes takes this one's
+            kept = len(order) <= REUSE_MAX_NODES
+            reuse.inputs = inputs if kept else None
+            reuse.nodes = _BuiltNodes(order, graph.nodes, graph.stacks) if kept else None
         return replace(graph, edges=self._edge_table(graph, info.path)) if self._edges else graph
+
+    def _node_inputs(self, group_apis: bool) -> tuple:
+        """Everything `build` makes the node table of (its stacks applied), copied: `build` adds the root and the
+        groups to the lists."""
+        columns = (self._ids, self._kind, self._op, self._direction, self._parent, self._seq, self._stack,
+                   self._has_data, self._attrs)
+        return (group_apis, *map(list, columns), list(self._stacks.items()))
+
+    def _with_nodes(self, info: RunInfo, nodes: _BuiltNodes) -> DumpGraph:
+        """The run with the node table of an earlier build of the same nodes, this builder's tensors placed by it."""
+        position = np.empty(len(nodes.order), np.int64)
+        position[nodes.order] = np.arange(len(nodes.order))
+        return DumpGraph(info=info, nodes=nodes.table, tensors=self._tensor_table(position), stacks=nodes.stacks)
 
     def _apply_stacks(self) -> None:
         """Give the nodes `set_stacks` named their stacks (in the order set: the last one stays)."""

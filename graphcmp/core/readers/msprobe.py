@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from graphcmp.core.errors import DumpFormatError, GraphCycleError
-from graphcmp.core.hierarchy import HierarchyBuilder
+from graphcmp.core.hierarchy import HierarchyBuilder, reusing_node_tables
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.jsonio import LayoutMismatch, MemberChunks, gc_paused, loads_object, read_json, repeated_keys
 from graphcmp.core.readers.msprobe_leaves import (
@@ -423,7 +423,8 @@ for a construct.json of 4,534 nodes, its text included)."""
 @contextmanager
 def reusing_structure() -> Iterator[None]:
     """Within the block, a read whose construct.json and dump.json ids equal those of the previous read (of at most
-    `REUSE_MAX_NODES` nodes) reuses the node columns derived from them instead of deriving them again.
+    `REUSE_MAX_NODES` nodes) reuses the node columns derived from them instead of deriving them again, and when its
+    stacks are the same too, the previous read's node table (`hierarchy.reusing_node_tables`).
 
     The two runs of a pair, and the ranks of a job, usually have the same model and so the same structure: a batch
     of small runs (`graphcmp batch`) reads them one after the other. The graphs read are the same either way.
@@ -431,7 +432,8 @@ def reusing_structure() -> Iterator[None]:
     reuse = _Reuse()
     token = _REUSE.set(reuse)
     try:
-        yield
+        with reusing_node_tables():
+            yield
     finally:
         _REUSE.reset(token)
         reuse.last = reuse.parsed = None

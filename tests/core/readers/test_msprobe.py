@@ -511,3 +511,31 @@ def test_reused_structure_keeps_the_notes_on_construct(perturb_pair, tmp_path):
         first, second = read_msprobe(run), read_msprobe(run)
     assert first.info.missing == second.info.missing == alone.info.missing
     assert _node_columns(second) == _node_columns(alone)
+
+
+def test_reused_node_tables_are_shared_only_by_runs_of_the_same_nodes(perturb_pair, tmp_path):
+    # the bench run has the npu run's nodes and stacks: its graph takes the npu run's node table; a copy with one
+    # stack frame changed does not, nor one with another structure; every graph is the one read alone
+    from graphcmp.core.readers import msprobe
+
+    npu, bench = perturb_pair
+    restacked, moved = tmp_path / "step0" / "rank1", tmp_path / "step0" / "rank2"
+    shutil.copytree(bench, restacked)
+    shutil.copytree(bench, moved)
+    stack = json.loads((restacked / "stack.json").read_text())
+    first = next(iter(stack))
+    stack[first][1][-1] += " (edited)"
+    (restacked / "stack.json").write_text(json.dumps(stack))
+    construct = json.loads((moved / "construct.json").read_text())
+    construct["Functional.linear.2.forward"] = "Module.encoder.layers.1.linear2.Linear.forward.0"
+    (moved / "construct.json").write_text(json.dumps(construct))
+    paths = (npu, bench, restacked, bench, moved)
+    alone = [read_msprobe(path) for path in paths]
+    with msprobe.reusing_structure():
+        reused = [read_msprobe(path) for path in paths]
+    assert reused[1].nodes is reused[0].nodes
+    assert all(reused[k].nodes is not reused[k - 1].nodes for k in (2, 3, 4))
+    assert reused[2].stacks != reused[1].stacks and reused[4].nodes.parent.tolist() != reused[3].nodes.parent.tolist()
+    for graph, again in zip(alone, reused):
+        assert again.nodes == graph.nodes and again.tensors == graph.tensors and again.stacks == graph.stacks
+        assert again.info == graph.info
