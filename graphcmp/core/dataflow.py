@@ -166,7 +166,7 @@ def forward_twins(graph: DumpGraph, rows: np.ndarray | None = None) -> np.ndarra
     >>> [g.nodes.ids[r] for r in forward_twins(g) if r >= 0]
     ['Torch.relu.0.forward']
     """
-    twins = graph.memo("forward twins", lambda: _read_only(_forward_twins(graph)))
+    twins = graph.memo("forward twins", lambda: _read_only(_forward_twins(graph)), nodes_only=True)
     if rows is None:
         return twins
     asked = np.zeros(len(graph), bool)
@@ -203,7 +203,8 @@ def communication_calls(graph: DumpGraph) -> np.ndarray:
     >>> [i for i, comm in zip(g.nodes.ids, communication_calls(g)) if comm]
     ['Distributed.all_reduce.0.forward']
     """
-    return graph.memo("communication", lambda: _read_only(_communication_calls(graph)))  # noise model, divergence
+    # the noise model's and the divergence analysis'
+    return graph.memo("communication", lambda: _read_only(_communication_calls(graph)), nodes_only=True)
 
 
 def _communication_calls(graph: DumpGraph) -> np.ndarray:

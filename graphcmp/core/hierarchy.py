@@ -737,7 +737,7 @@ def node_levels(graph: DumpGraph) -> tuple[np.ndarray, ...]:
             level.flags.writeable = False
         return rows
 
-    return graph.memo("levels", compute)
+    return graph.memo("levels", compute, nodes_only=True)
 
 
 def subtree_rows(parent: np.ndarray) -> np.ndarray:

@@ -372,6 +372,24 @@ def call_site(frames: Sequence[str]) -> str:
     return f"{where}: {code}" if code else where
 
 
+_SHARED_TABLES = 2
+_SHARED_MAX_NODES = 50_000
+_SHARED: list[tuple[NodeTable, dict[str, Any]]] = []  # the node tables last asked for, newest last, and their memos
+
+
+def _shared_memos(nodes: NodeTable) -> dict[str, Any] | None:
+    """The memos derived from `nodes` alone, shared by every run built with this very table (it is frozen): kept for
+    the last `_SHARED_TABLES` tables of at most `_SHARED_MAX_NODES` nodes, None for a larger one."""
+    if len(nodes) > _SHARED_MAX_NODES:
+        return None
+    for table, memos in _SHARED:
+        if table is nodes:
+            return memos
+    _SHARED.append((nodes, {}))
+    del _SHARED[:-_SHARED_TABLES]
+    return _SHARED[-1][1]
+
+
 @dataclass(frozen=True, slots=True)
 class DumpGraph:
     """One run as a hierarchy: node columns, tensor columns and the networkx tree over node ids.
@@ -399,11 +417,19 @@ class DumpGraph:
             self._rows.update(ids_to_rows(self.nodes.ids))  # one C call: no thread sees half of it
         return self._rows
 
-    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+    def memo(self, key: str, compute: Callable[[], Any], *, nodes_only: bool = False) -> Any:
         """What `compute` derives from this run, computed once and kept with it (its tree, recovered data-flow
-        edges, tensor fingerprints); the first value given for `key` stays."""
+        edges, tensor fingerprints); the first value given for `key` stays.
+
+        `nodes_only`: `compute` reads the node table alone, so runs built with one node table (a batch's runs of one
+        model, `hierarchy.reusing_node_tables`) take the value the first of them computed (`_shared_memos`).
+        """
         if key not in self._cache:
-            self._cache[key] = compute()
+            shared = _shared_memos(self.nodes) if nodes_only else None
+            if shared is None:
+                self._cache[key] = compute()
+            else:
+                self._cache[key] = shared[key] if key in shared else shared.setdefault(key, compute())
         return self._cache[key]
 
     @property

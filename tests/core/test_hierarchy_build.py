@@ -99,3 +99,42 @@ def test_a_parent_missing_then_added_is_found():
     graph = b.build(RunInfo(path="mem"))
     parent = {graph.nodes.ids[r]: graph.nodes.ids[p] for r, p in enumerate(graph.nodes.parent.tolist()) if p >= 0}
     assert parent[CALLS[0]] == parent[CALLS[1]] == MODULE
+
+
+_FC, _ACT = "Module.fc.Linear.forward.0", "Module.act.ReLU.forward.0"
+
+
+def _run(stats: float, parent_of_relu: str = _FC) -> HierarchyBuilder:
+    b = HierarchyBuilder()
+    b.add_node(_FC, NodeKind.MODULE, "Linear", Direction.FORWARD, None, 0)
+    b.add_node(_ACT, NodeKind.MODULE, "ReLU", Direction.FORWARD, None, 2)
+    b.add_node("Functional.linear.0.forward", NodeKind.API, "linear", Direction.FORWARD, _FC, 1)
+    b.add_node("Functional.relu.0.forward", NodeKind.API, "relu", Direction.FORWARD, parent_of_relu, 3)
+    b.add_node("Functional.relu.0.backward", NodeKind.API, "relu", Direction.BACKWARD, None, 4)
+    b.add_tensors(["Functional.relu.0.forward", "Functional.linear.0.forward"], [2, 2], ["0", "0"],
+                  dtype=["torch.float32"] * 2, shape=["[2]"] * 2, stats=np.array([[stats, 0, 0, 0], [1, 0, 0, 0]]),
+                  present=np.ones((2, 4), bool), md5=["", ""], file=["", ""], value=["", ""])
+    return b
+
+
+def test_runs_of_the_same_nodes_share_their_node_table_and_what_is_derived_from_it(monkeypatch):
+    from graphcmp.core import dataflow
+    from graphcmp.core.hierarchy import reusing_node_tables
+
+    made = []
+    twins = dataflow._forward_twins
+    monkeypatch.setattr(dataflow, "_forward_twins", lambda graph: made.append(graph) or twins(graph))
+    info = RunInfo(path="mem")
+    runs = ((5.0, _FC), (7.0, _FC), (7.0, _ACT))
+    alone = [_run(*run).build(info) for run in runs]
+    with reusing_node_tables():
+        first, second, moved = (_run(*run).build(info) for run in runs)
+    assert second.nodes is first.nodes and moved.nodes is not second.nodes  # another parent: built again
+    for graph, again in zip(alone, (first, second, moved)):
+        assert again.nodes == graph.nodes and again.tensors == graph.tensors
+    assert second.tensors.stats[:, 0].tolist() != first.tensors.stats[:, 0].tolist()  # each its own tensors
+    made.clear()
+    assert dataflow.forward_twins(second) is dataflow.forward_twins(first)  # derived from the shared table once
+    assert len(made) == 1 and dataflow.forward_twins(moved).tolist() == dataflow.forward_twins(alone[2]).tolist()
+    backward = moved.row("Functional.relu.0.backward")
+    assert len(made) == 3 and moved.nodes.ids[dataflow.forward_twins(moved)[backward]] == "Functional.relu.0.forward"
