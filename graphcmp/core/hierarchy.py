@@ -154,6 +154,11 @@ class HierarchyBuilder:
             missing.setdefault(self._parent[row], self._seq[row])  # type: ignore[arg-type]  # -2: a named parent
         return missing
 
+    def node_index(self) -> tuple[dict[str, int], np.ndarray]:
+        """A copy of the row of each node id and of each node's parent (-1: none, -2: named but not added), for
+        `add_nodes` of another builder given the same nodes (`index`)."""
+        return dict(self._rows), self._parent_row_column().copy()
+
     def _parent_row_column(self) -> np.ndarray:
         """The row of each node's parent (-1: none, -2: named but not added), looked up for the nodes added since
         the last call and for those whose parent was not added then."""
@@ -206,15 +211,24 @@ class HierarchyBuilder:
         parents: Sequence[str | None],
         seqs: Sequence[float],
         has_data: Sequence[bool],
+        *,
+        index: tuple[dict[str, int], np.ndarray] | None = None,
     ) -> None:
-        """`add_node` for many distinct nodes at once, as columns (no stacks or attributes)."""
-        if self._rows and any(map(self._rows.__contains__, node_ids)):
+        """`add_node` for many distinct nodes at once, as columns (no stacks or attributes).
+
+        `index`: the `node_index` of a builder given these nodes alone, for a builder that has none yet: their rows
+        and their parents' rows are taken from it, not looked up again.
+        """
+        if index is not None and not self._ids:
+            self._rows, self._parent_rows = dict(index[0]), index[1].copy()
+        elif self._rows and any(map(self._rows.__contains__, node_ids)):
             for node_id, kind, op, direction, parent, seq, data in zip(
                     node_ids, kinds, ops, directions, parents, seqs, has_data):
                 self.add_node(node_id, kind, op, direction, parent, seq, has_data=data)
             return
         start = len(self._ids)
-        self._rows.update(zip(node_ids, range(start, start + len(node_ids))))
+        if index is None or start:
+            self._rows.update(zip(node_ids, range(start, start + len(node_ids))))
         self._ids.extend(node_ids)
         self._kind.extend(kinds)
         self._op.extend(ops)

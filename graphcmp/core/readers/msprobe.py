@@ -19,7 +19,7 @@ from collections import ChainMap
 from collections.abc import Callable, Container, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import compress, count, islice, repeat
 from pathlib import Path
 from typing import Any
@@ -368,7 +368,7 @@ def _add_nodes(
     """
     structure = _structure(construct or {}, data, source, compiled=compiled)
     start = len(builder)
-    builder.add_nodes(*structure.columns)
+    builder.add_nodes(*structure.columns, index=structure.index[0] if structure.index and not start else None)
     builder.expect_tensor_order(list(data), structure.dump_rows + start)  # the records' order: their tensors'
     notes.extend(structure.notes)
     if not data:  # a dump of nothing: said, so that the run is never taken for a whole one
@@ -378,6 +378,8 @@ def _add_nodes(
         add_tensors(builder)
     _attach_stacks(builder, stack or {}, source, notes)
     _add_implicit_parents(builder, notes)
+    if not structure.index and structure.dump_ids and not start and len(builder) == len(structure.columns[0]):
+        structure.index.append(builder.node_index())  # a structure kept for the next read: its rows found once
     step, rank = _step_rank(source)
     return RunInfo(
         path=source, format="msprobe", framework=str(header.get("framework") or ""),
@@ -397,6 +399,7 @@ class _Structure:
     notes: tuple[str, ...]
     source: Mapping[str, Any]  # the construct.json object itself (`_read_construct` gives it again for the same text)
     text: bytes | None  # the text of that construct.json, when it was read whole from a file
+    index: list[tuple[dict[str, int], np.ndarray]] = field(default_factory=list)  # `node_index` of its first read
 
     def fits(self, construct: Mapping[str, Any], data: Mapping[str, Any]) -> bool:
         """Whether `construct` and `data`'s ids are those this structure was made from (members in order)."""
