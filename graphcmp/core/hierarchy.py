@@ -21,6 +21,7 @@ import numpy as np
 
 from graphcmp.core.errors import DumpFormatError, GraphCycleError, InternalError
 from graphcmp.core.records import (
+    REUSE_MAX_NODES,
     Direction,
     DumpGraph,
     EdgeTable,
@@ -60,10 +61,6 @@ MIN_GROUP_RUN = 2
 _API = int(NodeKind.API)  # plain int: enum comparisons are slow in per-node loops
 
 
-REUSE_MAX_NODES = 50_000
-"""Largest node table `reusing_node_tables` keeps for the next build."""
-
-
 @dataclass(frozen=True, slots=True)
 class _BuiltNodes:
     """What a build made of its nodes alone: their order (each row's builder row) and their table."""
@@ -85,7 +82,7 @@ _LAST_BUILD: ContextVar[_LastBuild | None] = ContextVar("_LAST_BUILD", default=N
 @contextmanager
 def reusing_node_tables() -> Iterator[None]:
     """Within the block, a build given the same nodes as the build before it (ids, parents, kinds, order keys,
-    stacks: all it makes the node table of; of at most `REUSE_MAX_NODES` nodes) takes that build's node table (a
+    stacks: all it makes the node table of; of at most `records.REUSE_MAX_NODES` nodes) takes that build's node table (a
     frozen record: the two graphs share it) and only places its own tensors. The ranks of a job and the two runs
     of a pair usually have one model: a batch reads them one after the other. The graphs are the same either way."""
     token = _LAST_BUILD.set(_LastBuild())

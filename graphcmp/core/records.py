@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LIBRARY_MARKERS",
+    "REUSE_MAX_NODES",
     "STAT_NAMES",
     "Direction",
     "DumpGraph",
@@ -372,15 +373,18 @@ def call_site(frames: Sequence[str]) -> str:
     return f"{where}: {code}" if code else where
 
 
+REUSE_MAX_NODES = 50_000
+"""Largest run whose structure, node table and node-only memos are kept for the next run of the same model (a batch
+reads its runs one after the other): a read's structure is about 27 MB at this size (2.5 MB measured for a
+construct.json of 4,534 nodes, its text included)."""
 _SHARED_TABLES = 2
-_SHARED_MAX_NODES = 50_000
 _SHARED: list[tuple[NodeTable, dict[str, Any]]] = []  # the node tables last asked for, newest last, and their memos
 
 
 def _shared_memos(nodes: NodeTable) -> dict[str, Any] | None:
     """The memos derived from `nodes` alone, shared by every run built with this very table (it is frozen): kept for
-    the last `_SHARED_TABLES` tables of at most `_SHARED_MAX_NODES` nodes, None for a larger one."""
-    if len(nodes) > _SHARED_MAX_NODES:
+    the last `_SHARED_TABLES` tables of at most `REUSE_MAX_NODES` nodes, None for a larger one."""
+    if len(nodes) > REUSE_MAX_NODES:
         return None
     for table, memos in _SHARED:
         if table is nodes:

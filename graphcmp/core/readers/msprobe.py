@@ -41,7 +41,7 @@ from graphcmp.core.readers.msprobe_leaves import (
     typed_records,
 )
 from graphcmp.core.readers.naming import parse_node_id, parse_node_ids
-from graphcmp.core.records import DumpGraph, NodeKind, RunInfo
+from graphcmp.core.records import REUSE_MAX_NODES, DumpGraph, NodeKind, RunInfo
 
 __all__ = ["BUILD_FROM_BYTES", "COMPILED_FROM_BYTES", "REUSE_MAX_NODES", "compiled_reads", "parse_msprobe",
            "read_msprobe", "reusing_structure", "sniff"]
@@ -418,9 +418,6 @@ class _Reuse:
 
 
 _REUSE: ContextVar[_Reuse | None] = ContextVar("_REUSE", default=None)
-REUSE_MAX_NODES = 50_000
-"""Largest run whose structure `reusing_structure` keeps for the next read: about 27 MB at this size (2.5 MB measured
-for a construct.json of 4,534 nodes, its text included)."""
 
 
 @contextmanager
