@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from graphcmp.core.records import DumpGraph, Role
+from graphcmp.core.records import DumpGraph, NodeTable, Role
 
 __all__ = ["CommCall", "Link", "comm_calls", "link_calls"]
 
@@ -67,8 +67,7 @@ class Link:
 def comm_calls(graph: DumpGraph, rank: int) -> list[CommCall]:
     """The communication calls of one rank's run, in execution order, with their link keys."""
     nodes = graph.nodes
-    rows = [r for r, node_id in enumerate(nodes.ids) if node_id.startswith("Distributed.") and
-            nodes.op[r] not in _NOT_COMM]
+    rows = graph.memo("communication rows", lambda: _communication_rows(nodes), nodes_only=True)  # a batch's runs
     if not rows:
         return []
     args = _call_args(graph, rows)
@@ -81,7 +80,13 @@ def comm_calls(graph: DumpGraph, rank: int) -> list[CommCall]:
     return calls
 
 
-def _call_args(graph: DumpGraph, rows: list[int]) -> dict[int, dict[str, str]]:
+def _communication_rows(nodes: NodeTable) -> tuple[int, ...]:
+    """The rows of the communication calls (``Distributed.*`` but process-group bookkeeping), in execution order."""
+    return tuple(r for r, node_id in enumerate(nodes.ids)
+                 if node_id.startswith("Distributed.") and nodes.op[r] not in _NOT_COMM)
+
+
+def _call_args(graph: DumpGraph, rows: Sequence[int]) -> dict[int, dict[str, str]]:
     """Non-tensor input values of the given rows: slot -> text."""
     t = graph.tensors
     wanted = np.isin(t.node, rows) & (t.role == Role.INPUT)
