@@ -23,7 +23,7 @@ import numpy as np
 from graphcmp.core.arrays import search_sorted, sorted_unique
 from graphcmp.core.hierarchy import execution_keys
 from graphcmp.core.metrics import by_blocks
-from graphcmp.core.records import Direction, DumpGraph, EdgeTable, Role, TensorTable, string_codes
+from graphcmp.core.records import PROCESS_GROUP_CALLS, Direction, DumpGraph, EdgeTable, Role, TensorTable, string_codes
 
 __all__ = [
     "communication_calls",
@@ -37,9 +37,6 @@ __all__ = [
     "run_fingerprints",
     "trained_parameters",
 ]
-
-_NOT_COMMUNICATION = frozenset({"init_process_group", "new_group", "destroy_process_group", "get_rank",
-                                "get_world_size", "is_initialized", "barrier_fake"})
 
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0x632BE59BD9B4E019), np.uint64(29))
 
@@ -214,7 +211,7 @@ def _communication_calls(graph: DumpGraph) -> np.ndarray:
         return np.zeros(0, bool)
     # an op is checked by the id of one of its calls: every call of all_reduce is a Distributed.* call
     first = np.unique(codes, return_index=True)[1]
-    comm = np.array([(ids[row].startswith("Distributed.") and ops[code] not in _NOT_COMMUNICATION)
+    comm = np.array([(ids[row].startswith("Distributed.") and ops[code] not in PROCESS_GROUP_CALLS)
                      or ops[code].startswith("Hcom") for code, row in enumerate(first.tolist())])
     return comm[codes]
 

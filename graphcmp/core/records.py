@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LIBRARY_MARKERS",
+    "PROCESS_GROUP_CALLS",
     "REUSE_MAX_NODES",
     "STAT_NAMES",
     "Direction",
@@ -350,6 +351,10 @@ class NodeView:
 
 LIBRARY_MARKERS = ("site-packages", "dist-packages", "/lib/python")
 """Parts of a stack frame's path that say the frame is an installed library's, not the user's code."""
+
+PROCESS_GROUP_CALLS = frozenset({"init_process_group", "new_group", "destroy_process_group", "get_rank",
+                                 "get_world_size", "is_initialized", "barrier_fake"})
+"""Ops of msprobe's ``Distributed.*`` calls that set up or ask about process groups: no data moves between ranks."""
 
 _FRAME = re.compile(r"^File (?P<path>.+?), line (?P<line>\d+)(?:, in (?P<func>[^,\n]+))?,?\s*(?P<code>.*)$", re.S)
 

@@ -21,15 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphcmp.core.records import DumpGraph, NodeTable, Role
+from graphcmp.core.records import PROCESS_GROUP_CALLS, DumpGraph, NodeTable, Role
 
 __all__ = ["CommCall", "Link", "comm_calls", "link_calls"]
 
 _P2P_SEND = {"send", "isend"}
 _P2P_RECV = {"recv", "irecv"}
 _ROOTED = {"broadcast": "src", "reduce": "dst", "scatter": "src", "gather": "dst"}
-_NOT_COMM = {"init_process_group", "new_group", "destroy_process_group", "get_rank", "get_world_size", "is_initialized",
-             "barrier_fake"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +81,7 @@ def comm_calls(graph: DumpGraph, rank: int) -> list[CommCall]:
 def _communication_rows(nodes: NodeTable) -> tuple[int, ...]:
     """The rows of the communication calls (``Distributed.*`` but process-group bookkeeping), in execution order."""
     return tuple(r for r, node_id in enumerate(nodes.ids)
-                 if node_id.startswith("Distributed.") and nodes.op[r] not in _NOT_COMM)
+                 if node_id.startswith("Distributed.") and nodes.op[r] not in PROCESS_GROUP_CALLS)
 
 
 def _call_args(graph: DumpGraph, rows: Sequence[int]) -> dict[int, dict[str, str]]:
