@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "graphcmp.core.device_formats", "graphcmp.core.overflow_status", "graphcmp.core.simd",
               "graphcmp.core.jsonnum", "graphcmp.core.compiled", "graphcmp.core.tensor_fused",
               "graphcmp.core.tensor_fused_layout", "graphcmp.core.tensor_kernels", "graphcmp.core.stat_fused",
-              "graphcmp.core.stat_kernels")),
+              "graphcmp.core.stat_kernels", "graphcmp.core.id_kernels", "graphcmp.core.id_fused")),
     ("records", ("graphcmp.core.records", "graphcmp.core.rules", "graphcmp.core.shards")),
     ("hierarchy", ("graphcmp.core.hierarchy", "graphcmp.core.dataflow")),
     ("readers", ("graphcmp.core.readers", "graphcmp.core.readers.*", "graphcmp.core.mapping_files",
@@ -117,6 +117,10 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         "call: only where the kernels are not built ahead of time, or to build them",
     ("graphcmp.core.stat_kernels", "graphcmp.core.stat_fused"):
         "400 ms (numba) in every comparing process: taken only to build the kernels",
+    ("graphcmp.core.dataflow", "graphcmp.core.id_kernels"):
+        "8 ms (core.compiled and hashlib) before every command: loaded by the first forward twins, after reading",
+    ("graphcmp.core.id_kernels", "graphcmp.core.id_fused"):
+        "400 ms (numba) in every process finding forward twins: taken only to build the kernels",
     ("graphcmp.core.tensorcmp", "graphcmp.core.tensor_kernels"):
         "3 ms, 12 ms where no compiled reader loaded core.compiled (`python -X importtime`): tensor tasks only",
     ("graphcmp.core.tensorio", "graphcmp.core.readers.mindspore_sync"):

@@ -16,6 +16,7 @@ transpose or a dropout between two calls keeps the statistics, and the picture s
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from itertools import repeat
 
 import numpy as np
@@ -36,6 +37,7 @@ __all__ = [
     "latest_producers",
     "run_fingerprints",
     "trained_parameters",
+    "twins_by_strings",
 ]
 
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0x632BE59BD9B4E019), np.uint64(29))
@@ -172,20 +174,29 @@ def forward_twins(graph: DumpGraph, rows: np.ndarray | None = None) -> np.ndarra
 
 
 def _forward_twins(graph: DumpGraph) -> np.ndarray:
-    n = len(graph)
-    twins = np.full(n, -1, np.int64)
-    ids = graph.nodes.ids
-    backward = graph.nodes.direction == Direction.BACKWARD
+    twins = np.full(len(graph), -1, np.int64)
+    backward = np.flatnonzero(graph.nodes.direction == Direction.BACKWARD)
+    from graphcmp.core.id_kernels import forward_twin_rows  # see tests/test_layers.py: LAZY_IMPORTS
+
+    found = forward_twin_rows(graph.nodes.ids, backward)  # by the ids' bytes, where the kernels are built
+    twins[backward] = twins_by_strings(graph.nodes.ids, backward) if found is None else found
+    return twins
+
+
+def twins_by_strings(ids: Sequence[str], rows: np.ndarray) -> np.ndarray:
+    """`id_kernels.forward_twin_rows` by Python strings: per row of `rows`, the row of its id with the last
+    ``.backward`` made ``.forward`` (-1: none)."""
+    twins = np.full(len(rows), -1, np.int64)
     found, names = [], []
-    for row in np.flatnonzero(backward).tolist():
+    for k, row in enumerate(rows.tolist()):
         head, sep, tail = ids[row].rpartition(".backward")
         if sep:
-            found.append(row)
+            found.append(k)
             names.append(f"{head}.forward{tail}")
     if not found:
         return twins
     # only an id with ".forward" in it can be a twin: an index of those (not of every id) finds them
-    forward = np.flatnonzero(np.fromiter(map(operator.contains, ids, repeat(".forward")), bool, n)).tolist()
+    forward = np.flatnonzero(np.fromiter(map(operator.contains, ids, repeat(".forward")), bool, len(ids))).tolist()
     index = dict(zip(map(ids.__getitem__, forward), forward))
     twins[found] = np.fromiter(map(index.get, names, repeat(-1)), np.int64, len(names))
     return twins

@@ -40,6 +40,7 @@ import orjson
 from graphcmp.core.compiled import KernelSet, build_detached
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
+from graphcmp.core.id_kernels import KERNELS as TWIN_KERNELS
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.jsonio import LayoutMismatch, loads_object
 from graphcmp.core.readers.msprobe_leaves import DUMP_FILE, Leaves, add_leaves, collect_record, md5_flag
@@ -130,9 +131,9 @@ def kernels_can_be_built() -> bool:
     return all(kernels.can_build() for kernels in (_KERNELS, ID_KERNELS))
 
 
-_BUILT_TOGETHER = (_KERNELS, ID_KERNELS, STAT_KERNELS)
-"""The sets `build_kernels` builds: the pass's, the id parser's, and the statistics metrics' (`core.stat_kernels`),
-which the comparison of the runs read takes."""
+_BUILT_TOGETHER = (_KERNELS, ID_KERNELS, STAT_KERNELS, TWIN_KERNELS)
+"""The sets `build_kernels` builds: the pass's, the id parser's, and those the comparison of the runs read takes: the
+statistics metrics' (`core.stat_kernels`) and the forward twins' (`core.id_kernels`)."""
 
 
 def build_kernels() -> None:

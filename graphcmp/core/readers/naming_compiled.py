@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from graphcmp.core.compiled import KernelSet
+from graphcmp.core.id_kernels import joined_ids
 from graphcmp.core.readers.naming import parse_node_ids
 
 __all__ = ["KERNELS", "parse_id_columns", "parse_joined"]
@@ -116,28 +117,8 @@ def _parse_left(left: np.ndarray, buf: np.ndarray, starts: np.ndarray, ends: np.
 
 
 def parse_joined(ids: Sequence[str]) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
-    """`parse_id_columns` of `ids` given as strings: joins them into one buffer first.
-
-    The byte spans come from the newlines of the joined bytes (non-ASCII ids are longer in bytes than in
-    characters); only when an id itself holds a newline are its bytes counted one id at a time.
-    """
-    n = len(ids)
-    if n == 0:
+    """`parse_id_columns` of `ids` given as strings, joined into one buffer first (`id_kernels.joined_ids`)."""
+    if not len(ids):
         empty = np.empty(0, np.int64)
         return empty.astype(np.int8), [], empty.astype(np.int8), empty
-    text = "\n".join(ids)
-    raw = text.encode("utf-8", "surrogatepass")  # a lone surrogate (json allows one) is kept, as parse_node_ids
-    buf = np.frombuffer(raw, np.uint8)
-    breaks = np.flatnonzero(buf == 10)
-    if len(breaks) == n - 1:
-        starts = np.empty(n, np.int64)
-        starts[0] = 0
-        starts[1:] = breaks + 1
-        ends = np.empty(n, np.int64)
-        ends[:-1] = breaks
-        ends[-1] = len(buf)
-    else:  # an id holds a newline: its bytes counted one id at a time
-        lengths = np.fromiter((len(s.encode("utf-8", "surrogatepass")) for s in ids), np.int64, n)
-        ends = np.cumsum(lengths + 1) - 1
-        starts = ends - lengths
-    return parse_id_columns(buf, starts, ends, ids)
+    return parse_id_columns(*joined_ids(ids), ids)
