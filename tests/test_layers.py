@@ -117,6 +117,8 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         "call: only where the kernels are not built ahead of time, or to build them",
     ("graphcmp.core.stat_kernels", "graphcmp.core.stat_fused"):
         "400 ms (numba) in every comparing process: taken only to build the kernels",
+    ("graphcmp.core.readers.msprobe", "graphcmp.core.id_kernels"):
+        "8 ms (core.compiled and hashlib) before every command that reads no msprobe dump (msprobe_scan loads it)",
     ("graphcmp.core.dataflow", "graphcmp.core.id_kernels"):
         "8 ms (core.compiled and hashlib) before every command: loaded by the first forward twins, after reading",
     ("graphcmp.core.id_kernels", "graphcmp.core.id_fused"):

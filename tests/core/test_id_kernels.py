@@ -82,3 +82,26 @@ def test_dataflow_twins_are_the_same_by_bytes_and_by_strings(monkeypatch):
     monkeypatch.setattr(id_kernels.KERNELS, "built", lambda: False)
     assert np.array_equal(dataflow._forward_twins(graph), compiled)
     assert (compiled >= 0).sum() > 10
+
+
+def test_an_index_finds_each_id_as_a_dict_of_them_would():
+    rng = random.Random(7)
+    for count in (0, 1, 50, 4000):
+        ids = _random_ids(rng, count)
+        keys = [*rng.sample(ids, len(ids) // 2), "absent", "", "Module", "日本.x"]
+        index = id_kernels.IdIndex.of(*id_kernels.joined_ids(ids))
+        as_dict = {node_id: row for row, node_id in enumerate(ids)}
+        assert index.repeated == len(ids) - len(as_dict)
+        assert index.rows_of(keys).tolist() == [as_dict.get(k, -1) for k in keys]
+        assert index.rows_of([]).tolist() == []
+
+
+def test_id_rows_read_as_the_dict_of_the_ids():
+    ids = ["a.0", "b.1", "ü.2"]
+    rows = id_kernels.IdRows(ids, id_kernels.IdIndex.of(*id_kernels.joined_ids(ids)))
+    assert rows._dict is None and list(rows) == ids and len(rows) == 3 and rows._dict is None  # no dict made
+    assert dict(rows) == {"a.0": 0, "b.1": 1, "ü.2": 2} and rows.get("x", -1) == -1 and "b.1" in rows
+    with pytest.raises(ValueError):
+        id_kernels.IdRows(["a", "a"], id_kernels.IdIndex.of(*id_kernels.joined_ids(["a", "a"])))
+    with pytest.raises(IndexError):
+        id_kernels.IdIndex.of(np.zeros(4, np.uint8), np.array([0]), np.array([2]))  # no padding after the id

@@ -537,7 +537,7 @@ def _sequence(construct: Mapping[str, Any], data: Mapping[str, int]) -> tuple[li
     `data` gives each dump.json id's position there: one look per construct.json id tells both which of its nodes
     have a record and which records have no node in it."""
     ids, dump_ids = list(construct), list(data)
-    position = np.fromiter(map(data.get, ids, repeat(-1)), np.int64, len(ids))  # each id's record, -1: none
+    position = _record_positions(data, ids)  # each id's record, -1: none
     dumped = position >= 0
     listed = np.flatnonzero(dumped)
     dump_rows = np.empty(len(dump_ids), np.int64)
@@ -563,6 +563,16 @@ def _sequence(construct: Mapping[str, Any], data: Mapping[str, int]) -> tuple[li
     has_data = np.concatenate([dumped, np.ones(len(ids) - listed_count, bool)])[order].tolist()
     return (list(map(ids.__getitem__, at)), keys[order].tolist(), np.flatnonzero(order >= listed_count).tolist(), at,
             has_data, dump_rows)
+
+
+def _record_positions(data: Mapping[str, int], ids: list[str]) -> np.ndarray:
+    """The position in `data` of each of `ids` (-1: none): all at once by their bytes when `data` is a compiled
+    read's (`id_kernels.IdRows`), else one look each."""
+    from graphcmp.core.id_kernels import IdRows  # see tests/test_layers.py: LAZY_IMPORTS
+
+    if isinstance(data, IdRows):
+        return data.rows_of(ids)
+    return np.fromiter(map(data.get, ids, repeat(-1)), np.int64, len(ids))
 
 
 def _parents(

@@ -29,6 +29,7 @@ import contextlib
 import gc
 import mmap
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from sys import intern
 from typing import Any
@@ -37,10 +38,11 @@ import msgspec
 import numpy as np
 import orjson
 
+from graphcmp.core import id_kernels
 from graphcmp.core.compiled import KernelSet, build_detached
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
-from graphcmp.core.id_kernels import KERNELS as TWIN_KERNELS
+from graphcmp.core.id_kernels import PADDING, IdIndex, IdRows, joined_ids
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.jsonio import LayoutMismatch, loads_object
 from graphcmp.core.readers.msprobe_leaves import DUMP_FILE, Leaves, add_leaves, collect_record, md5_flag
@@ -131,7 +133,7 @@ def kernels_can_be_built() -> bool:
     return all(kernels.can_build() for kernels in (_KERNELS, ID_KERNELS))
 
 
-_BUILT_TOGETHER = (_KERNELS, ID_KERNELS, STAT_KERNELS, TWIN_KERNELS)
+_BUILT_TOGETHER = (_KERNELS, ID_KERNELS, STAT_KERNELS, id_kernels.KERNELS)
 """The sets `build_kernels` builds: the pass's, the id parser's, and those the comparison of the runs read takes: the
 statistics metrics' (`core.stat_kernels`) and the forward twins' (`core.id_kernels`)."""
 
@@ -259,7 +261,7 @@ def _walk(buf: np.ndarray, mapped: mmap.mmap | None) -> _Outputs | None:
             dropped = done
 
 
-def read_dump_compiled(folder: Path) -> tuple[HierarchyBuilder, dict[str, Any], dict[str, int], bool] | None:
+def read_dump_compiled(folder: Path) -> tuple[HierarchyBuilder, dict[str, Any], Mapping[str, int], bool] | None:
     """What `msprobe._read_dump_chunked` gives for `folder`'s dump.json: (builder holding its tensors, the header with
     ``"data": {}``, each node id's position in "data", whether the first tensor has an md5); None when the text is not
     the JSON this walk reads (the chunked or whole-file read then reads, salvages or reports it)."""
@@ -333,12 +335,12 @@ def _header(buf: np.ndarray, out: _Outputs) -> dict[str, Any] | None:
 
 
 def _columns(out: _Outputs, header: dict[str, Any], source: str) -> tuple[HierarchyBuilder, dict[str, Any],
-                                                                           dict[str, int], bool] | None:
+                                                                           Mapping[str, int], bool] | None:
     state = out.state
     records = out.records[:state[_RECORDS]]
     ids = _ids(out.id_heap[:state[_ID_BYTES]], records)
-    data = dict(zip(ids, range(len(ids))))
-    if len(data) != len(ids):
+    data = _record_rows(ids, out, records)
+    if data is None:
         return None  # an id recorded twice: the chunked read says which
     grads = np.flatnonzero(records[:, 2] & 2)
     if grads.size and (parse_id_columns(out.id_heap, records[grads, 0], records[grads, 1],
@@ -405,6 +407,28 @@ def _distinct(codes: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
     number = np.zeros(count, np.int64)
     number[distinct] = np.arange(distinct.size)
     return distinct, number[codes]
+
+
+def _record_rows(ids: list[str], out: _Outputs, records: np.ndarray) -> Mapping[str, int] | None:
+    """Each record's node id and its position in "data" (None when an id is recorded twice): looked up by the ids'
+    bytes where the id kernels are built (`id_kernels.IdRows`: no dict of a million ids is made), else a dict."""
+    if not id_kernels.KERNELS.built():
+        data = dict(zip(ids, range(len(ids))))
+        return data if len(data) == len(ids) else None
+    index = IdIndex.of(*_id_bytes(ids, out, records))
+    return None if index is None or index.repeated else IdRows(ids, index)
+
+
+def _id_bytes(ids: list[str], out: _Outputs, records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ids' UTF-8 bytes and their spans: the walk's own when no id was escaped (its text is then the id's
+    UTF-8), with the padding the index reads past the last; else the ids joined again."""
+    used = int(out.state[_ID_BYTES])
+    if not len(records) or (records[:, 2] & 4).any():
+        return joined_ids(ids)
+    heap = out.id_heap
+    if heap.size < used + PADDING:
+        heap = np.concatenate([heap[:used], np.zeros(PADDING, np.uint8)])
+    return heap, records[:, 0].copy(), records[:, 1].copy()
 
 
 def _ids(heap: np.ndarray, records: np.ndarray) -> list[str]:

@@ -7,11 +7,14 @@ import json
 import random
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from graphcmp.core import compiled
 from graphcmp.core.errors import DumpFormatError
+from graphcmp.core.id_kernels import PADDING, IdIndex, IdRows
 from graphcmp.core.readers import msprobe_scan, naming_compiled
 from graphcmp.core.readers.msprobe import read_msprobe
 from graphcmp.core.readers.msprobe_scan import read_dump_compiled
@@ -375,3 +378,36 @@ def test_values_skipped_eight_bytes_at_a_time_end_where_byte_by_byte_does():
     for p in range(len(text)):
         n = rng.choice([len(text), min(len(text), p + rng.randrange(0, 60))])
         assert _value_end(buf, p, n) == _value_end_reference(text, p, n), (p, n, text[p:p + 30])
+
+
+def test_the_record_positions_are_found_by_the_ids_bytes(tmp_path):
+    """With the id kernels built, the positions come as `IdRows` (no dict of the ids), equal to the dict's, for
+    plain ids (the walk's own bytes) and when an id was written escaped (its bytes joined again)."""
+    data = {"Functional.a.0.forward": {"output": [_tensor()]}, "Module.b\u00e9.B.forward.0": {"output": [_tensor()]},
+            "Functional.c.0.forward": {}}
+    for name, escaped in (("plain", False), ("escaped", True)):
+        run = _run(tmp_path, data, name=name)
+        if not escaped:
+            (run / "dump.json").write_text(json.dumps({"task": "statistics", "data": data}, ensure_ascii=False))
+        walked = read_dump_compiled(run)
+        assert walked is not None
+        positions = walked[2]
+        assert isinstance(positions, IdRows)
+        assert dict(positions) == {node_id: k for k, node_id in enumerate(data)}
+        assert positions.rows_of(["Functional.c.0.forward", "x", "Module.b\u00e9.B.forward.0"]).tolist() == [2, -1, 1]
+        _same_both_ways(run)
+
+
+def test_the_walk_s_id_bytes_get_their_padding_when_the_heap_has_no_room():
+    ids = ["a.0", "bb.1"]
+    heap = np.frombuffer(b"a.0\nbb.1\n", np.uint8).copy()
+    state = np.zeros(msprobe_scan._STATE_SIZE, np.int64)
+    state[msprobe_scan._ID_BYTES] = len(heap)
+    records = np.array([[0, 3, 0], [4, 8, 0]], np.int64)
+    out = SimpleNamespace(state=state, id_heap=heap)
+    buf, starts, ends = msprobe_scan._id_bytes(ids, out, records)
+    assert len(buf) >= len(heap) + PADDING and bytes(buf[:len(heap)]) == bytes(heap)
+    assert IdIndex.of(buf, starts, ends).rows_of(["bb.1", "a.0"]).tolist() == [1, 0]
+    records[1, 2] = 4  # an escaped id: joined again from the strings
+    joined = msprobe_scan._id_bytes(ids, out, records)[0]
+    assert joined is not heap and bytes(joined[:8]) == b"a.0\nbb.1"
