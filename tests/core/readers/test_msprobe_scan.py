@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from graphcmp.core import compiled
+from graphcmp.core import compiled, id_kernels
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.id_kernels import PADDING, IdIndex, IdRows
 from graphcmp.core.readers import msprobe_scan, naming_compiled
@@ -411,3 +411,12 @@ def test_the_walk_s_id_bytes_get_their_padding_when_the_heap_has_no_room():
     records[1, 2] = 4  # an escaped id: joined again from the strings
     joined = msprobe_scan._id_bytes(ids, out, records)[0]
     assert joined is not heap and bytes(joined[:8]) == b"a.0\nbb.1"
+
+
+def test_without_the_id_kernels_the_positions_are_a_dict(monkeypatch):
+    folder = _folder("data/pytorch_cnn/npu")
+    with_index = read_msprobe(folder, compiled=True)
+    monkeypatch.setattr(id_kernels.KERNELS, "built", lambda: False)
+    walked = read_dump_compiled(folder)
+    assert type(walked[2]) is dict and list(walked[2].values()) == list(range(len(walked[2])))
+    _same_graph(read_msprobe(folder, compiled=True), with_index)
