@@ -38,10 +38,10 @@ import msgspec
 import numpy as np
 import orjson
 
-from graphcmp.core import id_kernels
 from graphcmp.core.compiled import KernelSet, build_detached
 from graphcmp.core.errors import DumpFormatError
 from graphcmp.core.hierarchy import HierarchyBuilder
+from graphcmp.core.id_kernels import KERNELS as BYTE_ID_KERNELS
 from graphcmp.core.id_kernels import PADDING, IdIndex, IdRows, joined_ids
 from graphcmp.core.inputs import open_regular
 from graphcmp.core.jsonio import LayoutMismatch, loads_object
@@ -133,7 +133,7 @@ def kernels_can_be_built() -> bool:
     return all(kernels.can_build() for kernels in (_KERNELS, ID_KERNELS))
 
 
-_BUILT_TOGETHER = (_KERNELS, ID_KERNELS, STAT_KERNELS, id_kernels.KERNELS)
+_BUILT_TOGETHER = (_KERNELS, ID_KERNELS, STAT_KERNELS, BYTE_ID_KERNELS)
 """The sets `build_kernels` builds: the pass's, the id parser's, and those the comparison of the runs read takes: the
 statistics metrics' (`core.stat_kernels`) and the forward twins' (`core.id_kernels`)."""
 
@@ -412,20 +412,19 @@ def _distinct(codes: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
 def _record_rows(ids: list[str], out: _Outputs, records: np.ndarray) -> Mapping[str, int] | None:
     """Each record's node id and its position in "data" (None when an id is recorded twice): looked up by the ids'
     bytes where the id kernels are built (`id_kernels.IdRows`: no dict of a million ids is made), else a dict."""
-    if not id_kernels.KERNELS.built():
+    index = IdIndex.of(*_id_bytes(ids, out, records)) if BYTE_ID_KERNELS.built() else None
+    if index is None:
         data = dict(zip(ids, range(len(ids))))
         return data if len(data) == len(ids) else None
-    index = IdIndex.of(*_id_bytes(ids, out, records))
-    return None if index is None or index.repeated else IdRows(ids, index)
+    return None if index.repeated else IdRows(ids, index)
 
 
 def _id_bytes(ids: list[str], out: _Outputs, records: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ids' UTF-8 bytes and their spans: the walk's own when no id was escaped (its text is then the id's
     UTF-8), with the padding the index reads past the last; else the ids joined again."""
-    used = int(out.state[_ID_BYTES])
     if not len(records) or (records[:, 2] & 4).any():
         return joined_ids(ids)
-    heap = out.id_heap
+    heap, used = out.id_heap, int(out.state[_ID_BYTES])
     if heap.size < used + PADDING:
         heap = np.concatenate([heap[:used], np.zeros(PADDING, np.uint8)])
     return heap, records[:, 0].copy(), records[:, 1].copy()
