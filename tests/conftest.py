@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -30,7 +31,8 @@ def built_kernels() -> None:
     (`test_stat_kernels` the metrics to numpy's)."""
     from graphcmp.core.readers import msprobe_scan
 
-    msprobe_scan.build_kernels()
+    # each pytest-xdist worker (gw0, gw1, ...) begins with another set, so that two build at once
+    msprobe_scan.build_kernels(start=int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0))
 
 
 @pytest.fixture(scope="session")
