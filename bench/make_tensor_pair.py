@@ -13,6 +13,10 @@ plus 0.05 x N(0, 1)), so the first divergence is that layer's ``linear1`` in the
 about 5.1 GB per side (1,015 ``.pt`` files; torch 2.13.0+cpu, msprobe 26.2.0; about 135 s per side). Keep OUT
 outside the repository (e.g. /tmp/tmode). Each run is a process of its own (msprobe's debugger is a singleton);
 this script starts them.
+
+``--npy-from PAIR`` writes instead the pair PAIR made before with every tensor file as ``.npy``, the files msprobe's
+MindSpore dumps hold (``np.save`` of each tensor; dump.json's ``data_name`` renamed to match; construct.json and
+stack.json copied): the same tensors, to time the ``.npy`` reading against the ``.pt`` one.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -83,7 +88,12 @@ def main() -> int:
     parser.add_argument("--d", type=int, default=512)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--npy-from", metavar="PAIR", help="write PAIR's runs with .npy tensor files instead")
     args = parser.parse_args()
+    if args.npy_from:
+        for side in ("bench", "npu"):
+            _npy_copy(os.path.join(args.npy_from, side), os.path.join(args.out, side))
+        return 0
     for side, variant in (("bench", "baseline"), ("npu", "perturb")):
         folder = os.path.join(args.out, side)
         if os.path.exists(folder):
@@ -99,6 +109,50 @@ def main() -> int:
         print(json.dumps({"run": folder, "seconds": round(time.perf_counter() - start, 1), "pt_files": files,
                           "gigabytes": round(sizes / 1e9, 2)}))
     return 0
+
+
+def _npy_copy(source: str, folder: str) -> None:
+    """The run at `source` written to `folder` with its ``.pt`` tensor files as ``.npy`` (torch is imported here only:
+    a Python with torch runs this)."""
+    import numpy as np
+    import torch
+
+    if os.path.exists(folder):
+        print(f"{folder}: exists, kept")
+        return
+    start, files, sizes = time.perf_counter(), 0, 0
+    for root, _dirs, names in os.walk(source):
+        target = os.path.join(folder, os.path.relpath(root, source))
+        os.makedirs(target, exist_ok=True)
+        for name in names:
+            path = os.path.join(root, name)
+            if name.endswith(".pt"):
+                array = torch.load(path, weights_only=True).numpy()
+                np.save(os.path.join(target, name[:-3] + ".npy"), array)
+                files, sizes = files + 1, sizes + array.nbytes
+            elif name == "dump.json":
+                with open(path, encoding="utf-8") as f:
+                    doc = json.load(f)
+                _rename_data(doc)
+                with open(os.path.join(target, name), "w", encoding="utf-8") as f:
+                    json.dump(doc, f, indent=1)
+            else:
+                shutil.copy2(path, target)
+    print(json.dumps({"run": folder, "seconds": round(time.perf_counter() - start, 1), "npy_files": files,
+                      "gigabytes": round(sizes / 1e9, 2)}))
+
+
+def _rename_data(value: object) -> None:
+    """Every ``data_name`` ending in ``.pt`` under `value` renamed to end in ``.npy``, in place."""
+    if isinstance(value, dict):
+        name = value.get("data_name")
+        if isinstance(name, str) and name.endswith(".pt"):
+            value["data_name"] = name[:-3] + ".npy"
+        for item in value.values():
+            _rename_data(item)
+    elif isinstance(value, list):
+        for item in value:
+            _rename_data(item)
 
 
 if __name__ == "__main__":
