@@ -24,6 +24,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 ENC = "Module.encoder.TransformerEncoder.forward.0"
+WAIT_MS = 60_000
+"""How long a test waits for the page to get where it expects (ms): a working page gets there within a second or two;
+the margin is for a slow or shared machine, where CI may run, not for a page that works slowly."""
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +58,11 @@ class Viewer:
         self.page = page
         self.errors: list[str] = []
         page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.set_default_timeout(WAIT_MS)
         page.goto(url)
         self.wait("window.graphcmp && window.graphcmp.count('npu') > 0")
 
-    def wait(self, js: str, timeout: float = 15000) -> None:
+    def wait(self, js: str, timeout: float = WAIT_MS) -> None:
         self.page.wait_for_function(js, timeout=timeout)
 
     def ids(self, side: str) -> list[str]:
@@ -84,7 +88,7 @@ class Viewer:
         """Wait until the element's text matches `pattern`, and return it."""
         self.page.wait_for_function(
             "([s, p]) => { const e = document.querySelector(s); return e && new RegExp(p).test(e.innerText); }",
-            arg=[selector, pattern], timeout=15000)
+            arg=[selector, pattern], timeout=WAIT_MS)
         return self.text(selector)
 
 
@@ -313,7 +317,7 @@ def test_job_overview_cell_opens_the_rank(browser, tmp_path):
             box = v.page.locator("#job-heat .nsewdrag").bounding_box()
             v.page.mouse.click(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
             try:
-                v.page.wait_for_function(opened, arg=before, timeout=20000)  # the rank opens in a second
+                v.page.wait_for_function(opened, arg=before, timeout=20000)  # else the click was lost: again
                 break
             except PlaywrightTimeout:
                 if attempt == 4:

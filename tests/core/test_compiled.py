@@ -203,7 +203,7 @@ def test_a_detached_build_runs_its_entry_in_a_session_of_its_own_at_the_lowest_p
     (decoy / "__init__.py").write_text("")
     monkeypatch.chdir(decoy.parent)
     assert compiled.build_detached("probe_entry:probe")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while not out.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     niceness, session, package = json.loads(out.read_text())

@@ -57,7 +57,7 @@ def test_stop_kills_a_running_process_and_has_sent_tells_when_receive_would_not_
 
 def test_has_sent_once_something_is_in_the_pipe():
     forked = Forked(_send_all, ["x"])
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while not forked.has_sent() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert forked.has_sent()

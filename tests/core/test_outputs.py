@@ -95,7 +95,7 @@ def _held_inodes() -> set[int]:
     return held
 
 
-def _wait_reaped(timeout: float = 10.0) -> None:
+def _wait_reaped(timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while outputs._SPAWNED and time.monotonic() < deadline:
         outputs._reap()

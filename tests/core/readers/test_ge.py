@@ -6,7 +6,6 @@ import filecmp
 import gzip
 import json
 import sys
-import time
 from pathlib import Path
 
 import jsonschema
@@ -151,9 +150,7 @@ def test_edges_round_trip_through_the_graph_file_and_validate(tmp_path):
 @pytest.mark.shared
 def test_resnet50_build_graph_has_170_ops_and_53_fused():
     path = shared(RESNET)
-    start = time.perf_counter()
     g = ge.read_ge(path)
-    seconds = time.perf_counter() - start
     assert int((g.nodes.kind == NodeKind.API).sum()) == 170
     fused = {i: dict(a)["original_op_names"].split(",") for i, a in zip(g.nodes.ids, g.nodes.attrs)
              if len(dict(a).get("original_op_names", "").split(",")) > 1}
@@ -164,7 +161,6 @@ def test_resnet50_build_graph_has_170_ops_and_53_fused():
     with gzip.open(path, "rt") as fh:  # every "src:k" input string of the file is an edge
         inputs = sum(1 for line in fh if line.startswith('    input: "') and line.strip() != 'input: ""')
     assert len(g.edges) == inputs
-    assert seconds < 10, f"parsing the 3.4 MB ResNet-50 text took {seconds:.1f} s"
 
 
 @pytest.mark.shared
