@@ -23,16 +23,21 @@ REPORT_SCHEMA = json.loads(resources.files("graphcmp").joinpath("data/report.sch
 
 @pytest.fixture(scope="session", autouse=True)
 def built_kernels() -> None:
-    """The compiled dump.json pass built ahead of time before any test runs, with the statistics metrics' kernels: a
-    fresh checkout builds them once (about a minute), which would otherwise fall into whichever test first reads a
-    large dump or a batch, under its time limit. Every msprobe read then takes the compiled pass, and every
-    comparison the compiled statistics metrics, as a user's do; the chunked read is what tests ask for by
-    ``compiled=False`` or a `chunk_bytes`, and `test_msprobe_scan` holds the two to the same graphs
-    (`test_stat_kernels` the metrics to numpy's)."""
+    """The compiled dump.json pass built ahead of time before any test runs, with the statistics and the tensor
+    metrics' kernels: a fresh checkout builds them once (about a minute), which would otherwise fall into whichever
+    test first reads a large dump or a batch, under its time limit, and every process a test starts would load
+    numba's kernels instead. Every msprobe read then takes the compiled pass, and every comparison the compiled
+    metrics, as a user's do; the chunked read is what tests ask for by ``compiled=False`` or a `chunk_bytes`, and
+    `test_msprobe_scan` holds the two to the same graphs (`test_stat_kernels` and `test_tensor_metrics_blocks` the
+    metrics to numpy's)."""
+    from graphcmp.core import tensor_kernels
     from graphcmp.core.readers import msprobe_scan
 
     # each pytest-xdist worker (gw0, gw1, ...) begins with another set, so that two build at once
-    msprobe_scan.build_kernels(start=int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    builds = [lambda: msprobe_scan.build_kernels(start=worker), tensor_kernels.build]
+    for build in builds[worker % 2:] + builds[:worker % 2]:
+        build()
 
 
 @pytest.fixture(scope="session")
