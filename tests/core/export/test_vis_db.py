@@ -138,7 +138,7 @@ def test_this_process_makes_blocks_while_the_forked_one_is_slow(reports, tmp_pat
 
     def slow_sender(answer, makers, claims, slots):
         while (k := claims.next()) is not None:
-            time.sleep(0.05)
+            time.sleep(0.5)  # a block here takes milliseconds: this one is slower even when the machine is loaded
             answer.send((k, *slots.put(makers.make(k))))
 
     def counted(self, k):
