@@ -25,8 +25,9 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 ENC = "Module.encoder.TransformerEncoder.forward.0"
 WAIT_MS = 60_000
-"""How long a test waits for the page to get where it expects (ms): a working page gets there within a second or two;
-the margin is for a slow or shared machine, where CI may run, not for a page that works slowly."""
+"""How long a test waits for the page to get where it expects (ms; every page's default, `Viewer`): a working page
+gets there within a second or two; the margin is for a slow or shared machine, where CI may run, not for a page that
+works slowly."""
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +63,8 @@ class Viewer:
         page.goto(url)
         self.wait("window.graphcmp && window.graphcmp.count('npu') > 0")
 
-    def wait(self, js: str, timeout: float = WAIT_MS) -> None:
-        self.page.wait_for_function(js, timeout=timeout)
+    def wait(self, js: str) -> None:
+        self.page.wait_for_function(js)
 
     def ids(self, side: str) -> list[str]:
         return self.page.evaluate(f"window.graphcmp.nodeIds('{side}')")
@@ -88,7 +89,7 @@ class Viewer:
         """Wait until the element's text matches `pattern`, and return it."""
         self.page.wait_for_function(
             "([s, p]) => { const e = document.querySelector(s); return e && new RegExp(p).test(e.innerText); }",
-            arg=[selector, pattern], timeout=WAIT_MS)
+            arg=[selector, pattern])
         return self.text(selector)
 
 

@@ -20,7 +20,7 @@ from graphcmp.core.compare import compare_paths
 from graphcmp.core.dataflow import flow_edges
 from graphcmp.core.readers import read_graph
 from graphcmp.samples import sample_pair
-from tests.app.test_browser import WAIT_MS, Viewer, _server, browser  # noqa: F401 (the browser fixture)
+from tests.app.test_browser import Viewer, _server, browser  # noqa: F401 (the browser fixture)
 from tests.conftest import DATA, shared
 
 pytestmark = pytest.mark.browser
@@ -276,7 +276,7 @@ def test_trend_cell_opens_that_step(browser, tmp_path):  # noqa: F811
         assert node in [h[0] for h in next(r for r in index["runs"] if r["step"] == steps[1])["heat"]]
         v.page.check("#heat-by input[value=severity]")  # the maps by worst severity
         v.page.wait_for_function("document.querySelector('#job-trend .hm') !== null || "
-                                 "document.querySelector('#job-trend .heatmaplayer') !== null", timeout=WAIT_MS)
+                                 "document.querySelector('#job-trend .heatmaplayer') !== null")
         assert not v.errors
         v.page.close()
     finally:

@@ -28,7 +28,7 @@ from graphcmp.core.rules import WARNING
 from graphcmp.core.tensorcmp import tensor_file
 from graphcmp.core.tensorio import read_tensor
 from graphcmp.samples import sample_pair
-from tests.app.test_browser import WAIT_MS, Viewer, _server, browser  # noqa: F401 (the browser fixture)
+from tests.app.test_browser import Viewer, _server, browser  # noqa: F401 (the browser fixture)
 from tests.conftest import DATA, shared
 
 pytestmark = pytest.mark.browser
@@ -134,7 +134,7 @@ def test_job_overview_leaves_half_the_height_and_collapses(browser, dist4_result
     server = _server([dist4_results])
     try:
         v = _page(browser, server.url)
-        v.page.wait_for_selector("#job-heat .nsewdrag", timeout=WAIT_MS)
+        v.page.wait_for_selector("#job-heat .nsewdrag")
         assert v.page.evaluate("document.getElementById('job').open")
         assert _box(v, "#cy-npu")["h"] >= VIEWPORT["height"] / 2  # the graph itself, below its title
         before = _box(v, "#pane-npu")["h"]
@@ -195,7 +195,7 @@ def test_ge_graph_shows_op_types(browser, tmp_path):  # noqa: F811
 
 
 def _chart(v: Viewer) -> dict:
-    v.wait(f"{CHART} && {CHART}.data && {CHART}.data.length > 2", timeout=WAIT_MS)
+    v.wait(f"{CHART} && {CHART}.data && {CHART}.data.length > 2")
     return v.page.evaluate(f"(() => {{ const g = {CHART}; return {{data: g.data.map(t => ({{name: t.name || '', "
                            "x: Array.from(t.x || []), y: Array.from(t.y || []), fill: t.fill || '', "
                            "customdata: Array.from(t.customdata || [])})), ytype: g.layout.yaxis.type, "
@@ -228,7 +228,7 @@ def test_error_chart_marks_the_origin_and_opens_a_clicked_call(browser, tf_url, 
                          f"y: r.top + l.yaxis._offset + l.yaxis.l2p(Math.log10(t.y[{k}]))}}; }})()")
     v.page.mouse.move(xy["x"], xy["y"])
     v.page.mouse.click(xy["x"], xy["y"])
-    v.wait(f"window.graphcmp.selected('npu').includes('n{row}')", timeout=WAIT_MS)
+    v.wait(f"window.graphcmp.selected('npu').includes('n{row}')")
     assert _query(v.page.url)["sel"] == f"npu:{tf_report.npu.nodes.ids[row]}"
     assert _query(v.page.url)["tab"] == "chart"
     v.wait(f"{CHART} && {CHART}.data.some(t => t.name === 'selected' && t.customdata[0] === {row})")
@@ -244,7 +244,7 @@ def test_error_chart_per_rank_of_a_job(browser, dist4_results):  # noqa: F811
         assert "rank 2" in first["title"]  # the job opens on the origin's rank
         v.page.click("#rank")
         v.page.get_by_role("option", name="0", exact=True).click()  # the rank selector
-        v.wait(f"{CHART} && {CHART}.layout.title.text.includes('rank 0')", timeout=WAIT_MS)
+        v.wait(f"{CHART} && {CHART}.layout.title.text.includes('rank 0')")
         other = _chart(v)
         origins = [t for t in other["data"] if t["name"].startswith("origin")]
         from graphcmp.core.report import load_saved
@@ -269,8 +269,8 @@ def test_single_op_view_of_real_tensors(browser, tmp_path):  # noqa: F811
     server = _server([str(tmp_path / "cnn.npz")])
     try:
         v = _page(browser, server.url + f"?sel=npu:{node}&tab=op")
-        v.page.wait_for_selector("#op table.worst tbody tr", timeout=WAIT_MS)
-        v.wait("document.querySelectorAll('#op .js-plotly-plot').length >= 2", timeout=WAIT_MS)
+        v.page.wait_for_selector("#op table.worst tbody tr")
+        v.wait("document.querySelectorAll('#op .js-plotly-plot').length >= 2")
         # the first block is the node's first output: its worst element is the one the files give
         model = ViewModel(report)
         row = report.npu.row(node)
@@ -300,7 +300,7 @@ def test_heat_map_axes_are_labelled(browser, dist4_results):  # noqa: F811
     server = _server([dist4_results])
     try:
         v = _page(browser, server.url)
-        v.page.wait_for_selector("#job-heat .xtick text", timeout=WAIT_MS)
+        v.page.wait_for_selector("#job-heat .xtick text")
         shown = v.page.eval_on_selector_all("#job-heat .xtick text", "ts => ts.map(t => t.textContent)")
         columns = v.page.evaluate("document.querySelector('#job-heat .js-plotly-plot').data[0].x")
         names = {short_column(c) for c in columns}
@@ -349,7 +349,7 @@ def test_badges_follow_the_roles(browser, tmp_path):  # noqa: F811
     server = _server([npu, bench])
     try:
         v = _page(browser, server.url + f"?sel=npu:{node}")
-        v.page.wait_for_selector("#details table.tensors tr.metric-row", timeout=WAIT_MS)
+        v.page.wait_for_selector("#details table.tensors tr.metric-row")
         badges = v.page.eval_on_selector_all("#details tr.metric-row .badge", "bs => bs.map(b => b.innerText)")
         assert "within noise" in badges
         role = NodeRole(int(report.noise.role[report.npu.row(node)]))
@@ -392,7 +392,7 @@ def test_table_view_sorts_filters_and_opens_a_row(browser, tf_url, tf_report):  
     table = compare_table(tf_report)
     v = _page(browser, tf_url + "?tab=table")
     rows = "#table .dash-spreadsheet tbody tr td[data-dash-column='NPU Name']"
-    v.page.wait_for_selector(rows, timeout=WAIT_MS)
+    v.page.wait_for_selector(rows)
     names = v.page.eval_on_selector_all(rows, "ts => ts.map(t => t.innerText)")
     assert names == list(table.column("NPU Name")[:50])  # the export's rows, in execution order
     assert v.settle("#tab-note", "rows") == f"{len(table):,} rows"
@@ -426,7 +426,7 @@ def test_table_view_sorts_filters_and_opens_a_row(browser, tf_url, tf_report):  
     v.page.click(rows)
     k = list(table.column("NPU Name")).index(first)
     row = int(tf_report.npu.tensors.node[table.npu_rows[k]])
-    v.wait(f"window.graphcmp.selected('npu').some(e => e === 'n{row}' || e === 'b{row}')", timeout=WAIT_MS)
+    v.wait(f"window.graphcmp.selected('npu').some(e => e === 'n{row}' || e === 'b{row}')")
     assert _query(v.page.url)["sel"] == f"npu:{tf_report.npu.nodes.ids[row]}"
     assert not v.errors
     v.page.close()

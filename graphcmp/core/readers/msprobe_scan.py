@@ -138,12 +138,9 @@ _BUILT_TOGETHER = (_KERNELS, ID_KERNELS, STAT_KERNELS, BYTE_ID_KERNELS)
 statistics metrics' (`core.stat_kernels`) and the forward twins' (`core.id_kernels`)."""
 
 
-def build_kernels(start: int = 0) -> None:
-    """Build the kernel sets of `_BUILT_TOGETHER` where they are not built: what `build_in_background` runs.
-    Processes that build at once each give another `start` (the set they begin with, modulo their number): each then
-    builds one while another builds the next, where with one order all but one would wait on its lock."""
-    first = start % len(_BUILT_TOGETHER)
-    for kernels in _BUILT_TOGETHER[first:] + _BUILT_TOGETHER[:first]:
+def build_kernels() -> None:
+    """Build the kernel sets of `_BUILT_TOGETHER` where they are not built: what `build_in_background` runs."""
+    for kernels in _BUILT_TOGETHER:
         kernels.load()
 
 
